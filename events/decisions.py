@@ -1,0 +1,224 @@
+"""Events: the facts the allocator appends to the log, one or more per decided intent.
+
+Past-tense, immutable, tagged msgspec Structs published on ``gpuledger.event.<tag>`` after
+commit (msg id = log position). ``evolve`` folds them into cluster state; they carry every
+number the fold needs (for example the exact per-GPU ``charges``), so a replay never has to
+recompute a decision.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+from events.base import Event
+from events.values import AllocationSpec, FilterCount, GpuSpec, PoolConfig, QuotaSpec, Resources
+
+
+class AllocationGranted(Event, frozen=True, tag="allocation_granted"):
+    """GPUs ``gpus`` on ``node`` were given to ``spec``; ``charges[i]`` was taken from ``gpus[i]``.
+
+    ``from_queue`` is true when the request had been queued and was granted by a later decision.
+    """
+
+    spec: AllocationSpec
+    node: str
+    gpus: tuple[str, ...]
+    charges: tuple[Resources, ...]
+    from_queue: bool = False
+
+
+class AllocationQueued(Event, frozen=True, tag="allocation_queued"):
+    """The request cannot fit now but could later; it waits in priority order.
+
+    ``code`` is ``capacity`` or ``quota``; ``filters`` says how many GPUs each filter removed;
+    ``quota_dimension`` names the quota check that blocked (e.g. ``total.max.tflops.request``).
+    """
+
+    spec: AllocationSpec
+    reason: str
+    code: str
+    filters: tuple[FilterCount, ...] = ()
+    quota_dimension: str = ""
+
+
+class AllocationRejected(Event, frozen=True, tag="allocation_rejected"):
+    """The request can never fit (invalid, unknown pool, over a per-workload cap, too big)."""
+
+    spec: AllocationSpec
+    reason: str
+    code: str
+    filters: tuple[FilterCount, ...] = ()
+    quota_dimension: str = ""
+    field: str = ""
+
+
+class AllocationReleased(Event, frozen=True, tag="allocation_released"):
+    """A granted allocation gave its GPUs back, or a queued request left the queue."""
+
+    allocation_id: str
+    namespace: str
+    pod: str
+    pool: str
+    node: str = ""
+    gpus: tuple[str, ...] = ()
+    was_queued: bool = False
+    reason: str = ""
+
+
+class AllocationResized(Event, frozen=True, tag="allocation_resized"):
+    """Request/limit of a granted allocation changed; ``charges`` replace the old per-GPU charges."""
+
+    allocation_id: str
+    namespace: str
+    pool: str
+    request: Resources
+    limit: Resources
+    charges: tuple[Resources, ...]
+
+
+class ResizeRejected(Event, frozen=True, tag="resize_rejected"):
+    """A resize did not fit; ``max_request`` is the largest per-GPU request that would have."""
+
+    allocation_id: str
+    namespace: str
+    pool: str
+    request: Resources
+    limit: Resources
+    reason: str
+    code: str
+    max_request: Resources = Resources()
+    quota_dimension: str = ""
+
+
+class NodeRegistered(Event, frozen=True, tag="node_registered"):
+    """A node was added, or its labels, allocatable or GPU set changed (full new description)."""
+
+    node: str
+    pool: str
+    gpus: tuple[GpuSpec, ...] = ()
+    labels: dict[str, str] = {}
+    cpu_milli: int = 0
+    memory_bytes: int = 0
+    schedulable: bool = True
+    heartbeat_ttl_s: float = 0.0
+    source: str = ""
+
+
+class NodeHeartbeat(Event, frozen=True, tag="node_heartbeat"):
+    """A discovery source re-reported a node with nothing changed."""
+
+    node: str
+    pool: str
+
+
+class NodeRemoved(Event, frozen=True, tag="node_removed"):
+    """A node and its GPUs left the inventory (its live allocations were released first)."""
+
+    node: str
+    pool: str
+
+
+class NodePhaseChanged(Event, frozen=True, tag="node_phase_changed"):
+    """A node became ``Ready``, ``Unschedulable`` (cordoned/NotReady) or ``Lost`` (heartbeat TTL)."""
+
+    node: str
+    pool: str
+    phase: str
+    reason: str = ""
+
+
+class GpuCapacityChanged(Event, frozen=True, tag="gpu_capacity_changed"):
+    """A GPU's capacity changed; available is re-derived from live allocations."""
+
+    gpu: str
+    node: str
+    pool: str
+    capacity: Resources
+    previous: Resources
+
+
+class GpuPhaseChanged(Event, frozen=True, tag="gpu_phase_changed"):
+    """A GPU's phase changed (a GPU missing from a report becomes ``Unknown``)."""
+
+    gpu: str
+    node: str
+    pool: str
+    phase: str
+    previous: str
+    reason: str = ""
+
+
+class QuotaSet(Event, frozen=True, tag="quota_set"):
+    """A namespace quota was created or replaced; usage is always derived from live allocations."""
+
+    namespace: str
+    spec: QuotaSpec
+
+
+class QuotaRemoved(Event, frozen=True, tag="quota_removed"):
+    """A namespace quota was deleted."""
+
+    namespace: str
+
+
+class PoolConfigured(Event, frozen=True, tag="pool_configured"):
+    """A pool's scheduling settings were set."""
+
+    pool: str
+    config: PoolConfig
+
+
+class IntentRejected(Event, frozen=True, tag="intent_rejected"):
+    """An intent was malformed or invalid; nothing else changed.
+
+    ``intent_type`` is the tag when known, ``field``/``value`` name the offending input,
+    ``subject`` the NATS subject it came on and ``raw`` (at most 4 KiB) its payload.
+    """
+
+    intent_id: str
+    reason: str
+    intent_type: str = ""
+    field: str = ""
+    value: str = ""
+    subject: str = ""
+    raw: str = ""
+
+
+AnyEvent = Union[
+    AllocationGranted,
+    AllocationQueued,
+    AllocationRejected,
+    AllocationReleased,
+    AllocationResized,
+    ResizeRejected,
+    NodeRegistered,
+    NodeHeartbeat,
+    NodeRemoved,
+    NodePhaseChanged,
+    GpuCapacityChanged,
+    GpuPhaseChanged,
+    QuotaSet,
+    QuotaRemoved,
+    PoolConfigured,
+    IntentRejected,
+]
+"""Every event type; the tagged union the codec decodes."""
+
+EVENT_TYPES: tuple[type[Event], ...] = (
+    AllocationGranted,
+    AllocationQueued,
+    AllocationRejected,
+    AllocationReleased,
+    AllocationResized,
+    ResizeRejected,
+    NodeRegistered,
+    NodeHeartbeat,
+    NodeRemoved,
+    NodePhaseChanged,
+    GpuCapacityChanged,
+    GpuPhaseChanged,
+    QuotaSet,
+    QuotaRemoved,
+    PoolConfigured,
+    IntentRejected,
+)

@@ -1,0 +1,113 @@
+"""Intents: what producers (admission, discovery, autoscaler, operators) ask the allocator to do.
+
+Each is an immutable, tagged msgspec Struct published on ``gpuledger.intent.<tag>`` with
+``Nats-Msg-Id`` = ``intent_id``. The allocator decides each intent exactly once.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+from events.base import Intent
+from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaSpec, Resources
+
+
+class RequestAllocation(Intent, frozen=True, tag="request_allocation"):
+    """Allocate ``spec.gpu_count`` GPUs on one node for ``spec.allocation_id`` (a pod)."""
+
+    spec: AllocationSpec
+
+
+class ReleaseAllocation(Intent, frozen=True, tag="release_allocation"):
+    """Release a granted allocation, or drop a queued request (pod deleted or finished)."""
+
+    allocation_id: str
+    namespace: str = ""
+    pod: str = ""
+    pool: str = ""
+    reason: str = ""
+
+
+class ResizeAllocation(Intent, frozen=True, tag="resize_allocation"):
+    """Set new per-GPU request and limit (TensorFusion AdjustAllocation semantics)."""
+
+    allocation_id: str
+    request: Resources
+    limit: Resources
+    pool: str = ""
+
+
+class RegisterNode(Intent, frozen=True, tag="register_node"):
+    """Upsert a node and its GPUs; also the heartbeat of a discovery source.
+
+    ``cpu_milli``/``memory_bytes`` are the node's allocatable (0: not reported).
+    ``heartbeat_ttl_s`` 0 means the node never expires; otherwise it is marked Lost when no
+    report arrives within that many seconds.
+    """
+
+    node: str
+    pool: str
+    gpus: tuple[GpuSpec, ...] = ()
+    labels: dict[str, str] = {}
+    cpu_milli: int = 0
+    memory_bytes: int = 0
+    schedulable: bool = True
+    heartbeat_ttl_s: float = 0.0
+    source: str = ""
+
+
+class RemoveNode(Intent, frozen=True, tag="remove_node"):
+    """Remove a node and its GPUs; live allocations on it are released."""
+
+    node: str
+    pool: str = ""
+
+
+class SetQuota(Intent, frozen=True, tag="set_quota"):
+    """Create or replace a namespace's GPUResourceQuota."""
+
+    namespace: str
+    spec: QuotaSpec
+
+
+class RemoveQuota(Intent, frozen=True, tag="remove_quota"):
+    """Delete a namespace's quota: the namespace becomes unlimited."""
+
+    namespace: str
+
+
+class ConfigurePool(Intent, frozen=True, tag="configure_pool"):
+    """Set a pool's placement strategy, score weights and max workers per node."""
+
+    pool: str
+    config: PoolConfig
+
+
+class CheckHeartbeats(Intent, frozen=True, tag="check_heartbeats"):
+    """Published by the allocator on a timer: mark nodes whose heartbeat TTL ran out as Lost."""
+
+
+AnyIntent = Union[
+    RequestAllocation,
+    ReleaseAllocation,
+    ResizeAllocation,
+    RegisterNode,
+    RemoveNode,
+    SetQuota,
+    RemoveQuota,
+    ConfigurePool,
+    CheckHeartbeats,
+]
+"""Every intent type; the tagged union the codec decodes."""
+
+INTENT_TYPES: tuple[type[Intent], ...] = (
+    RequestAllocation,
+    ReleaseAllocation,
+    ResizeAllocation,
+    RegisterNode,
+    RemoveNode,
+    SetQuota,
+    RemoveQuota,
+    ConfigurePool,
+    CheckHeartbeats,
+)

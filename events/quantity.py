@@ -1,0 +1,89 @@
+"""Kubernetes resource quantities: exact parsing and canonical formatting.
+
+Parses strings such as ``"4Gi"``, ``"500m"``, ``"1.5"``, ``"1e3"`` exactly (Decimal) and
+formats integers back the way Kubernetes canonicalises them (``1024Mi`` -> ``"1Gi"``,
+``0.5`` -> ``"500m"``, ``1000`` -> ``"1k"``). Rounding follows Kubernetes: ``Value()`` and
+``MilliValue()`` round up (away from zero) to the next integer.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
+
+_PATTERN = re.compile(r"^([+-]?)(\d+\.?\d*|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE]([+-]?\d+))?$")
+_BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
+            "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
+            "P": Decimal("1e15"), "E": Decimal("1e18")}
+
+
+class QuantityError(ValueError):
+    """A string is not a Kubernetes quantity; the message quotes it."""
+
+
+def parse(text: str) -> Decimal:
+    """Parse a quantity string into an exact Decimal; raises QuantityError."""
+    if not isinstance(text, str):
+        raise QuantityError(f"invalid quantity {text!r}: not a string")
+    match = _PATTERN.match(text.strip())
+    if not match or not text.strip():
+        raise QuantityError(f"invalid quantity {text!r}")
+    sign, number, suffix, exponent = match.groups()
+    try:
+        value = Decimal(number)
+    except InvalidOperation as exc:  # pragma: no cover - the regex admits only valid numbers
+        raise QuantityError(f"invalid quantity {text!r}") from exc
+    if exponent is not None:
+        value = value.scaleb(int(exponent))
+    elif suffix in _BINARY:
+        value *= _BINARY[suffix]
+    else:
+        value *= _DECIMAL[suffix or ""]
+    return -value if sign == "-" else value
+
+
+def _ceil(value: Decimal) -> int:
+    return int(value.to_integral_value(rounding=ROUND_CEILING if value >= 0 else ROUND_FLOOR))
+
+
+def to_value(text: str) -> int:
+    """Kubernetes ``Quantity.Value()``: the integer value, rounded up away from zero (bytes, counts)."""
+    return _ceil(parse(text))
+
+
+def to_milli(text: str) -> int:
+    """Kubernetes ``Quantity.MilliValue()``: thousandths, rounded up away from zero (milli-TFLOPS)."""
+    return _ceil(parse(text) * 1000)
+
+
+def format_milli(milli: int) -> str:
+    """Canonical DecimalSI string of a milli-unit integer: 500 -> "500m", 10000 -> "10", 10**6 -> "1k"."""
+    if milli % 1000:
+        return f"{milli}m"
+    return _format_decimal(milli // 1000)
+
+
+def _format_decimal(value: int) -> str:
+    if value == 0:
+        return "0"
+    for suffix, factor in (("E", 10**18), ("P", 10**15), ("T", 10**12), ("G", 10**9), ("M", 10**6), ("k", 10**3)):
+        if value % factor == 0:
+            return f"{value // factor}{suffix}"
+    return str(value)
+
+
+def format_bytes(value: int) -> str:
+    """Canonical string of a byte count: binary suffixes when exact ("1Gi"), else DecimalSI ("1k", "1500")."""
+    if value == 0:
+        return "0"
+    for suffix in ("Ei", "Pi", "Ti", "Gi", "Mi", "Ki"):
+        factor = _BINARY[suffix]
+        if value % factor == 0:
+            return f"{value // factor}{suffix}"
+    return _format_decimal(value)
+
+
+def format_percent_milli(milli_percent: int) -> str:
+    """A compute share in milli-percent as a quantity string: 50_000 -> "50", 12_500 -> "12500m"."""
+    return format_milli(milli_percent)

@@ -1,0 +1,165 @@
+"""Value objects shared by intents and events: resources, GPUs, quotas, pool settings.
+
+Units are exact integers everywhere: TFLOPS in milli-TFLOPS (``1000`` = 1 TFLOPS), VRAM in
+bytes, CPU in millicores, compute share in milli-percent of one GPU (``100_000`` = 100 %).
+No floats cross the wire except pool score weights.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+QOS_LEVELS: tuple[str, ...] = ("critical", "high", "medium", "low")
+"""QoS classes, highest first (TensorFusion QoS: critical > high > medium > low)."""
+
+ISOLATION_MODES: tuple[str, ...] = ("shared", "soft", "hard", "partitioned")
+"""TensorFusion isolation modes; ``shared`` takes a whole idle GPU exclusively."""
+
+PLACEMENT_STRATEGIES: tuple[str, ...] = (
+    "compact-first",
+    "low-load-first",
+    "node-compact-gpu-low-load",
+)
+"""Built-in placement strategy names (TensorFusion gpuallocator strategies); more may register."""
+
+GPU_PHASES: tuple[str, ...] = ("Pending", "Updating", "Running", "Unknown", "Destroying", "Migrating")
+"""TensorFusion GPU phases; only ``Running`` is schedulable."""
+
+MAX_GPUS_PER_ALLOCATION = 128
+"""TensorFusion MaxGPUCounterPerAllocation."""
+
+
+class Resources(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """An amount of GPU resources, per GPU.
+
+    ``milli_tflops``: milli-TFLOPS; ``vram_bytes``: bytes; ``compute_milli_percent``: share of
+    one GPU in thousandths of a percent, only on requests/limits and mutually exclusive with
+    ``milli_tflops`` (it is converted with each GPU's own capacity, rounding up to a milli-TFLOPS).
+    """
+
+    milli_tflops: int = 0
+    vram_bytes: int = 0
+    compute_milli_percent: int = 0
+
+    def is_zero(self) -> bool:
+        """True when every dimension is zero."""
+        return not (self.milli_tflops or self.vram_bytes or self.compute_milli_percent)
+
+
+ZERO = Resources()
+
+
+class GpuSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """One GPU as discovery reports it.
+
+    ``name`` is the GPU's cluster-unique key, written into the pod's ``tensor-fusion.ai/gpu-ids``.
+    ``capacity`` has no compute percent. ``phase`` follows TensorFusion (only Running schedules);
+    ``used_by`` is "" or "tensor-fusion" for eligible GPUs.
+    """
+
+    name: str
+    capacity: Resources
+    model: str = ""
+    vendor: str = "NVIDIA"
+    index: int | None = None
+    uuid: str = ""
+    numa_node: int | None = None
+    phase: str = "Running"
+    used_by: str = ""
+    isolation_mode: str = ""
+
+
+class NodeSelectorRequirement(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A Kubernetes node selector requirement (operators In, NotIn, Exists, DoesNotExist, Gt, Lt)."""
+
+    key: str
+    operator: str
+    values: tuple[str, ...] = ()
+
+
+class NodeSelectorTerm(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Requirements ANDed together (Kubernetes NodeSelectorTerm.matchExpressions)."""
+
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+
+
+class PreferredSchedulingTerm(msgspec.Struct, frozen=True, kw_only=True):
+    """A weighted preference (1-100), as in Kubernetes PreferredSchedulingTerm."""
+
+    weight: int
+    preference: NodeSelectorTerm
+
+
+class NodeAffinity(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Node affinity over node labels with Kubernetes semantics: required terms are ORed."""
+
+    required: tuple[NodeSelectorTerm, ...] = ()
+    preferred: tuple[PreferredSchedulingTerm, ...] = ()
+
+
+class AllocationSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """What a workload asks for (TensorFusion AllocRequest), request and limit per GPU.
+
+    ``allocation_id`` is the pod UID. ``gpu_models`` is an allow-list (empty: any model);
+    ``gpu_indices`` an allow-list of GPU indices; ``cpu_milli``/``memory_bytes`` are the pod's
+    CPU (millicores) and memory (bytes) requests, checked against node allocatable when both
+    sides report them. ``attributes`` carries producer metadata (autoscaling settings, owner).
+    """
+
+    allocation_id: str
+    namespace: str
+    pod: str
+    pool: str
+    request: Resources
+    limit: Resources
+    workload: str = ""
+    gpu_count: int = 1
+    qos: str = "medium"
+    isolation: str = "soft"
+    gpu_models: tuple[str, ...] = ()
+    vendor: str = ""
+    gpu_indices: tuple[int, ...] = ()
+    node_affinity: NodeAffinity | None = None
+    cpu_milli: int = 0
+    memory_bytes: int = 0
+    partition_template: str = ""
+    attributes: dict[str, str] = {}
+
+
+class QuotaSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A namespace's GPUResourceQuota (tensor-fusion.ai/v1) spec.
+
+    Totals bound Σ request×count / Σ limit×count over live allocations; ``max_requests``,
+    ``max_limits`` and ``max_gpu_count`` are per-workload caps (per GPU values). A cap of 0 or
+    None means no cap. Defaults are applied by admission, not by the allocator.
+    """
+
+    total_requests: Resources | None = None
+    total_limits: Resources | None = None
+    max_workers: int | None = None
+    max_requests: Resources | None = None
+    max_limits: Resources | None = None
+    max_gpu_count: int | None = None
+    default_requests: Resources | None = None
+    default_limits: Resources | None = None
+    alert_threshold_percent: int = 95
+
+
+class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """Per-pool scheduling settings (TensorFusion SchedulingConfigTemplate + GPUFitConfig).
+
+    ``vram_weight``/``tflops_weight`` weight the VRAM and TFLOPS percentages in scores
+    (shipped TensorFusion config: 0.7/0.3). ``max_workers_per_node`` 0 means unlimited.
+    """
+
+    placement: str = "node-compact-gpu-low-load"
+    vram_weight: float = 0.7
+    tflops_weight: float = 0.3
+    max_workers_per_node: int = 0
+
+
+class FilterCount(msgspec.Struct, frozen=True, kw_only=True):
+    """How many candidate GPUs one filter removed (TensorFusion FilterDetail)."""
+
+    name: str
+    removed: int

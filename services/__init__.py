@@ -1,0 +1,1 @@
+"""gpuledger services: allocator (the single writer), admission, discovery, autoscaler, shared kit."""

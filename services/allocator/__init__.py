@@ -1,0 +1,1 @@
+"""The allocator: the single fenced writer that decides intents and appends events to the log."""

@@ -1,0 +1,130 @@
+"""Projected cluster state records: GPUs, nodes, allocations, quotas (mutable, owned by ``evolve``).
+
+These are the rows of the projection. Only :mod:`services.allocator.domain.evolve` mutates them;
+``decide`` and the plugins read them. Available capacity and quota usage are derived from live
+allocations (``used_*`` are kept equal to the sum of live charges), so available can never
+exceed capacity and a release restores exactly what the grant took.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+import msgspec
+
+from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaSpec, Resources
+
+GRANTED = "granted"
+QUEUED = "queued"
+
+
+class GpuState(msgspec.Struct, kw_only=True):
+    """One GPU: its reported spec, its node and pool, and the charges of live allocations on it.
+
+    ``used_milli_tflops``/``used_vram_bytes`` = Σ ``charges`` (milli-TFLOPS, bytes).
+    """
+
+    spec: GpuSpec
+    node: str
+    pool: str
+    phase: str
+    used_milli_tflops: int = 0
+    used_vram_bytes: int = 0
+    charges: dict[str, Resources] = {}
+
+    @property
+    def name(self) -> str:
+        """The GPU's key (``GpuSpec.name``)."""
+        return self.spec.name
+
+    @property
+    def capacity(self) -> Resources:
+        """Physical capacity (milli-TFLOPS, bytes)."""
+        return self.spec.capacity
+
+    @property
+    def available_milli_tflops(self) -> int:
+        """Capacity minus live charges, floored at 0 (capacity may shrink under allocations)."""
+        return max(0, self.spec.capacity.milli_tflops - self.used_milli_tflops)
+
+    @property
+    def available_vram_bytes(self) -> int:
+        """Capacity minus live charges in bytes, floored at 0."""
+        return max(0, self.spec.capacity.vram_bytes - self.used_vram_bytes)
+
+    @property
+    def available(self) -> Resources:
+        """Available resources as a value (milli-TFLOPS, bytes)."""
+        return Resources(milli_tflops=self.available_milli_tflops, vram_bytes=self.available_vram_bytes)
+
+    @property
+    def overcommitted(self) -> bool:
+        """True when live charges exceed capacity (capacity shrank under allocations)."""
+        cap = self.spec.capacity
+        return self.used_milli_tflops > cap.milli_tflops or self.used_vram_bytes > cap.vram_bytes
+
+    @property
+    def idle(self) -> bool:
+        """True when no allocation holds any share of this GPU."""
+        return not self.charges
+
+
+class NodeState(msgspec.Struct, kw_only=True):
+    """A node: labels, allocatable CPU (millicores) and memory (bytes), its GPUs, liveness."""
+
+    name: str
+    pool: str
+    gpus: list[str] = []
+    labels: dict[str, str] = {}
+    cpu_milli: int = 0
+    memory_bytes: int = 0
+    used_cpu_milli: int = 0
+    used_memory_bytes: int = 0
+    schedulable: bool = True
+    phase: str = "Ready"
+    heartbeat_ttl_s: float = 0.0
+    last_seen: datetime | None = None
+    source: str = ""
+    workers: list[str] = []
+
+
+class AllocationState(msgspec.Struct, kw_only=True):
+    """A live allocation: granted (holding ``charges`` on ``gpus`` of ``node``) or queued.
+
+    ``queue_seq`` orders queued requests FIFO within a QoS class; ``reason``/``code`` say why
+    a queued request waits.
+    """
+
+    spec: AllocationSpec
+    status: str
+    requested_at: datetime
+    node: str = ""
+    gpus: list[str] = []
+    charges: list[Resources] = []
+    granted_at: datetime | None = None
+    queue_seq: int = 0
+    reason: str = ""
+    code: str = ""
+
+
+class QuotaUsage(msgspec.Struct, kw_only=True):
+    """A namespace's usage: Σ request×count, Σ limit×count (milli-TFLOPS, bytes), worker count."""
+
+    requests_milli_tflops: int = 0
+    requests_vram_bytes: int = 0
+    limits_milli_tflops: int = 0
+    limits_vram_bytes: int = 0
+    workers: int = 0
+
+
+class StateSnapshot(msgspec.Struct, kw_only=True):
+    """The serialisable whole of :class:`ClusterState` (what ``snapshots`` stores), minus indexes."""
+
+    position: int = 0
+    gpus: dict[str, GpuState] = {}
+    nodes: dict[str, NodeState] = {}
+    allocations: dict[str, AllocationState] = {}
+    quotas: dict[str, QuotaSpec] = {}
+    usage: dict[str, QuotaUsage] = {}
+    pools: dict[str, PoolConfig] = {}
+    queue_seq: int = 0

@@ -1,0 +1,105 @@
+"""ClusterState: the projection of the log (GPUs, nodes, allocations, quotas, pools, queue).
+
+Owns the in-memory indexes that keep decisions cheap (nodes by pool, the priority queue) and
+the conversion to and from :class:`StateSnapshot` for snapshots and the digest. Mutated only by
+``evolve``; everything else reads it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import msgspec
+
+from events.values import PoolConfig, QuotaSpec
+from services.allocator.domain.model import (
+    AllocationState,
+    GpuState,
+    NodeState,
+    QuotaUsage,
+    StateSnapshot,
+)
+from services.allocator.domain.queue import RequestQueue
+
+_snapshot_encoder = msgspec.msgpack.Encoder()
+_snapshot_decoder = msgspec.msgpack.Decoder(StateSnapshot)
+_digest_encoder = msgspec.json.Encoder(order="sorted")
+
+
+class ClusterState:
+    """The allocator's projection. Shapes: ``gpus`` name -> GpuState, ``nodes`` name -> NodeState,
+    ``allocations`` allocation id -> AllocationState (granted and queued), ``quotas`` namespace ->
+    QuotaSpec, ``usage`` namespace -> QuotaUsage (every namespace with a granted allocation),
+    ``pools`` pool -> PoolConfig (configured pools only), ``position`` the last applied log position.
+    """
+
+    __slots__ = ("allocations", "gpus", "nodes", "pool_nodes", "pools", "position", "queue", "quotas", "usage")
+
+    def __init__(self) -> None:
+        self.position = 0
+        self.gpus: dict[str, GpuState] = {}
+        self.nodes: dict[str, NodeState] = {}
+        self.allocations: dict[str, AllocationState] = {}
+        self.quotas: dict[str, QuotaSpec] = {}
+        self.usage: dict[str, QuotaUsage] = {}
+        self.pools: dict[str, PoolConfig] = {}
+        self.pool_nodes: dict[str, set[str]] = {}
+        self.queue = RequestQueue()
+
+    @classmethod
+    def empty(cls) -> ClusterState:
+        """A state with nothing in it (position 0)."""
+        return cls()
+
+    def pool_config(self, pool: str) -> PoolConfig:
+        """The pool's settings, or the defaults (NodeCompactGPULowLoad, 0.7/0.3) for an unconfigured pool."""
+        return self.pools.get(pool) or _DEFAULT_POOL
+
+    def to_snapshot(self) -> StateSnapshot:
+        """The state as a serialisable value (shares records with the live state; encode it at once)."""
+        return StateSnapshot(
+            position=self.position,
+            gpus=self.gpus,
+            nodes=self.nodes,
+            allocations=self.allocations,
+            quotas=self.quotas,
+            usage=self.usage,
+            pools=self.pools,
+            queue_seq=self.queue.next_seq,
+        )
+
+    @classmethod
+    def from_snapshot(cls, snapshot: StateSnapshot) -> ClusterState:
+        """Rebuild a state (and its indexes) from a snapshot value."""
+        state = cls()
+        state.position = snapshot.position
+        state.gpus = dict(snapshot.gpus)
+        state.nodes = dict(snapshot.nodes)
+        state.allocations = dict(snapshot.allocations)
+        state.quotas = dict(snapshot.quotas)
+        state.usage = dict(snapshot.usage)
+        state.pools = dict(snapshot.pools)
+        for node in state.nodes.values():
+            state.pool_nodes.setdefault(node.pool, set()).add(node.name)
+        state.queue.rebuild(state.allocations.values(), next_seq=snapshot.queue_seq)
+        return state
+
+
+_DEFAULT_POOL = PoolConfig()
+
+
+def encode_snapshot(state: ClusterState) -> bytes:
+    """msgpack bytes of the whole state (the ``snapshots.state`` column)."""
+    return _snapshot_encoder.encode(state.to_snapshot())
+
+
+def decode_snapshot(data: bytes) -> ClusterState:
+    """Inverse of :func:`encode_snapshot`; raises msgspec.DecodeError on corrupt bytes."""
+    return ClusterState.from_snapshot(_snapshot_decoder.decode(data))
+
+
+def digest(state: ClusterState) -> str:
+    """Stable sha256 hex of the projected state (position excluded), equal for equal states."""
+    snap = state.to_snapshot()
+    snap = msgspec.structs.replace(snap, position=0)
+    return hashlib.sha256(_digest_encoder.encode(snap)).hexdigest()

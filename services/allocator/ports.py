@@ -1,0 +1,95 @@
+"""Ports of the allocator: the event store (log + processed intents + snapshots + read models)
+and the lease. Adapters implement them for PostgreSQL and in memory; one contract test suite
+(tests/contract) runs against both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from datetime import datetime
+from typing import Protocol
+
+import msgspec
+
+from events.decisions import AnyEvent
+from services.allocator.domain.state import ClusterState
+
+
+class DecidedIntent(msgspec.Struct, frozen=True, kw_only=True):
+    """One decided intent ready to append: its id, NATS stream sequence (0 if none), its events."""
+
+    intent_id: str
+    stream_seq: int
+    events: tuple[AnyEvent, ...]
+
+
+class StoredEvent(msgspec.Struct, frozen=True, kw_only=True):
+    """An event as the log holds it: gapless ``position`` (1-based), commit time, writer epoch."""
+
+    position: int
+    recorded_at: datetime
+    epoch: int
+    intent_id: str
+    event: AnyEvent
+
+
+class Lease(msgspec.Struct, frozen=True, kw_only=True):
+    """The writer lease: who holds it, its fencing ``epoch`` and expiry (UTC)."""
+
+    name: str
+    holder: str
+    epoch: int
+    expires_at: datetime
+
+
+class FencedError(RuntimeError):
+    """The writer's lease epoch is no longer current: the append wrote nothing."""
+
+
+class CorruptEventError(RuntimeError):
+    """A stored event could not be decoded; the message names its position and type."""
+
+
+class EventStore(Protocol):
+    """The append-only log with its processed-intent index, snapshots and read models."""
+
+    async def append(
+        self, batch: Sequence[DecidedIntent], *, lease: str, epoch: int, state: ClusterState
+    ) -> list[StoredEvent]:
+        """Append every event of ``batch`` in one transaction, record each intent as processed and
+        update the read models from ``state`` (the projection after these events); raise
+        FencedError (writing nothing) when ``epoch`` is not the lease's current epoch."""
+        ...
+
+    async def processed(self, intent_ids: Sequence[str]) -> set[str]:
+        """The subset of ``intent_ids`` already decided (in any earlier transaction)."""
+        ...
+
+    def read(self, *, after: int = 0, limit: int | None = None) -> AsyncIterator[StoredEvent]:
+        """Events with position > ``after`` in order; raises CorruptEventError on an undecodable one."""
+        ...
+
+    async def last_position(self) -> int:
+        """Position of the newest event (0 when empty)."""
+        ...
+
+    async def save_snapshot(self, state: ClusterState) -> None:
+        """Store the state at ``state.position``."""
+        ...
+
+    async def load_state(self) -> ClusterState:
+        """Newest snapshot plus a replay of the events after it (empty state when there is none)."""
+        ...
+
+
+class LeaseStore(Protocol):
+    """The single-writer lease row; the epoch it hands out fences every append."""
+
+    async def acquire(self, name: str, *, holder: str, ttl_s: float, now: datetime) -> Lease | None:
+        """Take the lease if free or expired (bumping the epoch) or renew it if ``holder`` has it;
+        None when someone else holds a live lease."""
+        ...
+
+    async def release(self, name: str, *, holder: str) -> None:
+        """Give the lease up (expire it now) if ``holder`` has it."""
+        ...
