@@ -45,17 +45,18 @@ def tag_of(message_type: type[msgspec.Struct] | msgspec.Struct) -> str:
 def decode_intent(data: bytes | str) -> intents.AnyIntent:
     """Decode one intent; raises DecodeError naming the offending field or tag."""
     try:
-        return _intent_decoder.decode(data)
+        intent: intents.AnyIntent = _intent_decoder.decode(data)
     except msgspec.ValidationError as exc:
         raise DecodeError(f"invalid intent: {exc}") from exc
     except msgspec.DecodeError as exc:
         raise DecodeError(f"malformed intent payload: {exc}") from exc
+    return intent
 
 
 def decode_event(data: bytes | str) -> decisions.AnyEvent:
     """Decode one stored or published event, upcasting older schema versions."""
     try:
-        event = _event_decoder.decode(data)
+        event: decisions.AnyEvent = _event_decoder.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return _decode_event_slow(data)
     if event.schema_version == SCHEMA_VERSION:

@@ -148,6 +148,12 @@ class GpuPhaseChanged(Event, frozen=True, tag="gpu_phase_changed"):
     reason: str = ""
 
 
+class HeartbeatsChecked(Event, frozen=True, tag="heartbeats_checked"):
+    """Outcome of CheckHeartbeats: the nodes found past their TTL (each also gets NodePhaseChanged Lost)."""
+
+    lost: tuple[str, ...] = ()
+
+
 class QuotaSet(Event, frozen=True, tag="quota_set"):
     """A namespace quota was created or replaced; usage is always derived from live allocations."""
 
@@ -197,6 +203,7 @@ AnyEvent = Union[
     NodePhaseChanged,
     GpuCapacityChanged,
     GpuPhaseChanged,
+    HeartbeatsChecked,
     QuotaSet,
     QuotaRemoved,
     PoolConfigured,
@@ -217,6 +224,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     NodePhaseChanged,
     GpuCapacityChanged,
     GpuPhaseChanged,
+    HeartbeatsChecked,
     QuotaSet,
     QuotaRemoved,
     PoolConfigured,

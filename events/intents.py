@@ -84,7 +84,8 @@ class ConfigurePool(Intent, frozen=True, tag="configure_pool"):
 
 
 class CheckHeartbeats(Intent, frozen=True, tag="check_heartbeats"):
-    """Published by the allocator on a timer: mark nodes whose heartbeat TTL ran out as Lost."""
+    """Mark nodes whose heartbeat TTL ran out as Lost. The allocator publishes it on a timer, only
+    when its projection shows an expired node (``domain.expired_nodes``), so idle clusters log nothing."""
 
 
 AnyIntent = Union[

@@ -126,19 +126,31 @@ class AllocationSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     attributes: dict[str, str] = {}
 
 
+class QuotaAmount(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A quota bound per dimension: milli-TFLOPS and bytes; ``None`` means that dimension is not bounded.
+
+    (TensorFusion treats an omitted dimension of a present block as 0; gpuledger does not.)
+    """
+
+    milli_tflops: int | None = None
+    vram_bytes: int | None = None
+
+
 class QuotaSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     """A namespace's GPUResourceQuota (tensor-fusion.ai/v1) spec.
 
-    Totals bound Σ request×count / Σ limit×count over live allocations; ``max_requests``,
-    ``max_limits`` and ``max_gpu_count`` are per-workload caps (per GPU values). A cap of 0 or
-    None means no cap. Defaults are applied by admission, not by the allocator.
+    Totals bound Σ request×count / Σ limit×count over granted allocations (an explicit 0 admits
+    nothing, ``None`` is unbounded); ``max_requests``, ``max_limits`` and ``max_gpu_count`` are
+    per-workload caps on per-GPU values, where 0 or None means no cap (TensorFusion single.*).
+    ``max_workers`` bounds the number of granted allocations. ``default_*`` are applied by
+    admission, not by the allocator.
     """
 
-    total_requests: Resources | None = None
-    total_limits: Resources | None = None
+    total_requests: QuotaAmount | None = None
+    total_limits: QuotaAmount | None = None
     max_workers: int | None = None
-    max_requests: Resources | None = None
-    max_limits: Resources | None = None
+    max_requests: QuotaAmount | None = None
+    max_limits: QuotaAmount | None = None
     max_gpu_count: int | None = None
     default_requests: Resources | None = None
     default_limits: Resources | None = None

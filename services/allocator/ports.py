@@ -46,6 +46,13 @@ class FencedError(RuntimeError):
     """The writer's lease epoch is no longer current: the append wrote nothing."""
 
 
+class DuplicateIntentError(ValueError):
+    """An intent of the batch was already processed (or is twice in it): the append wrote nothing.
+
+    Callers filter with :meth:`EventStore.processed` first; this is the store's last line of defence.
+    """
+
+
 class CorruptEventError(RuntimeError):
     """A stored event could not be decoded; the message names its position and type."""
 

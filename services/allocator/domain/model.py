@@ -88,11 +88,21 @@ class NodeState(msgspec.Struct, kw_only=True):
     workers: list[str] = []
 
 
+class QuotaUsage(msgspec.Struct, kw_only=True):
+    """A namespace's usage: Σ request×count, Σ limit×count (milli-TFLOPS, bytes), worker count."""
+
+    requests_milli_tflops: int = 0
+    requests_vram_bytes: int = 0
+    limits_milli_tflops: int = 0
+    limits_vram_bytes: int = 0
+    workers: int = 0
+
+
 class AllocationState(msgspec.Struct, kw_only=True):
     """A live allocation: granted (holding ``charges`` on ``gpus`` of ``node``) or queued.
 
     ``queue_seq`` orders queued requests FIFO within a QoS class; ``reason``/``code`` say why
-    a queued request waits.
+    a queued request waits; ``usage`` is what a granted allocation adds to its namespace's usage.
     """
 
     spec: AllocationSpec
@@ -105,16 +115,7 @@ class AllocationState(msgspec.Struct, kw_only=True):
     queue_seq: int = 0
     reason: str = ""
     code: str = ""
-
-
-class QuotaUsage(msgspec.Struct, kw_only=True):
-    """A namespace's usage: Σ request×count, Σ limit×count (milli-TFLOPS, bytes), worker count."""
-
-    requests_milli_tflops: int = 0
-    requests_vram_bytes: int = 0
-    limits_milli_tflops: int = 0
-    limits_vram_bytes: int = 0
-    workers: int = 0
+    usage: QuotaUsage | None = None
 
 
 class StateSnapshot(msgspec.Struct, kw_only=True):

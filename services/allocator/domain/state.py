@@ -12,6 +12,8 @@ import hashlib
 import msgspec
 
 from events.values import PoolConfig, QuotaSpec
+from services.allocator.domain import profile
+from services.allocator.domain.index import NodeIndex
 from services.allocator.domain.model import (
     AllocationState,
     GpuState,
@@ -33,7 +35,9 @@ class ClusterState:
     ``pools`` pool -> PoolConfig (configured pools only), ``position`` the last applied log position.
     """
 
-    __slots__ = ("allocations", "gpus", "nodes", "pool_nodes", "pools", "position", "queue", "quotas", "usage")
+    __slots__ = (
+        "allocations", "gpus", "index", "nodes", "pool_nodes", "pools", "position", "queue", "quotas", "usage",
+    )
 
     def __init__(self) -> None:
         self.position = 0
@@ -45,6 +49,7 @@ class ClusterState:
         self.pools: dict[str, PoolConfig] = {}
         self.pool_nodes: dict[str, set[str]] = {}
         self.queue = RequestQueue()
+        self.index = NodeIndex()
 
     @classmethod
     def empty(cls) -> ClusterState:
@@ -54,6 +59,13 @@ class ClusterState:
     def pool_config(self, pool: str) -> PoolConfig:
         """The pool's settings, or the defaults (NodeCompactGPULowLoad, 0.7/0.3) for an unconfigured pool."""
         return self.pools.get(pool) or _DEFAULT_POOL
+
+    def refresh_node(self, name: str) -> None:
+        """Re-rank node ``name`` in the index after its GPUs, pool or pool settings changed."""
+        node = self.nodes[name]
+        config = self.pool_config(node.pool)
+        score = profile.strategy_for(config.placement).node_gpu_score
+        self.index.refresh(node, self.gpus, score, config)
 
     def to_snapshot(self) -> StateSnapshot:
         """The state as a serialisable value (shares records with the live state; encode it at once)."""
@@ -81,6 +93,7 @@ class ClusterState:
         state.pools = dict(snapshot.pools)
         for node in state.nodes.values():
             state.pool_nodes.setdefault(node.pool, set()).add(node.name)
+            state.refresh_node(node.name)
         state.queue.rebuild(state.allocations.values(), next_seq=snapshot.queue_seq)
         return state
 

@@ -1,0 +1,113 @@
+"""Deciding RequestAllocation and ReleaseAllocation.
+
+A request is rejected when it is invalid, names an unknown pool, breaks a per-workload quota
+cap, or could never fit the pool's inventory even if it were empty (a static filter pass);
+granted when it fits now; queued otherwise, with the filter counts and quota check that
+blocked it (TensorFusion FilterDetail, so "why is my pod waiting" has an answer).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from events import decisions as ev
+from events.intents import ReleaseAllocation, RequestAllocation
+from events.values import AllocationSpec, FilterCount
+from services.allocator.domain.framework import Context
+from services.allocator.domain.need import Need
+from services.allocator.domain.placement import Blocked, Grant, attempt, build_chain
+from services.allocator.domain.quota import check_single
+from services.allocator.domain.state import ClusterState
+from services.allocator.domain.validation import check_spec
+
+
+def filter_pass(state: ClusterState, spec: AllocationSpec, *, static: bool = False) -> tuple[list[FilterCount], int]:
+    """Per-filter GPU removal counts for ``spec`` over its pool, and how many nodes would fit."""
+    need = Need(spec)
+    nodes = [state.nodes[n] for n in sorted(state.pool_nodes.get(spec.pool, ()))]
+    ctx = Context(state.pool_config(spec.pool), static=static)
+    return build_chain(need).explain(nodes, state.gpus, need, ctx)
+
+
+def explain(state: ClusterState, spec: AllocationSpec) -> list[FilterCount]:
+    """How many of the pool's GPUs each filter removes for ``spec`` now (for simulate and status)."""
+    return filter_pass(state, spec)[0]
+
+
+def summarize(filters: list[FilterCount], total: int, pool: str) -> str:
+    """kube-scheduler style: ``0/8 GPUs fit in pool p: ResourceFilter removed 6, SameNodeFilter removed 2``."""
+    parts = [f"{f.name} removed {f.removed}" for f in filters if f.removed]
+    return f"0/{total} GPUs fit in pool {pool}: " + (", ".join(parts) or "no candidates")
+
+
+def granted(spec: AllocationSpec, grant: Grant, *, now: datetime, from_queue: bool) -> ev.AllocationGranted:
+    """The event for a successful attempt."""
+    return ev.AllocationGranted(
+        at=now, spec=spec, node=grant.node, gpus=grant.gpus, charges=grant.charges, from_queue=from_queue
+    )
+
+
+def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime) -> list[ev.AnyEvent]:
+    """RequestAllocation -> AllocationGranted | AllocationQueued | AllocationRejected | IntentRejected."""
+    spec = intent.spec
+    problem = check_spec(spec)
+    if problem:
+        field, _, reason = problem
+        return [ev.AllocationRejected(at=now, spec=spec, reason=reason, code="invalid", field=field)]
+    existing = state.allocations.get(spec.allocation_id)
+    if existing is not None:
+        return [ev.IntentRejected(
+            at=now, intent_id=intent.intent_id, intent_type="request_allocation", field="spec.allocation_id",
+            value=spec.allocation_id, reason=f"allocation {spec.allocation_id} already exists ({existing.status})",
+        )]
+    if spec.pool not in state.pool_nodes and spec.pool not in state.pools:
+        return [ev.AllocationRejected(
+            at=now, spec=spec, code="unknown_pool", field="spec.pool", reason=f"no gpu devices in pool {spec.pool}")]
+    quota = state.quotas.get(spec.namespace)
+    cap_block = quota and check_single(quota, spec.namespace, request=spec.request, limit=spec.limit,
+                                       count=spec.gpu_count)
+    if cap_block:
+        return [ev.AllocationRejected(at=now, spec=spec, code="quota", reason=cap_block.reason,
+                                      quota_dimension=cap_block.dimension)]
+    outcome = attempt(state, spec)
+    if isinstance(outcome, Grant):
+        return [granted(spec, outcome, now=now, from_queue=False)]
+    return [_not_now(state, spec, outcome, now)]
+
+
+def _not_now(state: ClusterState, spec: AllocationSpec, blocked: Blocked, now: datetime) -> ev.AnyEvent:
+    filters, _ = filter_pass(state, spec)
+    total = sum(len(state.nodes[n].gpus) for n in state.pool_nodes.get(spec.pool, ()))
+    if blocked.code == "capacity":
+        static_filters, static_fit = filter_pass(state, spec, static=True)
+        if static_fit == 0:
+            reason = "can never fit: " + summarize(static_filters, total, spec.pool)
+            return ev.AllocationRejected(at=now, spec=spec, code="unschedulable", reason=reason,
+                                         filters=tuple(static_filters))
+        reason = summarize(filters, total, spec.pool)
+    else:
+        reason = blocked.reason
+    dimension = blocked.quota.dimension if blocked.quota else ""
+    return ev.AllocationQueued(at=now, spec=spec, code=blocked.code, reason=reason, filters=tuple(filters),
+                               quota_dimension=dimension)
+
+
+def decide_release(state: ClusterState, intent: ReleaseAllocation, now: datetime) -> list[ev.AnyEvent]:
+    """ReleaseAllocation -> AllocationReleased (granted or queued) | IntentRejected (not live).
+
+    A second release of the same allocation is answered with IntentRejected and changes
+    nothing, so a double release can never credit capacity twice (TensorFusion #218).
+    """
+    allocation = state.allocations.get(intent.allocation_id)
+    if allocation is None:
+        return [ev.IntentRejected(
+            at=now, intent_id=intent.intent_id, intent_type="release_allocation", field="allocation_id",
+            value=intent.allocation_id,
+            reason=f"allocation {intent.allocation_id} is not live (unknown or already released)",
+        )]
+    spec = allocation.spec
+    return [ev.AllocationReleased(
+        at=now, allocation_id=spec.allocation_id, namespace=spec.namespace, pod=spec.pod, pool=spec.pool,
+        node=allocation.node, gpus=tuple(allocation.gpus), was_queued=allocation.status != "granted",
+        reason=intent.reason,
+    )]

@@ -1,0 +1,200 @@
+"""evolve(state, event) -> state: the one place cluster state changes (the projection fold).
+
+The same function updates the live state after each decision and rebuilds state on replay, so
+the two cannot diverge. GPU usage and namespace usage are sums of live charges, added on grant
+and subtracted on release with the very amounts recorded, so a release restores exactly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import msgspec
+
+from events import decisions as ev
+from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState, QuotaUsage
+from services.allocator.domain.placement import usage_on
+from services.allocator.domain.quota import add, subtract
+from services.allocator.domain.state import ClusterState
+
+_EMPTY_USAGE = QuotaUsage()
+
+
+def _add_usage(state: ClusterState, namespace: str, delta: QuotaUsage, *, sign: int) -> None:
+    current = state.usage.get(namespace, _EMPTY_USAGE)
+    updated = add(current, delta) if sign > 0 else subtract(current, delta)
+    if updated == _EMPTY_USAGE:
+        state.usage.pop(namespace, None)
+    else:
+        state.usage[namespace] = updated
+
+
+def _granted(state: ClusterState, e: ev.AllocationGranted) -> None:
+    spec, aid = e.spec, e.spec.allocation_id
+    previous = state.allocations.get(aid)
+    if previous is not None and previous.status == QUEUED:
+        state.queue.remove(aid, previous.spec.qos)
+    gpus = [state.gpus[name] for name in e.gpus]
+    usage = usage_on(gpus, spec)
+    for gpu, charge in zip(gpus, e.charges, strict=True):
+        gpu.charges[aid] = charge
+        gpu.used_milli_tflops += charge.milli_tflops
+        gpu.used_vram_bytes += charge.vram_bytes
+    node = state.nodes[e.node]
+    node.workers.append(aid)
+    node.used_cpu_milli += spec.cpu_milli
+    node.used_memory_bytes += spec.memory_bytes
+    _add_usage(state, spec.namespace, usage, sign=1)
+    state.allocations[aid] = AllocationState(
+        spec=spec, status=GRANTED, requested_at=previous.requested_at if previous else e.at, node=e.node,
+        gpus=list(e.gpus), charges=list(e.charges), granted_at=e.at, usage=usage,
+    )
+    state.refresh_node(e.node)
+
+
+def _queued(state: ClusterState, e: ev.AllocationQueued) -> None:
+    allocation = AllocationState(spec=e.spec, status=QUEUED, requested_at=e.at, queue_seq=state.queue.next_seq,
+                                 reason=e.reason, code=e.code)
+    state.allocations[e.spec.allocation_id] = allocation
+    state.queue.add(allocation)
+
+
+def _released(state: ClusterState, e: ev.AllocationReleased) -> None:
+    allocation = state.allocations.pop(e.allocation_id, None)
+    if allocation is None:
+        return
+    if allocation.status == QUEUED:
+        state.queue.remove(e.allocation_id, allocation.spec.qos)
+        return
+    for name, charge in zip(allocation.gpus, allocation.charges, strict=True):
+        gpu = state.gpus[name]
+        del gpu.charges[e.allocation_id]
+        gpu.used_milli_tflops -= charge.milli_tflops
+        gpu.used_vram_bytes -= charge.vram_bytes
+    node = state.nodes[allocation.node]
+    node.workers.remove(e.allocation_id)
+    node.used_cpu_milli -= allocation.spec.cpu_milli
+    node.used_memory_bytes -= allocation.spec.memory_bytes
+    _add_usage(state, allocation.spec.namespace, allocation.usage or _EMPTY_USAGE, sign=-1)
+    state.refresh_node(node.name)
+
+
+def _resized(state: ClusterState, e: ev.AllocationResized) -> None:
+    allocation = state.allocations[e.allocation_id]
+    gpus = [state.gpus[name] for name in allocation.gpus]
+    for gpu, old, new in zip(gpus, allocation.charges, e.charges, strict=True):
+        gpu.used_milli_tflops += new.milli_tflops - old.milli_tflops
+        gpu.used_vram_bytes += new.vram_bytes - old.vram_bytes
+        gpu.charges[e.allocation_id] = new
+    allocation.spec = msgspec.structs.replace(allocation.spec, request=e.request, limit=e.limit)
+    usage = usage_on(gpus, allocation.spec)
+    _add_usage(state, allocation.spec.namespace, allocation.usage or _EMPTY_USAGE, sign=-1)
+    _add_usage(state, allocation.spec.namespace, usage, sign=1)
+    allocation.charges = list(e.charges)
+    allocation.usage = usage
+    state.refresh_node(allocation.node)
+
+
+def _set_pool(state: ClusterState, node: NodeState, pool: str) -> None:
+    members = state.pool_nodes.get(node.pool)
+    if members is not None:
+        members.discard(node.name)
+        if not members:
+            del state.pool_nodes[node.pool]
+    node.pool = pool
+    state.pool_nodes.setdefault(pool, set()).add(node.name)
+    for name in node.gpus:
+        state.gpus[name].pool = pool
+
+
+def _registered(state: ClusterState, e: ev.NodeRegistered) -> None:
+    node = state.nodes.get(e.node)
+    if node is None:
+        node = state.nodes[e.node] = NodeState(name=e.node, pool=e.pool)
+    node.labels, node.cpu_milli, node.memory_bytes = dict(e.labels), e.cpu_milli, e.memory_bytes
+    node.schedulable, node.heartbeat_ttl_s, node.source, node.last_seen = (
+        e.schedulable, e.heartbeat_ttl_s, e.source, e.at)
+    reported = [g.name for g in e.gpus]
+    reported_set = set(reported)
+    for spec in e.gpus:
+        gpu = state.gpus.get(spec.name)
+        if gpu is None:
+            state.gpus[spec.name] = GpuState(spec=spec, node=e.node, pool=e.pool, phase=spec.phase)
+        else:
+            gpu.spec, gpu.phase = spec, spec.phase
+    node.gpus = reported + [name for name in node.gpus if name not in reported_set]
+    _set_pool(state, node, e.pool)
+    state.refresh_node(e.node)
+
+
+def _heartbeat(state: ClusterState, e: ev.NodeHeartbeat) -> None:
+    state.nodes[e.node].last_seen = e.at
+
+
+def _node_removed(state: ClusterState, e: ev.NodeRemoved) -> None:
+    node = state.nodes.pop(e.node)
+    for name in node.gpus:
+        del state.gpus[name]
+    members = state.pool_nodes[node.pool]
+    members.discard(node.name)
+    if not members:
+        del state.pool_nodes[node.pool]
+    state.index.drop(node.name)
+
+
+def _node_phase(state: ClusterState, e: ev.NodePhaseChanged) -> None:
+    state.nodes[e.node].phase = e.phase
+    state.refresh_node(e.node)
+
+
+def _gpu_capacity(state: ClusterState, e: ev.GpuCapacityChanged) -> None:
+    gpu = state.gpus[e.gpu]
+    gpu.spec = msgspec.structs.replace(gpu.spec, capacity=e.capacity)
+    state.refresh_node(gpu.node)
+
+
+def _gpu_phase(state: ClusterState, e: ev.GpuPhaseChanged) -> None:
+    gpu = state.gpus[e.gpu]
+    gpu.phase = e.phase
+    state.refresh_node(gpu.node)
+
+
+def _quota_set(state: ClusterState, e: ev.QuotaSet) -> None:
+    state.quotas[e.namespace] = e.spec
+
+
+def _quota_removed(state: ClusterState, e: ev.QuotaRemoved) -> None:
+    state.quotas.pop(e.namespace, None)
+
+
+def _pool_configured(state: ClusterState, e: ev.PoolConfigured) -> None:
+    state.pools[e.pool] = e.config
+    for name in sorted(state.pool_nodes.get(e.pool, ())):
+        state.refresh_node(name)
+
+
+_HANDLERS: dict[type, Callable[[ClusterState, Any], None]] = {
+    ev.AllocationGranted: _granted,
+    ev.AllocationQueued: _queued,
+    ev.AllocationReleased: _released,
+    ev.AllocationResized: _resized,
+    ev.NodeRegistered: _registered,
+    ev.NodeHeartbeat: _heartbeat,
+    ev.NodeRemoved: _node_removed,
+    ev.NodePhaseChanged: _node_phase,
+    ev.GpuCapacityChanged: _gpu_capacity,
+    ev.GpuPhaseChanged: _gpu_phase,
+    ev.QuotaSet: _quota_set,
+    ev.QuotaRemoved: _quota_removed,
+    ev.PoolConfigured: _pool_configured,
+}
+
+
+def evolve(state: ClusterState, event: ev.AnyEvent) -> ClusterState:
+    """Fold ``event`` into ``state`` (in place) and return it. Events that change nothing
+    (rejections, IntentRejected, HeartbeatsChecked) are accepted and ignored."""
+    handler = _HANDLERS.get(type(event))
+    if handler is not None:
+        handler(state, event)
+    return state

@@ -1,0 +1,38 @@
+"""Need: a request prepared once for the filters and strategies (sets, per-GPU amounts, flags).
+
+Built from an :class:`AllocationSpec` at the start of a decision so the per-GPU checks in the hot
+loop are attribute reads and set lookups.
+"""
+
+from __future__ import annotations
+
+from events.values import AllocationSpec, NodeAffinity
+from services.allocator.domain.units import tflops_on
+
+
+class Need:
+    """Per-GPU request of ``spec`` (milli-TFLOPS or milli-percent, bytes), count and constraints."""
+
+    __slots__ = (
+        "affinity", "count", "cpu_milli", "indices", "isolation", "memory_bytes", "models", "percent",
+        "shared", "spec", "tflops", "vendor", "vram",
+    )
+
+    def __init__(self, spec: AllocationSpec) -> None:
+        self.spec = spec
+        self.count = spec.gpu_count
+        self.tflops = spec.request.milli_tflops
+        self.percent = spec.request.compute_milli_percent
+        self.vram = spec.request.vram_bytes
+        self.isolation = spec.isolation
+        self.shared = spec.isolation == "shared"
+        self.models: frozenset[str] | None = frozenset(spec.gpu_models) if spec.gpu_models else None
+        self.vendor = spec.vendor
+        self.indices: frozenset[int] | None = frozenset(spec.gpu_indices) if spec.gpu_indices else None
+        self.affinity: NodeAffinity | None = spec.node_affinity
+        self.cpu_milli = spec.cpu_milli
+        self.memory_bytes = spec.memory_bytes
+
+    def tflops_on(self, capacity_milli_tflops: int) -> int:
+        """Milli-TFLOPS this request takes on a GPU of the given capacity (percent converted, rounded up)."""
+        return tflops_on(self.spec.request, capacity_milli_tflops)

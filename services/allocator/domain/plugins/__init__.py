@@ -1,0 +1,1 @@
+"""Filter plugins, one concern per module; the registry that orders them is ``domain.profile``."""

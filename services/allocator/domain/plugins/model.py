@@ -1,0 +1,40 @@
+"""GPUModelFilter and GPUVendorFilter (TensorFusion gpuallocator filters 5 and 6).
+
+gpuledger takes an allow-list of models (TensorFusion: one exact model string).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from services.allocator.domain.framework import Context
+from services.allocator.domain.model import GpuState
+from services.allocator.domain.need import Need
+
+
+class GPUModelFilter:
+    """The GPU's model must be one of the request's allowed models (exact match)."""
+
+    name: ClassVar[str] = "GPUModelFilter"
+
+    def enabled(self, need: Need) -> bool:
+        """On when the request restricts models."""
+        return need.models is not None
+
+    def admits(self, gpu: GpuState, need: Need, ctx: Context) -> bool:
+        """Exact string match against the allow-list."""
+        return need.models is not None and gpu.spec.model in need.models
+
+
+class GPUVendorFilter:
+    """The GPU's vendor must equal the requested vendor (exact match)."""
+
+    name: ClassVar[str] = "GPUVendorFilter"
+
+    def enabled(self, need: Need) -> bool:
+        """On when the request names a vendor."""
+        return bool(need.vendor)
+
+    def admits(self, gpu: GpuState, need: Need, ctx: Context) -> bool:
+        """Exact string match."""
+        return gpu.spec.vendor == need.vendor

@@ -1,0 +1,95 @@
+"""process(state, intent, now): decide, fold the events in, then grant queued requests that now fit.
+
+The queue is best-effort FIFO within priority (QoS critical > high > medium > low, then arrival):
+each queued request is tried in that order and granted if it fits, so a large request does not
+block smaller ones behind it. A queued request is only retried where something it needs may have
+freed: the nodes whose capacity, liveness or labels changed, or everywhere when its namespace's
+quota usage or spec changed or its pool was reconfigured (it fit nowhere else when it was queued,
+and capacity elsewhere can only shrink without an event naming that node).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from events import decisions as ev
+from events.intents import AnyIntent
+from services.allocator.domain.allocate import granted
+from services.allocator.domain.decide import decide
+from services.allocator.domain.evolve import evolve
+from services.allocator.domain.model import QUEUED
+from services.allocator.domain.placement import Grant, attempt
+from services.allocator.domain.plugins.liveness import READY
+from services.allocator.domain.state import ClusterState
+
+
+class Hints:
+    """What an applied batch of events may have freed: nodes, namespaces (quota), pools."""
+
+    __slots__ = ("namespaces", "nodes", "pools")
+
+    def __init__(self) -> None:
+        self.nodes: set[str] = set()
+        self.namespaces: set[str] = set()
+        self.pools: set[str] = set()
+
+    def __bool__(self) -> bool:
+        return bool(self.nodes or self.namespaces or self.pools)
+
+
+def hints_of(state: ClusterState, events: Sequence[ev.AnyEvent]) -> Hints:
+    """Collect where capacity or quota may have grown because of ``events``."""
+    hints = Hints()
+    for e in events:
+        match e:
+            case ev.AllocationReleased(was_queued=False) | ev.AllocationResized():
+                if isinstance(e, ev.AllocationReleased):
+                    hints.nodes.add(e.node)
+                elif e.allocation_id in state.allocations:
+                    hints.nodes.add(state.allocations[e.allocation_id].node)
+                if e.namespace in state.quotas:
+                    hints.namespaces.add(e.namespace)
+            case ev.NodeRegistered() | ev.GpuCapacityChanged() | ev.GpuPhaseChanged():
+                hints.nodes.add(e.node)
+            case ev.NodePhaseChanged(phase=phase) if phase == READY:
+                hints.nodes.add(e.node)
+            case ev.QuotaSet() | ev.QuotaRemoved():
+                hints.namespaces.add(e.namespace)
+            case ev.PoolConfigured():
+                hints.pools.add(e.pool)
+    return hints
+
+
+def drain(state: ClusterState, hints: Hints, now: datetime) -> list[ev.AnyEvent]:
+    """Grant, in queue order, every queued request that fits where ``hints`` say things changed."""
+    out: list[ev.AnyEvent] = []
+    for allocation_id in list(state.queue):
+        allocation = state.allocations.get(allocation_id)
+        if allocation is None or allocation.status != QUEUED:
+            continue
+        spec = allocation.spec
+        restrict: list[str] | None = None
+        if spec.pool not in hints.pools and spec.namespace not in hints.namespaces:
+            restrict = [n for n in hints.nodes if n in state.nodes and state.nodes[n].pool == spec.pool]
+            if not restrict:
+                continue
+        outcome = attempt(state, spec, restrict=restrict)
+        if isinstance(outcome, Grant):
+            event = granted(spec, outcome, now=now, from_queue=True)
+            evolve(state, event)
+            out.append(event)
+    return out
+
+
+def process(state: ClusterState, intent: AnyIntent, now: datetime) -> list[ev.AnyEvent]:
+    """Decide ``intent``, apply its events to ``state`` and drain the queue; returns every event
+    (the intent's own first, then grants from the queue) in the order they were applied."""
+    events = decide(state, intent, now)
+    for event in events:
+        evolve(state, event)
+    if len(state.queue):
+        hints = hints_of(state, events)
+        if hints:
+            events.extend(drain(state, hints, now))
+    return events

@@ -1,0 +1,115 @@
+"""Namespace quota arithmetic (TensorFusion internal/quota), pure.
+
+Usage is Σ over granted allocations of request×count and limit×count, in exact milli-TFLOPS
+(percent shares converted with each chosen GPU's capacity) and bytes, plus one worker each.
+Checks run single caps first (per-GPU values; 0 or None = no cap; failing them can never be
+fixed by waiting) then totals (``usage + add > bound`` fails; equality passes). TensorFusion's
+holes are closed: exact milli arithmetic instead of rounding each operand up, percent requests
+count against TFLOPS totals, and an omitted dimension is unbounded rather than 0.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from events.quantity import format_bytes, format_milli
+from events.values import QuotaAmount, QuotaSpec, Resources
+from services.allocator.domain.model import QuotaUsage
+
+
+class QuotaBlock(NamedTuple):
+    """A failed check: the dimension (TensorFusion name), the message, and whether waiting can help."""
+
+    dimension: str
+    reason: str
+    resolvable: bool
+
+
+def _message(ns: str, dimension: str, requested: str, limit: str) -> str:
+    return f"quota exceeded in namespace {ns} for {dimension}: requested {requested}, limit {limit}"
+
+
+def usage_of(*, request_tflops: int, request_vram: int, limit_tflops: int, limit_vram: int) -> QuotaUsage:
+    """One allocation's contribution (totals over its GPUs) as a usage value with one worker."""
+    return QuotaUsage(
+        requests_milli_tflops=request_tflops, requests_vram_bytes=request_vram,
+        limits_milli_tflops=limit_tflops, limits_vram_bytes=limit_vram, workers=1,
+    )
+
+
+def check_single(
+    spec: QuotaSpec, ns: str, *, request: Resources, limit: Resources, count: int
+) -> QuotaBlock | None:
+    """Per-workload caps on per-GPU amounts (milli-TFLOPS already converted) and GPU count."""
+    caps = (
+        (spec.max_requests, request, "request"),
+        (spec.max_limits, limit, "limit"),
+    )
+    for cap, amount, side in caps:
+        if cap is None:
+            continue
+        if cap.milli_tflops and amount.milli_tflops > cap.milli_tflops:
+            return QuotaBlock(f"single.max.tflops.{side}", _message(
+                ns, f"single.max.tflops.{side}", format_milli(amount.milli_tflops), format_milli(cap.milli_tflops)), False)
+        if cap.vram_bytes and amount.vram_bytes > cap.vram_bytes:
+            return QuotaBlock(f"single.max.vram.{side}", _message(
+                ns, f"single.max.vram.{side}", format_bytes(amount.vram_bytes), format_bytes(cap.vram_bytes)), False)
+    if spec.max_gpu_count and count > spec.max_gpu_count:
+        return QuotaBlock("single.max.gpuCount.limit", _message(
+            ns, "single.max.gpuCount.limit", str(count), str(spec.max_gpu_count)), False)
+    return None
+
+
+def _check_amount(
+    bound: QuotaAmount | None, ns: str, side: str, *, used: tuple[int, int], add: tuple[int, int]
+) -> QuotaBlock | None:
+    if bound is None:
+        return None
+    if bound.milli_tflops is not None and used[0] + add[0] > bound.milli_tflops:
+        dim = f"total.max.tflops.{side}"
+        return QuotaBlock(dim, _message(ns, dim, format_milli(add[0]), format_milli(bound.milli_tflops)), True)
+    if bound.vram_bytes is not None and used[1] + add[1] > bound.vram_bytes:
+        dim = f"total.max.vram.{side}"
+        return QuotaBlock(dim, _message(ns, dim, format_bytes(add[1]), format_bytes(bound.vram_bytes)), True)
+    return None
+
+
+def check_totals(spec: QuotaSpec, ns: str, *, usage: QuotaUsage, add: QuotaUsage) -> QuotaBlock | None:
+    """Namespace totals: requests, then limits, then workers (``usage + add`` must stay ≤ bound)."""
+    block = _check_amount(
+        spec.total_requests, ns, "request",
+        used=(usage.requests_milli_tflops, usage.requests_vram_bytes),
+        add=(add.requests_milli_tflops, add.requests_vram_bytes),
+    ) or _check_amount(
+        spec.total_limits, ns, "limit",
+        used=(usage.limits_milli_tflops, usage.limits_vram_bytes),
+        add=(add.limits_milli_tflops, add.limits_vram_bytes),
+    )
+    if block is not None:
+        return block
+    if spec.max_workers is not None and add.workers and usage.workers + add.workers > spec.max_workers:
+        dim = "total.max.workers.limit"
+        return QuotaBlock(dim, _message(ns, dim, str(add.workers), str(spec.max_workers)), True)
+    return None
+
+
+def subtract(usage: QuotaUsage, other: QuotaUsage) -> QuotaUsage:
+    """``usage − other`` field by field (exact; never needs a floor since usage is derived)."""
+    return QuotaUsage(
+        requests_milli_tflops=usage.requests_milli_tflops - other.requests_milli_tflops,
+        requests_vram_bytes=usage.requests_vram_bytes - other.requests_vram_bytes,
+        limits_milli_tflops=usage.limits_milli_tflops - other.limits_milli_tflops,
+        limits_vram_bytes=usage.limits_vram_bytes - other.limits_vram_bytes,
+        workers=usage.workers - other.workers,
+    )
+
+
+def add(usage: QuotaUsage, other: QuotaUsage) -> QuotaUsage:
+    """``usage + other`` field by field."""
+    return QuotaUsage(
+        requests_milli_tflops=usage.requests_milli_tflops + other.requests_milli_tflops,
+        requests_vram_bytes=usage.requests_vram_bytes + other.requests_vram_bytes,
+        limits_milli_tflops=usage.limits_milli_tflops + other.limits_milli_tflops,
+        limits_vram_bytes=usage.limits_vram_bytes + other.limits_vram_bytes,
+        workers=usage.workers + other.workers,
+    )

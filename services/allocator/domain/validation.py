@@ -1,0 +1,118 @@
+"""Validation of intent payloads beyond their types: what makes a request, quota or pool invalid.
+
+Each check returns ``(field, value, message)`` for the first problem or None; the caller turns
+it into AllocationRejected / ResizeRejected / IntentRejected naming the field and value.
+"""
+
+from __future__ import annotations
+
+import math
+
+from events.values import (
+    ISOLATION_MODES,
+    MAX_GPUS_PER_ALLOCATION,
+    QOS_LEVELS,
+    AllocationSpec,
+    PoolConfig,
+    QuotaAmount,
+    QuotaSpec,
+    Resources,
+)
+from services.allocator.domain.units import PERCENT_SCALE
+
+Problem = tuple[str, str, str]
+
+
+def check_resources(res: Resources, field: str) -> Problem | None:
+    """Non-negative amounts, a percent within 0-100 %, never TFLOPS and percent together."""
+    for name in ("milli_tflops", "vram_bytes", "compute_milli_percent"):
+        value = getattr(res, name)
+        if value < 0:
+            return f"{field}.{name}", str(value), f"{field}.{name} must not be negative, got {value}"
+    if res.compute_milli_percent > PERCENT_SCALE:
+        value = str(res.compute_milli_percent)
+        return f"{field}.compute_milli_percent", value, f"{field} compute percent above 100 % ({value} milli-percent)"
+    if res.milli_tflops and res.compute_milli_percent:
+        return field, "tflops+percent", f"{field} sets both TFLOPS and compute percent; they are mutually exclusive"
+    return None
+
+
+def check_request_limit(request: Resources, limit: Resources) -> Problem | None:
+    """Both sides valid, and the request not above a non-zero limit in any dimension."""
+    problem = check_resources(request, "request") or check_resources(limit, "limit")
+    if problem:
+        return problem
+    for name in ("milli_tflops", "vram_bytes", "compute_milli_percent"):
+        req, lim = getattr(request, name), getattr(limit, name)
+        if lim and req > lim:
+            return f"request.{name}", str(req), f"request.{name} {req} is above limit.{name} {lim}"
+    return None
+
+
+def check_spec(spec: AllocationSpec) -> Problem | None:
+    """Everything RequestAllocation needs to be decidable (identity, count, QoS, isolation, amounts)."""
+    for name in ("allocation_id", "namespace", "pool"):
+        if not getattr(spec, name):
+            return f"spec.{name}", "", f"spec.{name} must not be empty"
+    if not 1 <= spec.gpu_count <= MAX_GPUS_PER_ALLOCATION:
+        return "spec.gpu_count", str(spec.gpu_count), (
+            f"gpu count {spec.gpu_count} out of range [1, {MAX_GPUS_PER_ALLOCATION}]")
+    if spec.qos not in QOS_LEVELS:
+        return "spec.qos", spec.qos, f"unknown QoS {spec.qos!r}; expected one of {', '.join(QOS_LEVELS)}"
+    if spec.isolation not in ISOLATION_MODES:
+        return "spec.isolation", spec.isolation, f"unknown isolation mode {spec.isolation!r}"
+    if spec.isolation == "partitioned":
+        return "spec.isolation", spec.isolation, "partitioned (MIG) isolation is not supported by gpuledger yet"
+    if spec.cpu_milli < 0 or spec.memory_bytes < 0:
+        return "spec.cpu_milli", str(spec.cpu_milli), "pod CPU and memory requests must not be negative"
+    if any(i < 0 for i in spec.gpu_indices):
+        return "spec.gpu_indices", ",".join(map(str, spec.gpu_indices)), "GPU indices must not be negative"
+    return check_request_limit(spec.request, spec.limit)
+
+
+def _check_amount(amount: QuotaAmount | None, field: str) -> Problem | None:
+    if amount is None:
+        return None
+    for name in ("milli_tflops", "vram_bytes"):
+        value = getattr(amount, name)
+        if value is not None and value < 0:
+            return f"{field}.{name}", str(value), f"{field}.{name} cannot be negative"
+    return None
+
+
+def check_quota(spec: QuotaSpec) -> Problem | None:
+    """TensorFusion quota validation: no negatives, limits ≥ requests when both set, threshold 0-100."""
+    for field in ("total_requests", "total_limits", "max_requests", "max_limits"):
+        problem = _check_amount(getattr(spec, field), f"spec.{field}")
+        if problem:
+            return problem
+    for name in ("max_workers", "max_gpu_count"):
+        value = getattr(spec, name)
+        if value is not None and value < 0:
+            return f"spec.{name}", str(value), f"spec.{name} cannot be negative"
+    req, lim = spec.total_requests, spec.total_limits
+    if req is not None and lim is not None:
+        for name in ("milli_tflops", "vram_bytes"):
+            r, li = getattr(req, name), getattr(lim, name)
+            if r and li and li < r:
+                return f"spec.total_limits.{name}", str(li), f"limits.{name} cannot be less than requests.{name}"
+    if not 0 <= spec.alert_threshold_percent <= 100:
+        value = spec.alert_threshold_percent
+        reason = f"alertThresholdPercent must be between 0 and 100, got {value}"
+        return "spec.alert_threshold_percent", str(value), reason
+    return None
+
+
+def check_pool(config: PoolConfig, strategies: frozenset[str]) -> Problem | None:
+    """A registered strategy, finite non-negative weights, a non-negative worker limit."""
+    if config.placement not in strategies:
+        known = ", ".join(sorted(strategies))
+        return "config.placement", config.placement, f"unknown placement strategy {config.placement!r}; known: {known}"
+    for name in ("vram_weight", "tflops_weight"):
+        value = getattr(config, name)
+        if not math.isfinite(value) or value < 0:
+            return f"config.{name}", str(value), f"config.{name} must be a finite non-negative number"
+    if config.max_workers_per_node < 0:
+        value = str(config.max_workers_per_node)
+        return "config.max_workers_per_node", value, "max workers per node cannot be negative"
+    return None
