@@ -49,11 +49,13 @@ def check_single(
         if cap is None:
             continue
         if cap.milli_tflops and amount.milli_tflops > cap.milli_tflops:
-            return QuotaBlock(f"single.max.tflops.{side}", _message(
-                ns, f"single.max.tflops.{side}", format_milli(amount.milli_tflops), format_milli(cap.milli_tflops)), False)
+            dim = f"single.max.tflops.{side}"
+            text = _message(ns, dim, format_milli(amount.milli_tflops), format_milli(cap.milli_tflops))
+            return QuotaBlock(dim, text, False)
         if cap.vram_bytes and amount.vram_bytes > cap.vram_bytes:
-            return QuotaBlock(f"single.max.vram.{side}", _message(
-                ns, f"single.max.vram.{side}", format_bytes(amount.vram_bytes), format_bytes(cap.vram_bytes)), False)
+            dim = f"single.max.vram.{side}"
+            text = _message(ns, dim, format_bytes(amount.vram_bytes), format_bytes(cap.vram_bytes))
+            return QuotaBlock(dim, text, False)
     if spec.max_gpu_count and count > spec.max_gpu_count:
         return QuotaBlock("single.max.gpuCount.limit", _message(
             ns, "single.max.gpuCount.limit", str(count), str(spec.max_gpu_count)), False)

@@ -1,0 +1,120 @@
+"""Readable test data for the allocation domain: GPUs, nodes, requests and a driver that records events."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from events import decisions as ev
+from events import intents as it
+from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaAmount, QuotaSpec, Resources
+from services.allocator.domain import ClusterState, digest, evolve, process
+
+Gi = 2**30
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def tf(value: float) -> int:
+    """TFLOPS -> milli-TFLOPS."""
+    return round(value * 1000)
+
+
+def res(tflops: float = 0, vram: int = 0, *, percent: float = 0) -> Resources:
+    """Resources from TFLOPS, bytes and percent."""
+    return Resources(milli_tflops=tf(tflops), vram_bytes=vram, compute_milli_percent=round(percent * 1000))
+
+
+def a_gpu(name: str, tflops: float, vram: int, *, model: str = "A100", phase: str = "Running", index: int | None = None,
+          mode: str = "", used_by: str = "", vendor: str = "NVIDIA") -> GpuSpec:
+    """A GPU spec with capacity ``tflops`` TFLOPS and ``vram`` bytes."""
+    return GpuSpec(name=name, capacity=res(tflops, vram), model=model, phase=phase, index=index,
+                   isolation_mode=mode, used_by=used_by, vendor=vendor)
+
+
+def a_request(uid: str, tflops: float = 0, vram: int = 0, *, count: int = 1, pool: str = "test-pool",
+              ns: str = "default", limit: Resources | None = None, percent: float = 0, **kw: object) -> AllocationSpec:
+    """An allocation spec with request = limit unless ``limit`` is given."""
+    request = res(tflops, vram, percent=percent)
+    return AllocationSpec(allocation_id=uid, namespace=ns, pod=uid, pool=pool, request=request,
+                          limit=request if limit is None else limit, gpu_count=count, **kw)  # type: ignore[arg-type]
+
+
+def a_quota(*, req: tuple[float, int] | None = None, lim: tuple[float, int] | None = None,
+            workers: int | None = None, **kw: object) -> QuotaSpec:
+    """A quota with total requests/limits (TFLOPS, bytes); ``lim`` defaults to ``req``."""
+    lim = lim if lim is not None else req
+    total_req = QuotaAmount(milli_tflops=tf(req[0]), vram_bytes=req[1]) if req else None
+    total_lim = QuotaAmount(milli_tflops=tf(lim[0]), vram_bytes=lim[1]) if lim else None
+    return QuotaSpec(total_requests=total_req, total_limits=total_lim, max_workers=workers, **kw)  # type: ignore[arg-type]
+
+
+class Cluster:
+    """Drives ``process`` like the allocator does and keeps every emitted event for replay checks."""
+
+    def __init__(self) -> None:
+        self.state = ClusterState.empty()
+        self.events: list[ev.AnyEvent] = []
+        self.now = T0
+        self._n = 0
+
+    def _id(self) -> str:
+        self._n += 1
+        return f"intent-{self._n}"
+
+    def send(self, intent: it.AnyIntent) -> list[ev.AnyEvent]:
+        """Process one intent and return its events."""
+        out = process(self.state, intent, self.now)
+        self.events.extend(out)
+        return out
+
+    def tick(self, seconds: float) -> None:
+        """Advance the clock passed to decisions."""
+        self.now += timedelta(seconds=seconds)
+
+    def node(self, name: str, pool: str, *gpus: GpuSpec, **kw: object) -> list[ev.AnyEvent]:
+        """Register (or re-report) a node."""
+        return self.send(it.RegisterNode(intent_id=self._id(), node=name, pool=pool, gpus=gpus, **kw))  # type: ignore[arg-type]
+
+    def pool(self, pool: str, **kw: object) -> list[ev.AnyEvent]:
+        """Configure a pool."""
+        return self.send(it.ConfigurePool(intent_id=self._id(), pool=pool, config=PoolConfig(**kw)))  # type: ignore[arg-type]
+
+    def quota(self, ns: str, spec: QuotaSpec) -> list[ev.AnyEvent]:
+        """Set a namespace quota."""
+        return self.send(it.SetQuota(intent_id=self._id(), namespace=ns, spec=spec))
+
+    def request(self, spec: AllocationSpec) -> ev.AnyEvent:
+        """Request an allocation; returns the outcome event (the first one)."""
+        return self.send(it.RequestAllocation(intent_id=self._id(), spec=spec))[0]
+
+    def release(self, uid: str) -> list[ev.AnyEvent]:
+        """Release an allocation; returns every event (release + grants from the queue)."""
+        return self.send(it.ReleaseAllocation(intent_id=self._id(), allocation_id=uid))
+
+    def resize(self, uid: str, request: Resources, limit: Resources) -> ev.AnyEvent:
+        """Resize an allocation; returns the outcome."""
+        return self.send(it.ResizeAllocation(intent_id=self._id(), allocation_id=uid, request=request,
+                                             limit=limit))[0]
+
+    def avail(self, gpu: str) -> tuple[int, int]:
+        """(available milli-TFLOPS, available bytes) of a GPU."""
+        g = self.state.gpus[gpu]
+        return g.available_milli_tflops, g.available_vram_bytes
+
+    def replayed_digest(self) -> str:
+        """Digest of a fresh state folded from every event emitted so far."""
+        fresh = ClusterState.empty()
+        for event in self.events:
+            evolve(fresh, event)
+        return digest(fresh)
+
+
+def env_cluster(**pool_kw: object) -> Cluster:
+    """spec/allocator.md inventory ENV (test-pool: gpu-1,2,5,6 on node-1; gpu-3 other-pool; gpu-4 Pending)."""
+    c = Cluster()
+    if pool_kw:
+        c.pool("test-pool", **pool_kw)
+    c.node("node-1", "test-pool", a_gpu("gpu-1", 100, 16 * Gi), a_gpu("gpu-2", 100, 32 * Gi),
+           a_gpu("gpu-5", 100, 16 * Gi), a_gpu("gpu-6", 100, 16 * Gi))
+    c.node("node-2", "other-pool", a_gpu("gpu-3", 120, 24 * Gi))
+    c.node("node-3", "test-pool", a_gpu("gpu-4", 150, 48 * Gi, model="H100", phase="Pending"))
+    return c
