@@ -19,7 +19,7 @@ from events import intents as it
 from events.values import PLACEMENT_STRATEGIES, AllocationSpec, PoolConfig, QuotaAmount, QuotaSpec, Resources
 from services.allocator.domain import ClusterState, decode_snapshot, digest, encode_snapshot, evolve, process
 from services.allocator.domain.model import GRANTED
-from tests.unit.allocator.builders import Gi, T0, Cluster, a_gpu
+from tests.unit.allocator.builders import T0, Cluster, Gi, a_gpu
 
 NODES = ("n1", "n2", "n3", "n4")
 UIDS = tuple(f"u{i}" for i in range(12))
