@@ -1,12 +1,16 @@
-"""NodeIndex: per pool, nodes ordered by their strategy score, plus per-node free-capacity maxima.
+"""NodeIndex: per pool, nodes ordered by their strategy score, bucketed by how much one GPU has free.
 
 Kept up to date by ``evolve`` (``refresh`` after any change to a node's GPUs or the pool
-settings), so a decision walks nodes best-first and skips a node whose largest free share cannot
-hold the request without looking at its GPUs. Never serialised: rebuilt from a snapshot.
+settings). A node's free class is ``floor(K × f)`` where ``f`` is the largest share of one of its
+GPUs that is free in both TFLOPS and VRAM; a request needing share ``r`` of a GPU only walks the
+classes that can hold it, merged back into score order, and skips a node whose largest free
+amounts cannot hold one share without looking at its GPUs. Never serialised: rebuilt from a
+snapshot.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Callable, Iterator
 
 from sortedcontainers import SortedList
@@ -17,21 +21,26 @@ from services.allocator.domain.need import Need
 from services.allocator.domain.units import PERCENT_SCALE
 
 ScoreFn = Callable[[GpuState, PoolConfig], int]
+CLASSES = 20
+"""Free-share classes per pool (5 % of a GPU each), plus one for a whole free GPU."""
+
+
+def _share(free: int, capacity: int) -> int:
+    return free * PERCENT_SCALE // capacity if capacity > 0 else 0
 
 
 class NodeFree:
-    """Largest free amounts on one node's GPUs: milli-TFLOPS, bytes, milli-percent, idle GPU count."""
+    """Largest free amounts on one node's GPUs: milli-TFLOPS, bytes, milli-percent of TFLOPS, the
+    largest both-dimension free share (milli-percent), and the idle GPU count."""
 
-    __slots__ = ("idle", "pct", "tflops", "vram")
+    __slots__ = ("idle", "pct", "share", "tflops", "vram")
 
     def __init__(self, gpus: list[GpuState]) -> None:
         self.tflops = max((g.available_milli_tflops for g in gpus), default=0)
         self.vram = max((g.available_vram_bytes for g in gpus), default=0)
-        self.pct = max(
-            (g.available_milli_tflops * PERCENT_SCALE // g.spec.capacity.milli_tflops
-             for g in gpus if g.spec.capacity.milli_tflops > 0),
-            default=0,
-        )
+        self.pct = max((_share(g.available_milli_tflops, g.spec.capacity.milli_tflops) for g in gpus), default=0)
+        self.share = max((min(_share(g.available_milli_tflops, g.spec.capacity.milli_tflops),
+                              _share(g.available_vram_bytes, g.spec.capacity.vram_bytes)) for g in gpus), default=0)
         self.idle = sum(1 for g in gpus if not g.charges)
 
     def may_fit(self, need: Need) -> bool:
@@ -46,36 +55,66 @@ class NodeFree:
         return self.vram >= need.vram
 
 
+class _Pool:
+    __slots__ = ("classes", "max_tflops", "max_vram")
+
+    def __init__(self) -> None:
+        self.classes = [SortedList() for _ in range(CLASSES + 1)]
+        self.max_tflops = 0
+        self.max_vram = 0
+
+
 class NodeIndex:
-    """Pool -> SortedList of (−node score, node name); node -> (key, NodeFree)."""
+    """Pool -> free classes -> SortedList of (−node score, node name); node -> (pool, key, class, NodeFree)."""
 
     __slots__ = ("_keys", "_pools", "free")
 
     def __init__(self) -> None:
-        self._pools: dict[str, SortedList] = {}
-        self._keys: dict[str, tuple[str, tuple[int, str]]] = {}
+        self._pools: dict[str, _Pool] = {}
+        self._keys: dict[str, tuple[str, tuple[int, str], int]] = {}
         self.free: dict[str, NodeFree] = {}
 
     def refresh(self, node: NodeState, gpus: dict[str, GpuState], score: ScoreFn, config: PoolConfig) -> None:
-        """Recompute ``node``'s score and free maxima and re-place it in its pool's order."""
+        """Recompute ``node``'s score and free amounts and re-place it in its pool's order."""
         self.drop(node.name)
         members = [gpus[name] for name in node.gpus if name in gpus]
-        self.free[node.name] = NodeFree(members)
+        free = self.free[node.name] = NodeFree(members)
         total = sum(score(g, config) for g in members)
         key = (-(total // len(members)) if members else 0, node.name)
-        self._pools.setdefault(node.pool, SortedList()).add(key)
-        self._keys[node.name] = (node.pool, key)
+        cls = free.share * CLASSES // PERCENT_SCALE
+        pool = self._pools.get(node.pool) or self._pools.setdefault(node.pool, _Pool())
+        pool.classes[cls].add(key)
+        for g in members:
+            pool.max_tflops = max(pool.max_tflops, g.spec.capacity.milli_tflops)
+            pool.max_vram = max(pool.max_vram, g.spec.capacity.vram_bytes)
+        self._keys[node.name] = (node.pool, key, cls)
 
     def drop(self, node_name: str) -> None:
         """Forget a node (removed, or about to be re-placed)."""
         entry = self._keys.pop(node_name, None)
         self.free.pop(node_name, None)
         if entry is not None:
-            self._pools[entry[0]].remove(entry[1])
+            self._pools[entry[0]].classes[entry[2]].remove(entry[1])
 
-    def ordered(self, pool: str) -> Iterator[str]:
-        """Node names of ``pool``, best score first, ties by name."""
-        for _, name in self._pools.get(pool, ()):
+    def min_class(self, pool: str, need: Need) -> int:
+        """The lowest free class a node of ``pool`` must be in to hold one share of ``need``."""
+        entry = self._pools.get(pool)
+        if entry is None:
+            return 0
+        if need.shared:
+            return CLASSES
+        share_t = need.percent if need.percent else _share(need.tflops, entry.max_tflops)
+        share = max(share_t, _share(need.vram, entry.max_vram))
+        return min(CLASSES, share * CLASSES // PERCENT_SCALE)
+
+    def ordered(self, pool: str, *, min_class: int = 0) -> Iterator[str]:
+        """Node names of ``pool`` in free class ≥ ``min_class``, best score first, ties by name."""
+        entry = self._pools.get(pool)
+        if entry is None:
+            return
+        lists = [lst for lst in entry.classes[min_class:] if lst]
+        source = lists[0] if len(lists) == 1 else heapq.merge(*lists)
+        for _, name in source:
             yield name
 
     def sort_key(self, node_name: str) -> tuple[int, str]:

@@ -80,7 +80,7 @@ def find(
     strategy = profile.strategy_for(ctx.config.placement)
     pool = need.spec.pool
     if restrict is None:
-        names: Iterable[str] = state.index.ordered(pool)
+        names: Iterable[str] = state.index.ordered(pool, min_class=state.index.min_class(pool, need))
     else:
         names = sorted((n for n in restrict if n in state.nodes and state.nodes[n].pool == pool),
                        key=state.index.sort_key)

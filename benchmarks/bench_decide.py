@@ -1,0 +1,130 @@
+"""Benchmark: decide+evolve latency on the openb cluster at 1x, 4x and 16x its size.
+
+Registers the Alibaba node list (1,213 nodes, 6,212 GPUs) as RegisterNode intents, replicated,
+fills it (untimed) to a target TFLOPS utilisation with RequestAllocation drawn from
+openb_pod_list_default.csv, then times 10,000 decisions: requests while below the target,
+releases of random live allocations while above it (releases also grant queued requests). Prints p50/p99 microseconds per decision and decisions/s.
+
+    python3 benchmarks/bench_decide.py [--decisions 10000] [--scales 1,4,16] [--target 0.75]
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import random
+import statistics
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import msgspec
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from benchmarks import openb  # noqa: E402
+from events import decisions as ev  # noqa: E402
+from events import intents as it  # noqa: E402
+from services.allocator.domain import ClusterState, process  # noqa: E402
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def build(scale: int) -> ClusterState:
+    state = ClusterState.empty()
+    for intent in openb.nodes(replicas=scale):
+        process(state, intent, NOW)
+    return state
+
+
+def utilisation(state: ClusterState) -> float:
+    cap = sum(g.spec.capacity.milli_tflops for g in state.gpus.values())
+    used = sum(g.used_milli_tflops for g in state.gpus.values())
+    return used / cap
+
+
+class Driver:
+    """Holds the cluster near a target utilisation: requests when below it, releases when above."""
+
+    def __init__(self, state: ClusterState, target: float, seed: int) -> None:
+        self.state, self.target = state, target
+        self.pods = openb.pods()
+        self.rng = random.Random(seed)
+        self.live: dict[str, int] = {}
+        self.order: list[str] = []
+        self.used = 0
+        self.cap = sum(g.spec.capacity.milli_tflops for g in state.gpus.values())
+        self.outcomes: dict[str, int] = {}
+        self.n = 0
+
+    def next_intent(self) -> tuple[str, it.AnyIntent]:
+        self.n += 1
+        if self.order and self.used > self.target * self.cap:
+            aid = self.order.pop(self.rng.randrange(len(self.order)))
+            return "release", it.ReleaseAllocation(intent_id=f"rel-{self.n}", allocation_id=aid)
+        spec = self.rng.choice(self.pods)
+        spec = msgspec.structs.replace(spec, allocation_id=f"{spec.allocation_id}-{self.n}")
+        return "request", it.RequestAllocation(intent_id=f"req-{self.n}", spec=spec)
+
+    def account(self, out: list[ev.AnyEvent]) -> None:
+        for e in out:
+            name = type(e).__name__
+            self.outcomes[name] = self.outcomes.get(name, 0) + 1
+            if isinstance(e, ev.AllocationGranted):
+                taken = sum(c.milli_tflops for c in e.charges)
+                self.live[e.spec.allocation_id] = taken
+                self.order.append(e.spec.allocation_id)
+                self.used += taken
+            elif isinstance(e, ev.AllocationReleased):
+                self.used -= self.live.pop(e.allocation_id, 0)
+                if e.allocation_id in self.order:
+                    self.order.remove(e.allocation_id)
+
+    def fill(self) -> None:
+        """Untimed warm-up: request until the target utilisation is reached."""
+        while self.used <= self.target * self.cap:
+            _, intent = self.next_intent()
+            self.account(process(self.state, intent, NOW))
+
+
+def run(scale: int, decisions: int, target: float, seed: int = 7) -> dict[str, float]:
+    driver = Driver(build(scale), target, seed)
+    driver.fill()
+    driver.outcomes.clear()
+    times: dict[str, list[float]] = {"request": [], "release": []}
+    for _ in range(decisions):
+        kind, intent = driver.next_intent()
+        start = time.perf_counter()
+        out = process(driver.state, intent, NOW)
+        times[kind].append(time.perf_counter() - start)
+        driver.account(out)
+    every = times["request"] + times["release"]
+    return {
+        "gpus": len(driver.state.gpus), "decisions": len(every),
+        "p50_us": statistics.median(every) * 1e6,
+        "p99_us": statistics.quantiles(every, n=100)[98] * 1e6,
+        "request_p99_us": statistics.quantiles(times["request"], n=100)[98] * 1e6,
+        "decisions_per_s": len(every) / sum(every),
+        "utilisation": utilisation(driver.state),
+        "queued_now": float(len(driver.state.queue)),
+        **{k: float(v) for k, v in sorted(driver.outcomes.items())},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--decisions", type=int, default=10_000)
+    parser.add_argument("--scales", default="1,4,16")
+    parser.add_argument("--target", type=float, default=0.75, help="GPU TFLOPS utilisation to hold")
+    args = parser.parse_args()
+    print(f"# bench_decide on {platform.node()} ({platform.processor() or platform.machine()}), "
+          f"Python {platform.python_version()}")
+    for scale in (int(s) for s in args.scales.split(",")):
+        result = run(scale, args.decisions, args.target)
+        print(f"{scale:>3}x  " + "  ".join(f"{k}={v:,.1f}" if isinstance(v, float) else f"{k}={v}"
+                                          for k, v in result.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()
