@@ -3,7 +3,8 @@
 Registers the Alibaba node list (1,213 nodes, 6,212 GPUs) as RegisterNode intents, replicated,
 fills it (untimed) to a target TFLOPS utilisation with RequestAllocation drawn from
 openb_pod_list_default.csv, then times 10,000 decisions: requests while below the target,
-releases of random live allocations while above it (releases also grant queued requests). Prints p50/p99 microseconds per decision and decisions/s.
+releases of random live allocations while above it (releases also grant queued requests).
+Prints p50/p99 microseconds per decision and decisions/s.
 
     python3 benchmarks/bench_decide.py [--decisions 10000] [--scales 1,4,16] [--target 0.75]
 """
@@ -23,10 +24,10 @@ import msgspec
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks import openb  # noqa: E402
-from events import decisions as ev  # noqa: E402
-from events import intents as it  # noqa: E402
-from services.allocator.domain import ClusterState, process  # noqa: E402
+from benchmarks import openb
+from events import decisions as ev
+from events import intents as it
+from services.allocator.domain import ClusterState, process
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
