@@ -61,7 +61,7 @@ class Driver:
 
     def next_intent(self) -> tuple[str, it.AnyIntent]:
         self.n += 1
-        if self.order and self.used > self.target * self.cap:
+        if self.order and (self.used > self.target * self.cap or len(self.state.queue) >= 500):
             aid = self.order.pop(self.rng.randrange(len(self.order)))
             return "release", it.ReleaseAllocation(intent_id=f"rel-{self.n}", allocation_id=aid)
         spec = self.rng.choice(self.pods)
@@ -83,8 +83,8 @@ class Driver:
                     self.order.remove(e.allocation_id)
 
     def fill(self) -> None:
-        """Untimed warm-up: request until the target utilisation is reached."""
-        while self.used <= self.target * self.cap:
+        """Untimed warm-up: request until the target utilisation is reached (or 500 requests wait)."""
+        while self.used <= self.target * self.cap and len(self.state.queue) < 500:
             _, intent = self.next_intent()
             self.account(process(self.state, intent, NOW))
 

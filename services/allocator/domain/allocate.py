@@ -14,8 +14,8 @@ from events import decisions as ev
 from events.intents import ReleaseAllocation, RequestAllocation
 from events.values import AllocationSpec, FilterCount
 from services.allocator.domain.framework import Context
-from services.allocator.domain.need import Need
-from services.allocator.domain.placement import Blocked, Grant, attempt, build_chain
+from services.allocator.domain.need import shape_key
+from services.allocator.domain.placement import Blocked, Grant, attempt, prepare
 from services.allocator.domain.quota import check_single
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.validation import check_spec
@@ -23,10 +23,24 @@ from services.allocator.domain.validation import check_spec
 
 def filter_pass(state: ClusterState, spec: AllocationSpec, *, static: bool = False) -> tuple[list[FilterCount], int]:
     """Per-filter GPU removal counts for ``spec`` over its pool, and how many nodes would fit."""
-    need = Need(spec)
+    need, chain = prepare(spec)
     nodes = [state.nodes[n] for n in sorted(state.pool_nodes.get(spec.pool, ()))]
     ctx = Context(state.pool_config(spec.pool), static=static)
-    return build_chain(need).explain(nodes, state.gpus, need, ctx)
+    return chain.explain(nodes, state.gpus, need, ctx, free=state.index.free)
+
+
+_STATIC_CACHE_LIMIT = 4096
+
+
+def _static_pass(state: ClusterState, spec: AllocationSpec) -> tuple[list[FilterCount], int]:
+    """The static filter pass, cached by request shape until the inventory changes."""
+    key = shape_key(spec)
+    cached = state.static_fit.get(key)
+    if cached is None:
+        if len(state.static_fit) >= _STATIC_CACHE_LIMIT:
+            state.static_fit.clear()
+        cached = state.static_fit[key] = filter_pass(state, spec, static=True)
+    return cached
 
 
 def explain(state: ClusterState, spec: AllocationSpec) -> list[FilterCount]:
@@ -77,9 +91,9 @@ def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime
 
 def _not_now(state: ClusterState, spec: AllocationSpec, blocked: Blocked, now: datetime) -> ev.AnyEvent:
     filters, _ = filter_pass(state, spec)
-    total = sum(len(state.nodes[n].gpus) for n in state.pool_nodes.get(spec.pool, ()))
+    total = sum(f.removed for f in filters)
     if blocked.code == "capacity":
-        static_filters, static_fit = filter_pass(state, spec, static=True)
+        static_filters, static_fit = _static_pass(state, spec)
         if static_fit == 0:
             reason = "can never fit: " + summarize(static_filters, total, spec.pool)
             return ev.AllocationRejected(at=now, spec=spec, code="unschedulable", reason=reason,

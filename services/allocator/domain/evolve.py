@@ -109,6 +109,7 @@ def _set_pool(state: ClusterState, node: NodeState, pool: str) -> None:
 
 
 def _registered(state: ClusterState, e: ev.NodeRegistered) -> None:
+    state.static_fit.clear()
     node = state.nodes.get(e.node)
     if node is None:
         node = state.nodes[e.node] = NodeState(name=e.node, pool=e.pool)
@@ -133,6 +134,7 @@ def _heartbeat(state: ClusterState, e: ev.NodeHeartbeat) -> None:
 
 
 def _node_removed(state: ClusterState, e: ev.NodeRemoved) -> None:
+    state.static_fit.clear()
     node = state.nodes.pop(e.node)
     for name in node.gpus:
         del state.gpus[name]
@@ -149,6 +151,7 @@ def _node_phase(state: ClusterState, e: ev.NodePhaseChanged) -> None:
 
 
 def _gpu_capacity(state: ClusterState, e: ev.GpuCapacityChanged) -> None:
+    state.static_fit.clear()
     gpu = state.gpus[e.gpu]
     gpu.spec = msgspec.structs.replace(gpu.spec, capacity=e.capacity)
     state.refresh_node(gpu.node)

@@ -8,14 +8,19 @@ ignores everything that can change (usage, phases, liveness) and answers "could 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import ClassVar, Protocol
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from events.values import FilterCount, PoolConfig
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need
 
+if TYPE_CHECKING:
+    from services.allocator.domain.index import NodeFree
+
 SAME_NODE = "SameNodeFilter"
+PHASE, ISOLATION, RESOURCE = "PhaseFilter", "GPUIsolationModeFilter", "ResourceFilter"
+_BULK_SAFE = frozenset({PHASE, ISOLATION, RESOURCE, "GPUModelFilter", "GPUVendorFilter"})
 
 
 class Context:
@@ -59,12 +64,14 @@ class NodeFilter(Protocol):
 class Chain:
     """The filters enabled for one request, node-level and GPU-level, in registry order."""
 
-    __slots__ = ("gpu_filters", "node_filters", "order")
+    __slots__ = ("bulk", "gpu_filters", "node_filters", "order")
 
     def __init__(self, node_filters: Sequence[NodeFilter], gpu_filters: Sequence[GpuFilter], need: Need) -> None:
         self.node_filters = tuple(f for f in node_filters if f.enabled(need))
         self.gpu_filters = tuple(f for f in gpu_filters if f.enabled(need))
         self.order = tuple(f.name for f in self.node_filters) + tuple(f.name for f in self.gpu_filters)
+        names = {f.name for f in self.gpu_filters}
+        self.bulk = names <= _BULK_SAFE and RESOURCE in names and not need.shared
 
     def node_admits(self, node: NodeState, need: Need, ctx: Context) -> bool:
         """True when every node-level filter admits ``node``."""
@@ -86,17 +93,28 @@ class Chain:
         return out
 
     def explain(
-        self, nodes: Iterable[NodeState], gpus: dict[str, GpuState], need: Need, ctx: Context
+        self, nodes: Iterable[NodeState], gpus: dict[str, GpuState], need: Need, ctx: Context,
+        *, free: Mapping[str, NodeFree] | None = None,
     ) -> tuple[list[FilterCount], int]:
         """Per-filter removal counts over ``nodes`` (in chain order, SameNodeFilter last) and the
-        number of nodes left with at least ``need.count`` candidates."""
+        number of nodes left with at least ``need.count`` candidates.
+
+        With ``free`` (the node index's per-node summary), a node where no GPU can hold one share
+        is counted in bulk: PhaseFilter and GPUIsolationModeFilter take what they would remove and
+        ResourceFilter the rest, which is exactly what the per-GPU walk would count.
+        """
         removed = dict.fromkeys(self.order, 0)
         removed[SAME_NODE] = 0
         fitting = 0
+        bulk = self.bulk and not ctx.static and free is not None
         for node in nodes:
-            rejecting = next((f.name for f in self.node_filters if not f.admits(node, need, ctx)), None)
+            rejecting = self._node_rejecting(node, need, ctx)
             if rejecting is not None:
                 removed[rejecting] += len(node.gpus)
+                continue
+            summary = free.get(node.name) if bulk and free is not None else None
+            if summary is not None and not summary.may_fit(need):
+                self._count_bulk(summary, need, removed)
                 continue
             survivors = self._count_survivors(node, gpus, need, ctx, removed)
             if survivors >= need.count:
@@ -104,6 +122,20 @@ class Chain:
             else:
                 removed[SAME_NODE] += survivors
         return [FilterCount(name=k, removed=v) for k, v in removed.items()], fitting
+
+    def _node_rejecting(self, node: NodeState, need: Need, ctx: Context) -> str | None:
+        for f in self.node_filters:
+            if not f.admits(node, need, ctx):
+                return f.name
+        return None
+
+    def _count_bulk(self, summary: NodeFree, need: Need, removed: dict[str, int]) -> None:
+        isolation = 0
+        if ISOLATION in removed and (len(summary.modes) > 1 or "" not in summary.modes):
+            isolation = sum(n for mode, n in summary.modes.items() if mode not in ("", need.isolation))
+            removed[ISOLATION] += isolation
+        removed[PHASE] += summary.ineligible
+        removed[RESOURCE] += summary.total - summary.ineligible - isolation
 
     def _count_survivors(
         self, node: NodeState, gpus: dict[str, GpuState], need: Need, ctx: Context, removed: dict[str, int]

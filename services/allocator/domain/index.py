@@ -18,6 +18,7 @@ from sortedcontainers import SortedList
 from events.values import PoolConfig
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need
+from services.allocator.domain.plugins.phase import ELIGIBLE_USERS, RUNNING
 from services.allocator.domain.units import PERCENT_SCALE
 
 ScoreFn = Callable[[GpuState, PoolConfig], int]
@@ -31,11 +32,18 @@ def _share(free: int, capacity: int) -> int:
 
 class NodeFree:
     """Largest free amounts on one node's GPUs: milli-TFLOPS, bytes, milli-percent of TFLOPS, the
-    largest both-dimension free share (milli-percent), and the idle GPU count."""
+    largest both-dimension free share (milli-percent), the idle GPU count; and for the filter report,
+    the GPU count, how many GPUs PhaseFilter removes and the isolation modes of the others."""
 
-    __slots__ = ("idle", "pct", "share", "tflops", "vram")
+    __slots__ = ("idle", "ineligible", "modes", "pct", "share", "tflops", "total", "vram")
 
     def __init__(self, gpus: list[GpuState]) -> None:
+        self.total = len(gpus)
+        eligible = [g for g in gpus if g.phase == RUNNING and g.spec.used_by in ELIGIBLE_USERS]
+        self.ineligible = self.total - len(eligible)
+        self.modes: dict[str, int] = {}
+        for g in eligible:
+            self.modes[g.spec.isolation_mode] = self.modes.get(g.spec.isolation_mode, 0) + 1
         self.tflops = max((g.available_milli_tflops for g in gpus), default=0)
         self.vram = max((g.available_vram_bytes for g in gpus), default=0)
         self.pct = max((_share(g.available_milli_tflops, g.spec.capacity.milli_tflops) for g in gpus), default=0)

@@ -36,3 +36,16 @@ class Need:
     def tflops_on(self, capacity_milli_tflops: int) -> int:
         """Milli-TFLOPS this request takes on a GPU of the given capacity (percent converted, rounded up)."""
         return tflops_on(self.spec.request, capacity_milli_tflops)
+
+
+ShapeKey = tuple[object, ...]
+
+
+def shape_key(spec: AllocationSpec) -> ShapeKey:
+    """Everything about ``spec`` that decides where it can go (not who asks, nor its limit or QoS):
+    two requests with the same key fit exactly the same GPUs."""
+    return (
+        spec.pool, spec.request.milli_tflops, spec.request.compute_milli_percent, spec.request.vram_bytes,
+        spec.gpu_count, spec.isolation, spec.gpu_models, spec.vendor, spec.gpu_indices, spec.node_affinity,
+        spec.cpu_milli, spec.memory_bytes,
+    )

@@ -16,7 +16,7 @@ from events.values import AllocationSpec, QuotaSpec, Resources
 from services.allocator.domain import profile
 from services.allocator.domain.framework import Chain, Context
 from services.allocator.domain.model import GpuState, NodeState, QuotaUsage
-from services.allocator.domain.need import Need
+from services.allocator.domain.need import Need, ShapeKey, shape_key
 from services.allocator.domain.plugins.affinity import preference_weight
 from services.allocator.domain.quota import QuotaBlock, check_single, check_totals, usage_of
 from services.allocator.domain.state import ClusterState
@@ -43,6 +43,22 @@ class Blocked(NamedTuple):
 def build_chain(need: Need) -> Chain:
     """The registry's filters enabled for ``need``."""
     return Chain(profile.NODE_FILTERS, profile.GPU_FILTERS, need)
+
+
+_PREPARED: dict[ShapeKey, tuple[Need, Chain]] = {}
+_PREPARED_LIMIT = 4096
+
+
+def prepare(spec: AllocationSpec) -> tuple[Need, Chain]:
+    """``Need`` and filter chain for ``spec``, memoised by request shape (they depend on nothing else)."""
+    key = shape_key(spec)
+    found = _PREPARED.get(key)
+    if found is None:
+        if len(_PREPARED) >= _PREPARED_LIMIT:
+            _PREPARED.clear()
+        need = Need(spec)
+        found = _PREPARED[key] = (need, build_chain(need))
+    return found
 
 
 def charge_on(gpu: GpuState, spec: AllocationSpec) -> Resources:
@@ -98,7 +114,7 @@ def find(
         node, cands = min(feasible, key=lambda p: (
             -preference_weight(need.affinity, p[0].labels), state.index.sort_key(p[0].name)))
         return node, strategy.pick(cands, need, ctx.config)
-    return strategy.choose(feasible, need, ctx.config)
+    return strategy.choose(feasible, need, ctx.config, gpus=state.gpus)
 
 
 def _node_fit(state: ClusterState, name: str, need: Need, chain: Chain, ctx: Context) -> list[GpuState] | None:
@@ -120,9 +136,9 @@ def attempt(state: ClusterState, spec: AllocationSpec, *, restrict: Iterable[str
         block = check_totals(quota, spec.namespace, usage=usage, add=lower_bound_usage(spec))
         if block is not None:
             return Blocked("quota", block.reason, block)
-    need = Need(spec)
+    need, chain = prepare(spec)
     ctx = Context(state.pool_config(spec.pool))
-    found = find(state, need, build_chain(need), ctx, restrict=restrict)
+    found = find(state, need, chain, ctx, restrict=restrict)
     if found is None:
         return Blocked("capacity", f"no node in pool {spec.pool} has {spec.gpu_count} GPU(s) that fit")
     node, gpus = found

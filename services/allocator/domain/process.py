@@ -19,7 +19,8 @@ from services.allocator.domain.allocate import granted
 from services.allocator.domain.decide import decide
 from services.allocator.domain.evolve import evolve
 from services.allocator.domain.model import QUEUED
-from services.allocator.domain.placement import Grant, attempt
+from services.allocator.domain.need import ShapeKey, shape_key
+from services.allocator.domain.placement import Grant, attempt, prepare
 from services.allocator.domain.plugins.liveness import READY
 from services.allocator.domain.state import ClusterState
 
@@ -62,8 +63,13 @@ def hints_of(state: ClusterState, events: Sequence[ev.AnyEvent]) -> Hints:
 
 
 def drain(state: ClusterState, hints: Hints, now: datetime) -> list[ev.AnyEvent]:
-    """Grant, in queue order, every queued request that fits where ``hints`` say things changed."""
+    """Grant, in queue order, every queued request that fits where ``hints`` say things changed.
+
+    A request shape that found no room is not tried again in the same drain (grants only take
+    capacity away), which keeps a release cheap when many similar requests wait.
+    """
     out: list[ev.AnyEvent] = []
+    no_room: set[tuple[ShapeKey, bool]] = set()
     for allocation_id in list(state.queue):
         allocation = state.allocations.get(allocation_id)
         if allocation is None or allocation.status != QUEUED:
@@ -72,13 +78,19 @@ def drain(state: ClusterState, hints: Hints, now: datetime) -> list[ev.AnyEvent]
         restrict: list[str] | None = None
         if spec.pool not in hints.pools and spec.namespace not in hints.namespaces:
             restrict = [n for n in hints.nodes if n in state.nodes and state.nodes[n].pool == spec.pool]
-            if not restrict:
+            need = prepare(spec)[0]
+            if not any(state.index.free[n].may_fit(need) for n in restrict):
                 continue
+        shape = shape_key(spec)
+        if (shape, True) in no_room or (shape, restrict is None) in no_room:
+            continue
         outcome = attempt(state, spec, restrict=restrict)
         if isinstance(outcome, Grant):
             event = granted(spec, outcome, now=now, from_queue=True)
             evolve(state, event)
             out.append(event)
+        elif outcome.code == "capacity":
+            no_room.add((shape, restrict is None))
     return out
 
 

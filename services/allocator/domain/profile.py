@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from services.allocator.domain.framework import GpuFilter, NodeFilter
 from services.allocator.domain.plugins.affinity import NodeAffinityFilter
+from services.allocator.domain.plugins.fgd import Fgd
 from services.allocator.domain.plugins.isolation import GPUIsolationModeFilter, SharedWholeGPUFilter
 from services.allocator.domain.plugins.liveness import NodeReadyFilter
 from services.allocator.domain.plugins.model import GPUModelFilter, GPUVendorFilter
@@ -16,6 +17,7 @@ from services.allocator.domain.plugins.node_resources import MaxWorkersPerNodeFi
 from services.allocator.domain.plugins.phase import GPUIndexFilter, PhaseFilter
 from services.allocator.domain.plugins.resources import ResourceFilter
 from services.allocator.domain.strategies import CompactFirst, LowLoadFirst, NodeCompactGPULowLoad, Strategy
+from services.allocator.domain.strategies_paper import BestFit, RandomFit
 
 NODE_FILTERS: tuple[NodeFilter, ...] = (
     NodeReadyFilter(),
@@ -47,5 +49,5 @@ def strategy_for(name: str) -> Strategy:
     return STRATEGIES.get(name) or STRATEGIES[DEFAULT_STRATEGY]
 
 
-for _strategy in (CompactFirst(), LowLoadFirst(), NodeCompactGPULowLoad()):
+for _strategy in (CompactFirst(), LowLoadFirst(), NodeCompactGPULowLoad(), BestFit(), RandomFit(), Fgd()):
     register_strategy(_strategy)

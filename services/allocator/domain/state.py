@@ -11,7 +11,7 @@ import hashlib
 
 import msgspec
 
-from events.values import PoolConfig, QuotaSpec
+from events.values import FilterCount, PoolConfig, QuotaSpec
 from services.allocator.domain import profile
 from services.allocator.domain.index import NodeIndex
 from services.allocator.domain.model import (
@@ -21,6 +21,7 @@ from services.allocator.domain.model import (
     QuotaUsage,
     StateSnapshot,
 )
+from services.allocator.domain.need import ShapeKey
 from services.allocator.domain.queue import RequestQueue
 
 _snapshot_encoder = msgspec.msgpack.Encoder()
@@ -36,7 +37,8 @@ class ClusterState:
     """
 
     __slots__ = (
-        "allocations", "gpus", "index", "nodes", "pool_nodes", "pools", "position", "queue", "quotas", "usage",
+        "allocations", "gpus", "index", "nodes", "pool_nodes", "pools", "position", "queue", "quotas",
+        "static_fit", "usage",
     )
 
     def __init__(self) -> None:
@@ -50,6 +52,8 @@ class ClusterState:
         self.pool_nodes: dict[str, set[str]] = {}
         self.queue = RequestQueue()
         self.index = NodeIndex()
+        self.static_fit: dict[ShapeKey, tuple[list[FilterCount], int]] = {}
+        """Cache of static filter passes by request shape; cleared whenever the inventory changes."""
 
     @classmethod
     def empty(cls) -> ClusterState:

@@ -14,7 +14,7 @@ other strategies (``indexed = False``) see every feasible node and choose themse
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import ClassVar, Protocol
 
 from events.values import PoolConfig
@@ -39,9 +39,11 @@ class Strategy(Protocol):
         ...
 
     def choose(
-        self, feasible: Sequence[tuple[NodeState, list[GpuState]]], need: Need, config: PoolConfig
+        self, feasible: Sequence[tuple[NodeState, list[GpuState]]], need: Need, config: PoolConfig,
+        *, gpus: Mapping[str, GpuState],
     ) -> tuple[NodeState, list[GpuState]] | None:
-        """Scan strategies: the node and GPUs to use; indexed strategies never get this call."""
+        """Scan strategies: the node and GPUs to use; indexed strategies never get this call.
+        ``gpus`` is every GPU of the cluster by name (a node's non-candidate GPUs matter to FGD)."""
         ...
 
 
@@ -76,7 +78,8 @@ class _Indexed:
     indexed: ClassVar[bool] = True
 
     def choose(
-        self, feasible: Sequence[tuple[NodeState, list[GpuState]]], need: Need, config: PoolConfig
+        self, feasible: Sequence[tuple[NodeState, list[GpuState]]], need: Need, config: PoolConfig,
+        *, gpus: Mapping[str, GpuState],
     ) -> tuple[NodeState, list[GpuState]] | None:
         """Never called for indexed strategies (the node index orders nodes)."""
         raise NotImplementedError

@@ -1,0 +1,113 @@
+"""FGD: fragmentation gradient descent (Weng et al., ATC'23; simulator ``fgd_score.go``).
+
+For every feasible node, the hypothetical placement that raises the node's fragmentation
+F_n(M) (plugins/fragmentation.py) the least: a share tries each fitting GPU (lowest index on
+ties), whole GPUs take the lowest-index free ones, a CPU-only request takes only CPU. The node
+score is the simulator's integer ⌊100·sigmoid(−Δ/1000)⌋ (Δ in milli-GPU), highest wins, first
+node in order on ties. The target workload M is the strategy's configuration: the trace's
+typical pods in the experiment, :data:`DEFAULT_WORKLOAD` (openb's mix) in the service.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from events.values import PoolConfig
+from services.allocator.domain.model import GpuState, NodeState
+from services.allocator.domain.need import Need
+from services.allocator.domain.plugins.fragmentation import FragmentCache, Workload
+from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD
+from services.allocator.domain.strategies_paper import (
+    Pair,
+    ScanStrategy,
+    cpu_free,
+    cpu_only,
+    free_milli,
+    gpu_order,
+    pick_default,
+    share_milli,
+)
+
+
+def sigmoid_score(delta: float) -> int:
+    """⌊100 / (1 + e^(Δ/1000))⌋: 50 for Δ = 0, towards 100 as fragmentation falls."""
+    x = delta / 1000
+    if x > 700:
+        return 0
+    return math.floor(100 / (1 + math.exp(x)))
+
+
+class Option:
+    """The best hypothetical placement on one node: Δ fragmentation (milli-GPU) and the GPUs."""
+
+    __slots__ = ("delta", "gpus")
+
+    def __init__(self, delta: float, gpus: list[GpuState]) -> None:
+        self.delta = delta
+        self.gpus = gpus
+
+
+class Fgd(ScanStrategy):
+    """Fragmentation gradient descent against the workload ``workload`` (task classes, Σ p = 1)."""
+
+    name: ClassVar[str] = "fgd"
+
+    def __init__(self, workload: Workload = DEFAULT_WORKLOAD) -> None:
+        self.workload = workload
+        self.cache = FragmentCache(workload)
+
+    def with_workload(self, workload: Workload) -> Fgd:
+        """A fresh instance (empty cache) of this strategy against ``workload``."""
+        return type(self)(workload)
+
+    def option(self, node: NodeState, cands: Sequence[GpuState], need: Need,
+               gpus: Mapping[str, GpuState]) -> Option:
+        """The placement on ``node`` with the least fragmentation increase."""
+        members = [gpus[n] for n in node.gpus]
+        free = [free_milli(g) for g in members]
+        model = members[0].spec.model if members else ""
+        cpu = cpu_free(node)
+        before = self.cache.get(free, cpu_free=cpu, model=model)
+        cpu_after = cpu - need.cpu_milli
+        if cpu_only(need):
+            after = self.cache.get(free, cpu_free=cpu_after, model=model)
+            return Option(after - before, pick_default(cands, need))
+        position = {g.spec.name: i for i, g in enumerate(members)}
+        if need.count > 1 or need.shared or need.percent >= 100_000:
+            chosen = pick_default(cands, need)
+            for g in chosen:
+                free[position[g.spec.name]] -= share_milli(need, g)
+            return Option(self.cache.get(free, cpu_free=cpu_after, model=model) - before, chosen)
+        best: Option | None = None
+        seen: set[int] = set()
+        for g in sorted(cands, key=gpu_order):
+            i = position[g.spec.name]
+            if free[i] in seen:
+                continue
+            seen.add(free[i])
+            trial = list(free)
+            trial[i] -= share_milli(need, g)
+            delta = self.cache.get(trial, cpu_free=cpu_after, model=model) - before
+            if best is None or delta < best.delta:
+                best = Option(delta, [g])
+        assert best is not None
+        return best
+
+    def rank(self, option: Option, node: NodeState, gpus: Mapping[str, GpuState]) -> tuple[float, ...]:
+        """Sort key of a node's option, higher first: the simulator's integer score."""
+        return (sigmoid_score(option.delta),)
+
+    def choose(self, feasible: Sequence[Pair], need: Need, config: PoolConfig,
+               *, gpus: Mapping[str, GpuState]) -> Pair | None:
+        """The node whose best option ranks highest, first in order on ties."""
+        best: tuple[tuple[float, ...], NodeState, Option] | None = None
+        for node, cands in feasible:
+            opt = self.option(node, cands, need, gpus)
+            key = self.rank(opt, node, gpus)
+            if best is None or key > best[0]:
+                best = (key, node, opt)
+        if best is None:
+            return None
+        return best[1], best[2].gpus
