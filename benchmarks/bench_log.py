@@ -129,22 +129,23 @@ async def bench_snapshot(admin_url: str, state: ClusterState) -> dict[str, float
 
 
 def cycles(state: ClusterState, total: int) -> Iterator[ev.AnyEvent]:
-    """``total`` events: grants of 1 TFLOPS / 1 GiB round-robin over the GPUs, each released 2,000 later."""
+    """Exactly ``total`` events: grants of 1 TFLOPS / 1 GiB round-robin over the GPUs, each released
+    once 2,000 are live (so grants and releases alternate in the steady state)."""
     gpus = sorted(state.gpus.values(), key=lambda g: g.name)
     live: list[tuple[AllocationSpec, str, str]] = []
     request = Resources(milli_tflops=1_000, vram_bytes=GIB)
     for k in range(total):
         at = T0 + timedelta(days=1, milliseconds=k)
-        if k % 2 == 0 or not live:
-            gpu = gpus[(k // 2) % len(gpus)]
-            spec = AllocationSpec(allocation_id=f"c{k}", namespace=f"ns-{k % 20}", pod=f"c{k}", pool="default",
-                                  request=request, limit=request)
-            live.append((spec, gpu.node, gpu.name))
-            yield ev.AllocationGranted(at=at, spec=spec, node=gpu.node, gpus=(gpu.name,), charges=(request,))
-        if k % 2 == 1 and len(live) > 2000:
+        if len(live) > 2000 and k % 2 == 1:
             spec, node, gpu_name = live.pop(0)
             yield ev.AllocationReleased(at=at, allocation_id=spec.allocation_id, namespace=spec.namespace,
                                         pod=spec.pod, pool="default", node=node, gpus=(gpu_name,))
+            continue
+        gpu = gpus[k % len(gpus)]
+        spec = AllocationSpec(allocation_id=f"c{k}", namespace=f"ns-{k % 20}", pod=f"c{k}", pool="default",
+                              request=request, limit=request)
+        live.append((spec, gpu.node, gpu.name))
+        yield ev.AllocationGranted(at=at, spec=spec, node=gpu.node, gpus=(gpu.name,), charges=(request,))
 
 
 async def bench_replay(admin_url: str, log: list[DecidedIntent], total: int) -> dict[str, float]:

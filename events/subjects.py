@@ -7,6 +7,8 @@ EVENT_STREAM = "GPULEDGER_EVENTS"
 INTENT_SUBJECT_PREFIX = "gpuledger.intent"
 EVENT_SUBJECT_PREFIX = "gpuledger.event"
 METRICS_SUBJECT_PREFIX = "gpuledger.metrics"
+AUTOSCALER_RECOMMEND_SUBJECT = "gpuledger.autoscaler.recommend"
+"""Request/reply subject of the running autoscaler (``gpuledger recommend WORKLOAD``)."""
 ALLOCATOR_DURABLE = "allocator"
 
 

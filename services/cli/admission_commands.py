@@ -1,9 +1,64 @@
-"""CLI commands of the admission area (registered into the gpuledger app by services.cli.main)."""
+"""CLI commands of the admission area: ``gpuledger admission`` serves the mutating webhook.
+
+Without ``--cert-file``/``--key-file`` a self-signed pair is generated (into ``--cert-dir``) and
+its path printed, ready to paste as ``caBundle``. Exit codes: 2 for bad settings, 1 otherwise.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+from pathlib import Path
+
 import typer
+
+from services.admission.service import run_admission
+from services.admission.settings import load_settings
+from services.shared import lifecycle
+from services.shared.settings import SettingsError
+
+
+def admission(
+    host: str = typer.Option(None, help="Listen address (GPULEDGER_ADMISSION_HOST, default 127.0.0.1)."),
+    port: int = typer.Option(None, help="HTTPS port (GPULEDGER_ADMISSION_PORT, default 9443; 0 = any free)."),
+    cert_file: Path = typer.Option(None, help="PEM certificate; omit both files to self-sign."),
+    key_file: Path = typer.Option(None, help="PEM private key."),
+    cert_dir: Path = typer.Option(None, help="Where a generated self-signed pair is written."),
+    nats_url: str = typer.Option(None, help="NATS URL (GPULEDGER_NATS_URL)."),
+    failure_policy: str = typer.Option(None, help="When NATS is down: deny (default) or ignore."),
+    kube: bool = typer.Option(None, "--kube/--no-kube", help="Run the watches and binder (needs a cluster)."),
+    kubeconfig: str = typer.Option(None, help="Kubeconfig path (default: KUBECONFIG, ~/.kube, in-cluster)."),
+    namespace: str = typer.Option(None, help="Only this namespace (default: all)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the ready line as JSON."),
+) -> None:
+    """Serve the TensorFusion-compatible mutating webhook (POST /mutate-v1-pod) and the binder."""
+    try:
+        settings = load_settings(
+            host=host,
+            port=port,
+            cert_file=str(cert_file) if cert_file else None,
+            key_file=str(key_file) if key_file else None,
+            cert_dir=str(cert_dir) if cert_dir else None,
+            nats_url=nats_url,
+            failure_policy=failure_policy,
+            kube=kube,
+            kubeconfig=kubeconfig,
+            namespace=namespace,
+        )
+    except SettingsError as exc:
+        typer.echo(json.dumps({"error": str(exc), "field": "settings"}) if as_json else f"error: {exc}")
+        raise typer.Exit(2) from None
+
+    def on_ready(url: str) -> None:
+        message = {"webhook_https": f"{url}/mutate-v1-pod"}
+        typer.echo(json.dumps(message) if as_json else f"gpuledger admission webhook on {message['webhook_https']}")
+
+    async def run(stop: asyncio.Event) -> None:
+        await run_admission(settings, on_ready=on_ready, stop=stop)
+
+    lifecycle.run_service(run)
 
 
 def register(app: typer.Typer) -> None:
-    """Add this area's commands to app."""
+    """Add ``gpuledger admission`` to ``app``."""
+    app.command(name="admission")(admission)

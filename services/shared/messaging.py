@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 import nats
+from nats.aio.client import Client as NATS
 from nats.js import JetStreamContext
 from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
@@ -28,7 +29,7 @@ class StreamSettings(msgspec.Struct, kw_only=True):
     max_age_s: float = 0.0
 
 
-async def connect(url: str, *, name: str = "gpuledger", **options: Any) -> nats.NATS:
+async def connect(url: str, *, name: str = "gpuledger", **options: Any) -> NATS:
     """Connect to NATS with reconnects enabled forever (a restarting server is waited for)."""
     return await nats.connect(
         url, name=name, max_reconnect_attempts=-1, reconnect_time_wait=0.5, connect_timeout=5, **options
@@ -48,7 +49,12 @@ def _stream_config(name: str, prefix: str, settings: StreamSettings) -> StreamCo
 
 
 async def ensure_streams(js: JetStreamContext, settings: StreamSettings | None = None) -> None:
-    """Create GPULEDGER_INTENTS and GPULEDGER_EVENTS, or update them to ``settings``; idempotent."""
+    """Create GPULEDGER_INTENTS and GPULEDGER_EVENTS, or update them to ``settings``; idempotent.
+
+    Without ``settings`` (producers) missing streams are created with the defaults and existing ones
+    are left as they are, so a producer never scales the allocator's R3 streams down to R1.
+    """
+    explicit = settings is not None
     settings = settings or StreamSettings()
     for name, prefix in (
         (subjects.INTENT_STREAM, subjects.INTENT_SUBJECT_PREFIX),
@@ -60,7 +66,8 @@ async def ensure_streams(js: JetStreamContext, settings: StreamSettings | None =
         except NotFoundError:
             await js.add_stream(config)
         else:
-            await js.update_stream(config)
+            if explicit:
+                await js.update_stream(config)
 
 
 async def publish_intent(js: JetStreamContext, intent: Intent, *, timeout: float = 5.0) -> int:

@@ -90,7 +90,8 @@ def lower_bound_usage(spec: AllocationSpec) -> QuotaUsage:
 
 
 def find(
-    state: ClusterState, need: Need, chain: Chain, ctx: Context, *, restrict: Iterable[str] | None = None
+    state: ClusterState, need: Need, chain: Chain, ctx: Context, *, restrict: Iterable[str] | None = None,
+    allocation_id: str = "",
 ) -> tuple[NodeState, list[GpuState]] | None:
     """The node and GPUs the pool's strategy picks for ``need``, or None; ``restrict`` limits nodes."""
     strategy = profile.strategy_for(ctx.config.placement)
@@ -114,7 +115,7 @@ def find(
         node, cands = min(feasible, key=lambda p: (
             -preference_weight(need.affinity, p[0].labels), state.index.sort_key(p[0].name)))
         return node, strategy.pick(cands, need, ctx.config)
-    return strategy.choose(feasible, need, ctx.config, gpus=state.gpus)
+    return strategy.choose(feasible, need, ctx.config, gpus=state.gpus, allocation_id=allocation_id)
 
 
 def _node_fit(state: ClusterState, name: str, need: Need, chain: Chain, ctx: Context) -> list[GpuState] | None:
@@ -138,7 +139,7 @@ def attempt(state: ClusterState, spec: AllocationSpec, *, restrict: Iterable[str
             return Blocked("quota", block.reason, block)
     need, chain = prepare(spec)
     ctx = Context(state.pool_config(spec.pool))
-    found = find(state, need, chain, ctx, restrict=restrict)
+    found = find(state, need, chain, ctx, restrict=restrict, allocation_id=spec.allocation_id)
     if found is None:
         return Blocked("capacity", f"no node in pool {spec.pool} has {spec.gpu_count} GPU(s) that fit")
     node, gpus = found

@@ -10,6 +10,7 @@ from __future__ import annotations
 from services.allocator.domain.framework import GpuFilter, NodeFilter
 from services.allocator.domain.plugins.affinity import NodeAffinityFilter
 from services.allocator.domain.plugins.fgd import Fgd
+from services.allocator.domain.plugins.frag_pack import FragPack
 from services.allocator.domain.plugins.isolation import GPUIsolationModeFilter, SharedWholeGPUFilter
 from services.allocator.domain.plugins.liveness import NodeReadyFilter
 from services.allocator.domain.plugins.model import GPUModelFilter, GPUVendorFilter
@@ -49,5 +50,6 @@ def strategy_for(name: str) -> Strategy:
     return STRATEGIES.get(name) or STRATEGIES[DEFAULT_STRATEGY]
 
 
-for _strategy in (CompactFirst(), LowLoadFirst(), NodeCompactGPULowLoad(), BestFit(), RandomFit(), Fgd()):
+for _strategy in (CompactFirst(), LowLoadFirst(), NodeCompactGPULowLoad(), BestFit(), RandomFit(), Fgd(),
+                  FragPack()):
     register_strategy(_strategy)

@@ -40,10 +40,11 @@ class Strategy(Protocol):
 
     def choose(
         self, feasible: Sequence[tuple[NodeState, list[GpuState]]], need: Need, config: PoolConfig,
-        *, gpus: Mapping[str, GpuState],
+        *, gpus: Mapping[str, GpuState], allocation_id: str = "",
     ) -> tuple[NodeState, list[GpuState]] | None:
         """Scan strategies: the node and GPUs to use; indexed strategies never get this call.
-        ``gpus`` is every GPU of the cluster by name (a node's non-candidate GPUs matter to FGD)."""
+        ``gpus`` is every GPU of the cluster by name (a node's non-candidate GPUs matter to FGD);
+        ``allocation_id`` is the request's own id (``need.spec`` is shared by requests of one shape)."""
         ...
 
 
@@ -79,7 +80,7 @@ class _Indexed:
 
     def choose(
         self, feasible: Sequence[tuple[NodeState, list[GpuState]]], need: Need, config: PoolConfig,
-        *, gpus: Mapping[str, GpuState],
+        *, gpus: Mapping[str, GpuState], allocation_id: str = "",
     ) -> tuple[NodeState, list[GpuState]] | None:
         """Never called for indexed strategies (the node index orders nodes)."""
         raise NotImplementedError

@@ -94,7 +94,7 @@ class BestFit(ScanStrategy):
     name: ClassVar[str] = "best-fit"
 
     def choose(self, feasible: Sequence[Pair], need: Need, config: PoolConfig,
-               *, gpus: Mapping[str, GpuState]) -> Pair | None:
+               *, gpus: Mapping[str, GpuState], allocation_id: str = "") -> Pair | None:
         """The node with the highest ⌊100·(1 − leftover)⌋, first in order on ties."""
         best: tuple[int, Pair] | None = None
         for node, cands in feasible:
@@ -120,17 +120,16 @@ class RandomFit(ScanStrategy):
     name: ClassVar[str] = "random"
 
     def choose(self, feasible: Sequence[Pair], need: Need, config: PoolConfig,
-               *, gpus: Mapping[str, GpuState]) -> Pair | None:
+               *, gpus: Mapping[str, GpuState], allocation_id: str = "") -> Pair | None:
         """Smallest stable_hash(allocation id, node name)."""
         if not feasible:
             return None
-        key = need.spec.allocation_id
+        key = allocation_id or need.spec.allocation_id
         node, cands = min(feasible, key=lambda p: stable_hash(key, p[0].name))
-        return node, self.pick(cands, need, config)
+        return node, self.pick_hashed(cands, need, key)
 
-    def pick(self, candidates: Sequence[GpuState], need: Need, config: PoolConfig) -> list[GpuState]:
-        """Whole GPUs lowest index first; a share on the GPU with the smallest hash."""
+    def pick_hashed(self, candidates: Sequence[GpuState], need: Need, key: str) -> list[GpuState]:
+        """Whole GPUs lowest index first; a share on the GPU with the smallest hash of ``key`` and its name."""
         if need.count > 1 or cpu_only(need) or (need.percent and need.percent >= 100_000):
             return pick_default(candidates, need)
-        key = need.spec.allocation_id
         return sorted(candidates, key=lambda g: stable_hash(key, g.spec.name))[: need.count]

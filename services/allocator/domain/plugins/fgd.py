@@ -95,17 +95,17 @@ class Fgd(ScanStrategy):
         assert best is not None
         return best
 
-    def rank(self, option: Option, node: NodeState, gpus: Mapping[str, GpuState]) -> tuple[float, ...]:
+    def rank(self, option: Option, node: NodeState, need: Need, gpus: Mapping[str, GpuState]) -> tuple[float, ...]:
         """Sort key of a node's option, higher first: the simulator's integer score."""
         return (sigmoid_score(option.delta),)
 
     def choose(self, feasible: Sequence[Pair], need: Need, config: PoolConfig,
-               *, gpus: Mapping[str, GpuState]) -> Pair | None:
+               *, gpus: Mapping[str, GpuState], allocation_id: str = "") -> Pair | None:
         """The node whose best option ranks highest, first in order on ties."""
         best: tuple[tuple[float, ...], NodeState, Option] | None = None
         for node, cands in feasible:
             opt = self.option(node, cands, need, gpus)
-            key = self.rank(opt, node, gpus)
+            key = self.rank(opt, node, need, gpus)
             if best is None or key > best[0]:
                 best = (key, node, opt)
         if best is None:

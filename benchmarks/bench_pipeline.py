@@ -1,0 +1,212 @@
+"""End-to-end pipeline benchmark: publish -> decide -> commit -> ack -> event published.
+
+Runs a real nats-server and a durable PostgreSQL (fsync on) from the wheels, the allocator as its
+own process (``python -m services.allocator``), the openb inventory (1,213 nodes, 6,212 GPUs) and
+the openb pods as RequestAllocation intents. Measures: sustained durable decisions/s (all pods
+published at once), p50/p99 intent-to-event latency at offered loads, and failover time (leader
+killed with SIGKILL -> first outcome event decided by the standby), then checks that every intent
+has exactly one outcome.
+
+Usage: ``python3 benchmarks/bench_pipeline.py [--rates 100,500,1000] [--seconds 5]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import openb  # noqa: E402
+from events import codec, intents  # noqa: E402
+from services.allocator.adapters import database  # noqa: E402
+from services.allocator.adapters.relay import INTENT_HEADER  # noqa: E402
+from services.allocator.views import OUTCOME_TYPES  # noqa: E402
+from services.shared import messaging  # noqa: E402
+from services.shared.natsserver import NatsServer, free_port  # noqa: E402
+from services.shared.pgserver import PgServer  # noqa: E402
+
+
+class Watch:
+    """Records when each intent's first outcome event arrives on GPULEDGER_EVENTS."""
+
+    def __init__(self) -> None:
+        self.sent: dict[str, float] = {}
+        self.done: dict[str, float] = {}
+        self.arrived = asyncio.Event()
+
+    async def on_event(self, msg: object) -> None:
+        headers = getattr(msg, "headers", None) or {}
+        intent_id = headers.get(INTENT_HEADER, "")
+        if intent_id in self.sent and intent_id not in self.done:
+            if codec.tag_of(codec.decode_event(msg.data)) in OUTCOME_TYPES:  # type: ignore[attr-defined]
+                self.done[intent_id] = time.perf_counter()
+                self.arrived.set()
+
+    async def wait_all(self, ids: list[str], timeout_s: float = 300) -> None:
+        deadline = time.perf_counter() + timeout_s
+        while any(i not in self.done for i in ids):
+            if time.perf_counter() > deadline:
+                missing = sum(i not in self.done for i in ids)
+                raise RuntimeError(f"{missing} intents without an outcome after {timeout_s}s")
+            await asyncio.sleep(0.01)
+
+
+def spawn(name: str, nats_url: str, db_url: str, log_dir: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "GPULEDGER_NATS_URL": nats_url, "GPULEDGER_DATABASE_URL": db_url,
+           "GPULEDGER_HOLDER": name, "GPULEDGER_HTTP_PORT": str(free_port()), "GPULEDGER_HEARTBEAT_CHECK_S": "0",
+           "GPULEDGER_LOG_LEVEL": "warning"}
+    out = (log_dir / f"{name}.log").open("ab")
+    return subprocess.Popen([sys.executable, "-m", "services.allocator"], env=env, stdout=out, stderr=out)
+
+
+def requests(prefix: str, count: int) -> list[intents.RequestAllocation]:
+    pods = openb.pods()
+    return [intents.RequestAllocation(intent_id=f"{prefix}-{i}", spec=_renamed(pods[i % len(pods)], f"{prefix}-{i}"))
+            for i in range(count)]
+
+
+def _renamed(spec: object, name: str) -> object:
+    import msgspec
+
+    return msgspec.structs.replace(spec, allocation_id=name, pod=name)  # type: ignore[type-var]
+
+
+def releases(batch: list[intents.RequestAllocation]) -> list[intents.ReleaseAllocation]:
+    return [intents.ReleaseAllocation(intent_id=f"rel-{r.intent_id}", allocation_id=r.spec.allocation_id,
+                                      namespace=r.spec.namespace, pool=r.spec.pool) for r in batch]
+
+
+async def publish_paced(js: object, batch: list[intents.AnyIntent], rate: float, watch: Watch) -> None:
+    start = time.perf_counter()
+    for n, intent in enumerate(batch):
+        delay = start + n / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        watch.sent[intent.intent_id] = time.perf_counter()
+        await messaging.publish_intent(js, intent)  # type: ignore[arg-type]
+
+
+async def publish_burst(js: object, batch: list[intents.AnyIntent], watch: Watch) -> None:
+    futures = []
+    for intent in batch:
+        watch.sent[intent.intent_id] = time.perf_counter()
+        futures.append(await js.publish_async(  # type: ignore[attr-defined]
+            f"gpuledger.intent.{codec.tag_of(intent)}", codec.encode(intent),
+            headers={"Nats-Msg-Id": intent.intent_id}))
+    await asyncio.gather(*futures)
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+async def run(args: argparse.Namespace, root: Path) -> None:
+    nats_server = NatsServer(root / "nats")
+    nats_server.start()
+    pg = PgServer(root / "pg").start()
+    db_url = pg.create_database("bench")
+    database.upgrade(db_url)
+    procs = [spawn("a", nats_server.url, db_url, root)]
+    client = await messaging.connect(nats_server.url)
+    js = client.jetstream()
+    await messaging.ensure_streams(js)
+    watch = Watch()
+    await client.subscribe("gpuledger.event.>", cb=watch.on_event)
+    try:
+        nodes = openb.nodes()
+        for node in nodes:
+            await messaging.publish_intent(js, node)
+        warm = requests("warm", 50)
+        await publish_burst(js, list(warm), watch)
+        await watch.wait_all([w.intent_id for w in warm])
+        print(f"inventory: {len(nodes)} nodes; allocator warm")
+        await throughput(js, watch, args.burst)
+        for rate in args.rates:
+            await latency(js, watch, rate, args.seconds)
+        procs.append(spawn("b", nats_server.url, db_url, root))
+        await asyncio.sleep(3)
+        await failover(js, watch, procs, db_url)
+    finally:
+        await client.close()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+        pg.stop()
+        nats_server.stop()
+
+
+async def throughput(js: object, watch: Watch, count: int) -> None:
+    batch = requests("burst", count)
+    started = time.perf_counter()
+    await publish_burst(js, list(batch), watch)
+    await watch.wait_all([r.intent_id for r in batch])
+    elapsed = max(watch.done[r.intent_id] for r in batch) - started
+    print(f"sustained: {count} RequestAllocation in {elapsed:.2f} s = {count / elapsed:,.0f} decisions/s "
+          f"(publish -> decide -> commit -> ack -> event received)")
+    rel = releases(batch)
+    await publish_burst(js, list(rel), watch)
+    await watch.wait_all([r.intent_id for r in rel])
+
+
+async def latency(js: object, watch: Watch, rate: int, seconds: float) -> None:
+    batch = requests(f"r{rate}", int(rate * seconds))
+    await publish_paced(js, list(batch), rate, watch)
+    await watch.wait_all([r.intent_id for r in batch])
+    lat = [(watch.done[r.intent_id] - watch.sent[r.intent_id]) * 1000 for r in batch]
+    print(f"offered {rate}/s for {seconds:.0f} s ({len(batch)} intents): p50 {percentile(lat, 0.5):.1f} ms, "
+          f"p99 {percentile(lat, 0.99):.1f} ms, max {max(lat):.1f} ms")
+    rel = releases(batch)
+    await publish_burst(js, list(rel), watch)
+    await watch.wait_all([r.intent_id for r in rel])
+
+
+async def failover(js: object, watch: Watch, procs: list[subprocess.Popen[bytes]], db_url: str) -> None:
+    batch = requests("fo", 3000)
+    publisher = asyncio.create_task(publish_paced(js, list(batch), 500, watch))
+    await asyncio.sleep(2)
+    procs[0].send_signal(signal.SIGKILL)
+    killed = time.perf_counter()
+    procs[0].wait()
+    await publisher
+    await watch.wait_all([r.intent_id for r in batch])
+    after = sorted(t for t in watch.done.values() if t > killed)
+    print(f"failover: leader SIGKILLed -> first outcome event by the standby after {after[0] - killed:.2f} s")
+    pool = await database.create_pool(db_url)
+    try:
+        rows = await pool.fetch("SELECT intent_id, count(*) FROM events WHERE type = any($1::text[]) "
+                                "AND data->>'from_queue' IS NULL GROUP BY intent_id", list(OUTCOME_TYPES))
+    finally:
+        await pool.close()
+    counts = {r[0]: r[1] for r in rows}
+    lost = sum(1 for r in batch if counts.get(r.intent_id, 0) == 0)
+    doubled = sum(1 for c in counts.values() if c > 1)
+    print(f"failover: {len(batch)} intents at 500/s across the kill: {lost} lost, {doubled} decided twice")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rates", default="100,500,1000", help="offered loads, intents/s")
+    parser.add_argument("--seconds", type=float, default=5.0, help="seconds per offered load")
+    parser.add_argument("--burst", type=int, default=8000, help="intents published at once")
+    args = parser.parse_args()
+    args.rates = [int(r) for r in args.rates.split(",")]
+    root = Path(tempfile.mkdtemp(prefix="gpuledger-bench-"))
+    try:
+        asyncio.run(run(args, root))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,211 @@
+"""The binder: pins admitted pods to their granted node and ungates them; releases what pods leave.
+
+Three loops on one asyncio loop (state in one Binder, no locks):
+* events: replays GPULEDGER_EVENTS from the start (ordered consumer) into an AllocationBook, so no
+  state is stored elsewhere; each AllocationGranted binds its pod if the pod is known;
+* pods: watches pods labelled ``gpuledger.io/allocation-id`` (re-list on start and on 410); a gated
+  pod whose allocation is granted is bound (covers a grant that arrived before the pod was
+  stored); a deleted or finished pod publishes ReleaseAllocation (also drops a queued request);
+* sweep: once both are caught up, an allocation live for ``orphan_grace_s`` with no pod (the pod
+  was deleted while the binder was down, or its creation failed after admission) is released.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import msgspec
+import structlog
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client.exceptions import ApiException
+from nats.js import JetStreamContext
+from nats.js.api import ConsumerConfig, DeliverPolicy
+
+from events import codec, decisions, subjects
+from events.base import Intent
+from events.intents import ReleaseAllocation
+from services.admission.binding import is_gated, pin_ops, ungate_ops
+from services.admission.book import AllocationBook, Grant
+from services.admission.patch import map_ops
+from services.admission.view import ClusterView
+from services.podspec import keys
+from services.shared import kube
+
+PublishIntent = Callable[[Intent], Awaitable[object]]
+log = structlog.get_logger("gpuledger.admission.binder")
+_FINISHED = ("Succeeded", "Failed")
+REJECTED_ANNOTATION = "gpuledger.io/rejected"
+"""Set on a gated pod whose allocation was rejected (it can never fit); the value is the reason."""
+
+
+def _allocation_id(pod: dict[str, Any]) -> str:
+    return str(((pod.get("metadata") or {}).get("labels") or {}).get(keys.ALLOCATION_ID_LABEL) or "")
+
+
+class Binder:
+    """Binds granted allocations to pods and releases allocations whose pod is gone."""
+
+    def __init__(
+        self,
+        api: client.ApiClient,
+        *,
+        publish: PublishIntent,
+        view: ClusterView | None = None,
+        namespace: str = "",
+        orphan_grace_s: float = 30.0,
+        sweep_period_s: float = 5.0,
+    ) -> None:
+        self.core = client.CoreV1Api(api)
+        self.publish = publish
+        self.view = view
+        self.namespace = namespace
+        self.orphan_grace_s = orphan_grace_s
+        self.sweep_period_s = sweep_period_s
+        self.book = AllocationBook()
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.events_synced = asyncio.Event()
+        self.pods_synced = asyncio.Event()
+        self.missing_since: dict[str, float] = {}
+        self.released: set[str] = set()
+
+    async def run(self, js: JetStreamContext) -> None:
+        """Run the three loops until cancelled."""
+        async with asyncio.TaskGroup() as group:
+            group.create_task(self.follow_events(js))
+            group.create_task(self.watch_pods())
+            group.create_task(self.sweep_forever())
+
+    async def follow_events(self, js: JetStreamContext) -> None:
+        """Replay GPULEDGER_EVENTS from its start, then follow it."""
+        last = (await js.stream_info(subjects.EVENT_STREAM)).state.last_seq
+        if last == 0:
+            self.events_synced.set()
+        sub = await js.subscribe(
+            f"{subjects.EVENT_SUBJECT_PREFIX}.>",
+            ordered_consumer=True,
+            config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
+        )
+        async for msg in sub.messages:
+            try:
+                event = codec.decode_event(msg.data)
+            except (codec.DecodeError, msgspec.DecodeError) as exc:
+                log.warning("undecodable_event", subject=msg.subject, error=str(exc))
+                continue
+            grant = self.book.apply(event, view=self.view)
+            if msg.metadata.sequence.stream >= last:
+                self.events_synced.set()
+            if grant is not None:
+                await self.bind(grant)
+            elif isinstance(event, decisions.AllocationRejected):
+                await self.mark_rejected(event.spec.allocation_id)
+            elif isinstance(event, decisions.AllocationReleased):
+                self.released.discard(event.allocation_id)  # a later pod event finds it not live
+
+    async def watch_pods(self) -> None:
+        """Track gpuledger pods; bind gated granted ones, release deleted or finished ones."""
+        list_fn = (
+            functools.partial(self.core.list_namespaced_pod, self.namespace)
+            if self.namespace
+            else self.core.list_pod_for_all_namespaces
+        )
+        async for event in kube.watch_objects(functools.partial(list_fn, label_selector=keys.ALLOCATION_ID_LABEL)):
+            if event.type == kube.SYNCED:
+                self.pods_synced.set()
+                continue
+            allocation_id = _allocation_id(event.object)
+            if not allocation_id:
+                continue
+            if event.type == "DELETED":
+                self.pods.pop(allocation_id, None)
+                self.book.rejected.pop(allocation_id, None)
+                await self.release(allocation_id, pod=event.object, reason="pod deleted")
+                continue
+            self.pods[allocation_id] = event.object
+            self.missing_since.pop(allocation_id, None)
+            if (event.object.get("status") or {}).get("phase") in _FINISHED:
+                await self.release(allocation_id, pod=event.object, reason="pod finished")
+            elif allocation_id in self.book.granted and is_gated(event.object):
+                await self.bind(self.book.granted[allocation_id])
+            elif allocation_id in self.book.rejected:
+                await self.mark_rejected(allocation_id)
+
+    async def bind(self, grant: Grant) -> None:
+        """Pin the pod of ``grant`` to its node, then remove the gate; a no-op when done or pod unknown."""
+        pod = self.pods.get(grant.allocation_id)
+        if pod is None or not is_gated(pod):
+            return
+        meta = pod["metadata"]
+        try:
+            for build in (functools.partial(pin_ops, grant=grant), ungate_ops):
+                ops = build(pod)
+                if ops:
+                    pod = await self._patch(meta["name"], meta["namespace"], ops)
+        except ApiException as exc:
+            if exc.status not in (404, 409, 422):
+                raise
+            log.info("bind_skipped", allocation_id=grant.allocation_id, status=exc.status)
+            return
+        self.pods[grant.allocation_id] = pod
+        log.info("bound", allocation_id=grant.allocation_id, pod=meta["name"], node=grant.node, gpus=grant.gpus)
+
+    async def mark_rejected(self, allocation_id: str) -> None:
+        """Annotate a gated pod whose request was rejected with ``gpuledger.io/rejected: <reason>``."""
+        pod, reason = self.pods.get(allocation_id), self.book.rejected.get(allocation_id, "")
+        annotations = ((pod or {}).get("metadata") or {}).get("annotations")
+        if pod is None or not is_gated(pod) or (annotations or {}).get(REJECTED_ANNOTATION) == reason:
+            return
+        ops = map_ops("/metadata/annotations", existing=annotations, changes={REJECTED_ANNOTATION: reason})
+        try:
+            self.pods[allocation_id] = await self._patch(pod["metadata"]["name"], pod["metadata"]["namespace"], ops)
+        except ApiException as exc:
+            if exc.status not in (404, 409, 422):
+                raise
+
+    async def _patch(self, name: str, namespace: str, ops: list[dict[str, Any]]) -> dict[str, Any]:
+        patch: Callable[..., Awaitable[Any]] = self.core.patch_namespaced_pod
+        response = await patch(
+            name, namespace, ops, _preload_content=False, _content_type="application/json-patch+json"
+        )
+        async with response:
+            body: dict[str, Any] = msgspec.json.decode(await response.read())
+        return body
+
+    async def release(self, allocation_id: str, *, pod: dict[str, Any], reason: str) -> None:
+        """Publish ReleaseAllocation once per allocation (intent id ``release-<id>``)."""
+        if allocation_id in self.released or (self.events_synced.is_set() and allocation_id not in self.book.live()):
+            return
+        self.released.add(allocation_id)
+        meta = pod.get("metadata") or {}
+        await self.publish(
+            ReleaseAllocation(
+                intent_id=f"release-{allocation_id}",
+                allocation_id=allocation_id,
+                namespace=str(meta.get("namespace") or ""),
+                pod=str(meta.get("name") or ""),
+                reason=reason,
+            )
+        )
+
+    async def sweep(self, *, now: float) -> None:
+        """Release live allocations that have had no pod for ``orphan_grace_s`` (after both syncs)."""
+        if not (self.events_synced.is_set() and self.pods_synced.is_set()):
+            return
+        live = self.book.live()
+        for gone in set(self.missing_since) - set(live):
+            del self.missing_since[gone]
+        for allocation_id, namespace in live.items():
+            if allocation_id in self.pods:
+                continue
+            first = self.missing_since.setdefault(allocation_id, now)
+            if now - first >= self.orphan_grace_s:
+                await self.release(allocation_id, pod={"metadata": {"namespace": namespace}}, reason="pod not found")
+
+    async def sweep_forever(self) -> None:
+        """Run :meth:`sweep` every ``sweep_period_s`` seconds."""
+        while True:
+            await self.sweep(now=time.monotonic())
+            await asyncio.sleep(self.sweep_period_s)

@@ -1,0 +1,67 @@
+"""AllocationBook: the binder's fold of GPULEDGER_EVENTS (pure, no I/O).
+
+Tracks live allocations (granted, with node and GPUs; or queued) by allocation id, and feeds the
+webhook's ClusterView with GPU model capacities and pool names from NodeRegistered. The binder
+replays the stream from its start into a fresh book, so no state is stored anywhere else.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from events import decisions
+from services.admission.view import ClusterView
+
+
+class Grant(msgspec.Struct, frozen=True, kw_only=True):
+    """A granted allocation the pod must be pinned to: node and GPU names."""
+
+    allocation_id: str
+    namespace: str
+    pod: str
+    node: str
+    gpus: tuple[str, ...]
+
+
+class AllocationBook:
+    """Live allocations by id: ``granted`` (bind targets), ``queued`` (namespace, pod), ``rejected``."""
+
+    def __init__(self) -> None:
+        self.granted: dict[str, Grant] = {}
+        self.queued: dict[str, tuple[str, str]] = {}
+        self.rejected: dict[str, str] = {}
+        """allocation id -> reason, for pods that stay gated because their request can never fit."""
+
+    def apply(self, event: decisions.AnyEvent, *, view: ClusterView | None = None) -> Grant | None:
+        """Fold one event; returns the Grant when ``event`` is an AllocationGranted (to bind now)."""
+        match event:
+            case decisions.AllocationGranted(spec=spec, node=node, gpus=gpus):
+                self.queued.pop(spec.allocation_id, None)
+                grant = Grant(
+                    allocation_id=spec.allocation_id, namespace=spec.namespace, pod=spec.pod, node=node, gpus=gpus
+                )
+                self.granted[spec.allocation_id] = grant
+                return grant
+            case decisions.AllocationQueued(spec=spec):
+                self.queued[spec.allocation_id] = (spec.namespace, spec.pod)
+            case decisions.AllocationReleased(allocation_id=allocation_id):
+                self._forget(allocation_id)
+            case decisions.AllocationRejected(spec=spec, reason=reason):
+                self._forget(spec.allocation_id)
+                self.rejected[spec.allocation_id] = reason
+            case decisions.NodeRegistered(pool=pool, gpus=gpus) if view is not None:
+                view.pools.add(pool)
+                for gpu in gpus:
+                    if gpu.model:
+                        view.model_capacity[gpu.model] = gpu.capacity
+        return None
+
+    def _forget(self, allocation_id: str) -> None:
+        self.granted.pop(allocation_id, None)
+        self.queued.pop(allocation_id, None)
+
+    def live(self) -> dict[str, str]:
+        """Every live allocation id -> its namespace (granted or queued)."""
+        out = {allocation_id: grant.namespace for allocation_id, grant in self.granted.items()}
+        out.update({allocation_id: ns for allocation_id, (ns, _) in self.queued.items()})
+        return out

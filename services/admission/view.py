@@ -1,0 +1,37 @@
+"""ClusterView: what the webhook knows about the cluster when it reviews a pod.
+
+Filled by the watches (WorkloadProfiles, GPUResourceQuotas) and by the events stream
+(GPU models and their capacity, pools known to the allocator); read by the pure review.
+Plain dicts, mutated in place by the single asyncio loop that owns them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from events.values import QuotaSpec, Resources
+from services.podspec import ComposeContext, PoolDefaults
+
+
+class ClusterView(msgspec.Struct, kw_only=True):
+    """Caches keyed for admission: ``profiles[(namespace, name)]`` is the WorkloadProfile object,
+    ``quotas[namespace]`` the first GPUResourceQuota spec, ``model_capacity[model]`` a GPU's full
+    capacity, ``pools`` the pool names seen in NodeRegistered events (empty: do not check)."""
+
+    pool: PoolDefaults = msgspec.field(default_factory=PoolDefaults)
+    profiles: dict[tuple[str, str], dict[str, Any]] = {}
+    quotas: dict[str, QuotaSpec] = {}
+    model_capacity: dict[str, Resources] = {}
+    pools: set[str] = set()
+    native_resources: tuple[str, ...] = ("nvidia.com/gpu",)
+
+    def context(self, *, review_uid: str) -> ComposeContext:
+        """The parser context for one review."""
+        return ComposeContext(
+            model_capacity=self.model_capacity,
+            native_resources=self.native_resources,
+            review_uid=review_uid,
+            known_pools=frozenset(self.pools) if self.pools else None,
+        )

@@ -1,0 +1,84 @@
+"""The HTTPS AdmissionReview endpoint (aiohttp): review, publish RequestAllocation, respond.
+
+``POST /mutate-v1-pod`` (TensorFusion's path) answers every request with HTTP 200 and an
+AdmissionReview (never 500). The RequestAllocation intent id is ``admit-<allocation id>`` (the pod
+UID, else the review UID), so API-server retries publish a duplicate JetStream drops. dryRun
+publishes nothing. When publishing fails the failure policy decides: ``deny`` (code 503, message
+says why) or ``ignore`` (admit unmutated, outside gpuledger). ``GET /healthz`` for probes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+
+import structlog
+from aiohttp import web
+
+from events.intents import RequestAllocation
+from services.admission.review import Verdict, response_body, review
+from services.admission.view import ClusterView
+
+Publish = Callable[[RequestAllocation], Awaitable[object]]
+"""Publishes one intent (services.shared.messaging.publish_intent bound to a JetStream context)."""
+
+MAX_BODY = 7 * 2**20
+"""Largest AdmissionReview accepted (controller-runtime's limit)."""
+
+log = structlog.get_logger("gpuledger.admission.webhook")
+
+
+def intent_id(allocation_id: str) -> str:
+    """The deterministic RequestAllocation intent id of an allocation (idempotent retries)."""
+    return f"admit-{allocation_id}"
+
+
+async def _publish(verdict: Verdict, *, publish: Publish, timeout_s: float, failure_policy: str) -> Verdict:
+    if verdict.spec is None:
+        return verdict
+    spec = verdict.spec
+    try:
+        async with asyncio.timeout(timeout_s):  # no extra task per request, unlike wait_for
+            await publish(RequestAllocation(intent_id=intent_id(spec.allocation_id), spec=spec))
+    except Exception as exc:
+        log.warning("publish_failed", allocation_id=spec.allocation_id, error=repr(exc), policy=failure_policy)
+        reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+        if failure_policy == "ignore":
+            return Verdict(
+                uid=verdict.uid,
+                api_version=verdict.api_version,
+                allowed=True,
+                message=f"gpuledger unavailable ({reason}); pod admitted unmanaged (failurePolicy=ignore)",
+            )
+        return Verdict(
+            uid=verdict.uid,
+            api_version=verdict.api_version,
+            allowed=False,
+            code=503,
+            field="nats",
+            message=f"gpuledger cannot record the allocation request for pod "
+            f"{spec.namespace}/{spec.pod} ({reason}); the message bus is unavailable, retry later",
+        )
+    return verdict
+
+
+def build_app(
+    *, view: ClusterView, publish: Publish, failure_policy: str = "deny", publish_timeout_s: float = 2.0
+) -> web.Application:
+    """The aiohttp application serving ``/mutate-v1-pod`` and ``/healthz``."""
+
+    async def mutate(request: web.Request) -> web.Response:
+        body = await request.read()
+        verdict = review(body, view=view)
+        verdict = await _publish(verdict, publish=publish, timeout_s=publish_timeout_s, failure_policy=failure_policy)
+        if not verdict.allowed:
+            log.info("denied", uid=verdict.uid, field=verdict.field, message=verdict.message)
+        return web.Response(body=response_body(verdict), content_type="application/json")
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    app = web.Application(client_max_size=MAX_BODY)
+    app.router.add_post("/mutate-v1-pod", mutate)
+    app.router.add_get("/healthz", healthz)
+    return app

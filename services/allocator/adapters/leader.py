@@ -1,0 +1,101 @@
+"""Leader election on the LeaseStore: one allocator writes, the others stand by.
+
+The keeper calls ``LeaseStore.acquire`` every ``renew_s`` (taking a free or expired lease bumps
+the epoch; the holder's call renews it). It believes itself leader only until ``ttl_s`` after the
+start of its last successful renewal, minus ``renew_s`` of margin, so a leader cut off from the
+database stops before anyone else can take over; the epoch in every append is what makes a late
+write fail (FencedError). ``release`` hands the lease over at once on a clean shutdown.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import structlog
+
+from services.allocator.ports import Lease, LeaseStore
+
+log = structlog.get_logger(__name__)
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware UTC (the lease's clock)."""
+    return datetime.now(UTC)
+
+
+class LeaseKeeper:
+    """Keeps (or waits for) the lease ``name`` for ``holder``; ``changed`` is set on every role change."""
+
+    def __init__(self, leases: LeaseStore, *, name: str, holder: str, ttl_s: float, renew_s: float,
+                 clock: Clock = utc_now) -> None:
+        self._leases = leases
+        self.name = name
+        self.holder = holder
+        self.ttl_s = ttl_s
+        self.renew_s = renew_s
+        self._clock = clock
+        self._lease: Lease | None = None
+        self._valid_until = 0.0
+        self.changed = asyncio.Event()
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this replica holds a lease it renewed recently enough to trust."""
+        return self._lease is not None and time.monotonic() < self._valid_until
+
+    @property
+    def epoch(self) -> int:
+        """The fencing epoch of the held lease (0 when not leader)."""
+        return self._lease.epoch if self.is_leader and self._lease is not None else 0
+
+    @property
+    def role(self) -> str:
+        """``leader`` or ``standby``."""
+        return "leader" if self.is_leader else "standby"
+
+    async def tick(self) -> bool:
+        """One acquire/renew round; returns whether this replica is leader afterwards."""
+        was_leader, old_epoch = self.is_leader, self.epoch
+        started = time.monotonic()
+        try:
+            lease = await self._leases.acquire(self.name, holder=self.holder, ttl_s=self.ttl_s,
+                                               now=self._clock())
+        except Exception as exc:  # database unreachable: keep the lease only while it is trusted
+            log.warning("lease renewal failed", error=repr(exc))
+            lease = self._lease if self.is_leader else None
+        else:
+            if lease is not None:
+                self._valid_until = started + self.ttl_s - self.renew_s
+        self._lease = lease
+        if self.is_leader != was_leader or self.epoch != old_epoch:
+            log.info("lease role changed", role=self.role, epoch=self.epoch, holder=self.holder)
+            self.changed.set()
+        return self.is_leader
+
+    async def run(self) -> None:
+        """Renew or wait for the lease until cancelled."""
+        while True:
+            await self.tick()
+            await asyncio.sleep(self.renew_s)
+
+    def step_down(self) -> None:
+        """Forget the lease at once (the store reported it fenced); the next tick may re-acquire."""
+        if self._lease is not None:
+            self._lease = None
+            self.changed.set()
+
+    async def release(self) -> None:
+        """Hand the lease over (expire it now) if held; errors are logged (it expires anyway)."""
+        held, self._lease = self._lease, None
+        if held is None:
+            return
+        try:
+            await self._leases.release(self.name, holder=self.holder)
+            log.info("lease released", epoch=held.epoch)
+        except Exception as exc:
+            log.warning("lease release failed; it will expire", error=repr(exc))

@@ -1,0 +1,101 @@
+"""Rebuilding state from the log: newest snapshot + a fold of the events after it with ``evolve``.
+
+Owns decoding a raw log row (never skipping one), the fold both stores' ``load_state`` use,
+and the snapshot policy (every N events).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import datetime
+
+from events import codec
+from events.decisions import AnyEvent
+from events.values import PoolConfig
+from services.allocator.domain import evolve
+from services.allocator.domain.index import NodeIndex, ScoreFn
+from services.allocator.domain.model import GpuState, NodeState
+from services.allocator.domain.state import ClusterState
+from services.allocator.ports import CorruptEventError, StoredEvent
+
+
+class _DeferredIndex(NodeIndex):
+    """Stands in for the state's NodeIndex during a bulk fold: notes which nodes changed instead of
+    re-ranking a node after every event (the index is derived, decisions never run mid-fold)."""
+
+    __slots__ = ("dirty", "dropped")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dirty: set[str] = set()
+        self.dropped: set[str] = set()
+
+    def refresh(self, node: NodeState, gpus: dict[str, GpuState], score: ScoreFn, config: PoolConfig) -> None:
+        self.dirty.add(node.name)
+
+    def drop(self, node_name: str) -> None:
+        self.dropped.add(node_name)
+
+
+async def fold(state: ClusterState, events: AsyncIterator[StoredEvent]) -> ClusterState:
+    """Apply ``events`` (in position order) to ``state`` with ``evolve``; sets ``state.position``.
+
+    Returns the same (mutated) state, its node index re-ranked once per changed node at the end
+    (also when the reader raises, e.g. CorruptEventError, which propagates).
+    """
+    real, deferred = state.index, _DeferredIndex()
+    state.index = deferred
+    try:
+        async for stored in events:
+            state = evolve(state, stored.event)
+            state.position = stored.position
+    finally:
+        state.index = real
+        for name in deferred.dropped:
+            real.drop(name)
+        for name in deferred.dirty & state.nodes.keys():
+            state.refresh_node(name)
+    return state
+
+
+class SnapshotPolicy:
+    """Says when a snapshot is due: after ``every`` events since the last one (0: never).
+
+    Example: ``policy = SnapshotPolicy(every=20_000, last=state.position)``; after each append
+    ``if policy.due(state.position): await store.save_snapshot(state); policy.saved(state.position)``.
+    """
+
+    def __init__(self, *, every: int, last: int = 0) -> None:
+        if every < 0:
+            raise ValueError(f"snapshot_every must be >= 0, got {every}")
+        self.every = every
+        self.last = last
+
+    def due(self, position: int) -> bool:
+        """True when ``position`` is at least ``every`` events past the last snapshot."""
+        return self.every > 0 and position - self.last >= self.every
+
+    def saved(self, position: int) -> None:
+        """Record that a snapshot was stored at ``position``."""
+        self.last = position
+
+
+NUL_ESCAPE = b"\\u0000"
+"""How msgspec writes a NUL character inside a JSON string; PostgreSQL JSONB refuses it."""
+
+
+def encode_for_log(event: AnyEvent) -> bytes:
+    """The JSON stored for ``event``: ``codec.encode``, with NUL characters in strings replaced by
+    U+FFFD (JSONB cannot hold them; only echoed raw payloads of rejected intents can contain one)."""
+    data = codec.encode(event)
+    return data.replace(NUL_ESCAPE, b"\\ufffd") if NUL_ESCAPE in data else data
+
+
+def decode_row(position: int, recorded_at: datetime, epoch: int, intent_id: str, type_: str,
+               data: bytes | str) -> StoredEvent:
+    """A StoredEvent from a raw log row; raises CorruptEventError naming ``position`` and ``type_``."""
+    try:
+        event = codec.decode_event(data)
+    except codec.DecodeError as exc:
+        raise CorruptEventError(f"event at position {position} (type {type_!r}) cannot be decoded: {exc}") from exc
+    return StoredEvent(position=position, recorded_at=recorded_at, epoch=epoch, intent_id=intent_id, event=event)

@@ -1,0 +1,91 @@
+"""Composition root of the allocator: the only place its adapters are chosen and wired.
+
+``bootstrap(settings, teardown=...)`` connects NATS (streams ensured), opens the asyncpg pool,
+builds the PostgreSQL event and lease stores, the lease keeper, the consumer, the relay and the
+:class:`Allocator`; every resource registers its closer on ``teardown``. ``serve(settings, stop)``
+runs one replica with its HTTP API until ``stop`` is set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+from collections.abc import Callable
+
+import structlog
+
+from events import intents
+from services.allocator import domain, http
+from services.allocator.adapters import database
+from services.allocator.adapters.consumer import IntentConsumer
+from services.allocator.adapters.leader import LeaseKeeper
+from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
+from services.allocator.adapters.relay import EventRelay
+from services.allocator.ports import EventStore, LeaseStore
+from services.allocator.service import Allocator
+from services.allocator.settings import AllocatorSettings
+from services.shared import lifecycle, messaging
+
+log = structlog.get_logger(__name__)
+
+
+def default_holder() -> str:
+    """This replica's lease holder name: ``<hostname>-<pid>``."""
+    return f"{socket.gethostname()}-{os.getpid()}"
+
+
+async def bootstrap(settings: AllocatorSettings, *, teardown: lifecycle.Teardown,
+                    store: EventStore | None = None, leases: LeaseStore | None = None) -> Allocator:
+    """Wire one allocator replica from ``settings``; ``store``/``leases`` replace the PostgreSQL
+    adapters (tests pass the in-memory twins). Raises ValueError when a database URL is needed
+    and missing, and the connection errors of NATS or PostgreSQL."""
+    on_reconnect: list[Callable[[], None]] = []
+
+    async def reconnected() -> None:
+        log.info("reconnected to NATS")
+        for callback in on_reconnect:
+            callback()
+
+    nc = await messaging.connect(settings.nats_url, name="gpuledger-allocator", reconnected_cb=reconnected)
+    teardown.push("nats", nc.close)
+    js = nc.jetstream()
+    await messaging.ensure_streams(js, settings.streams)
+    if store is None or leases is None:
+        if not settings.database_url:
+            raise ValueError("database_url: GPULEDGER_DATABASE_URL is not set")
+        pool = await database.create_pool(settings.database_url)
+        teardown.push("database pool", pool.close)
+        store, leases = store or PostgresEventStore(pool), leases or PostgresLeaseStore(pool)
+    keeper = LeaseKeeper(leases, name=settings.lease_name, holder=settings.holder or default_holder(),
+                         ttl_s=settings.lease_ttl_s, renew_s=settings.lease_renew_s)
+
+    async def publish(intent: intents.AnyIntent) -> int:
+        return await messaging.publish_intent(js, intent)
+
+    allocator = Allocator(
+        settings=settings, store=store, keeper=keeper,
+        consumer=IntentConsumer(nc, max_batch=settings.batch_size, ack_wait_s=settings.ack_wait_s),
+        relay=EventRelay(nc, store), publish=publish, process=domain.process, evolve=domain.evolve,
+    )
+    on_reconnect.append(allocator.request_rewind)
+    return allocator
+
+
+async def serve(settings: AllocatorSettings, stop: asyncio.Event,
+                *, on_ready: Callable[[Allocator, int], None] | None = None,
+                store: EventStore | None = None, leases: LeaseStore | None = None) -> None:
+    """Run one replica and its HTTP API until ``stop``; ``on_ready(allocator, http_port)`` once
+    serving. ``store``/``leases`` as in :func:`bootstrap`."""
+    teardown = lifecycle.Teardown()
+    try:
+        allocator = await bootstrap(settings, teardown=teardown, store=store, leases=leases)
+        runner, port = await http.start(allocator, host=settings.http_host, port=settings.http_port)
+        teardown.push("http", runner.cleanup)
+        log.info("allocator serving", http=f"http://{settings.http_host}:{port}",
+                 holder=allocator.keeper.holder)
+        if on_ready is not None:
+            on_ready(allocator, port)
+        await allocator.run(stop)
+    finally:
+        await teardown.close()

@@ -1,0 +1,237 @@
+"""The allocator service: the leader's fetch -> decide -> commit -> ack loop, and the standby's tail.
+
+Owns the runtime rules of issue 4. One replica holds the lease (``LeaseKeeper``); it catches up
+with the log, rewinds the durable consumer to its ack floor, then per batch: decides every intent
+in stream order (``batch.decide_batch``), appends everything in ONE ``EventStore.append`` fenced by
+its epoch, and only then acks and hands the stored events to the relay. Any failure (database,
+NATS, fencing, a sequence gap) stops the batch there: the rest is nak'ed, the projection is
+reloaded from the log (it had advanced in memory), and leadership re-enters with a rewind, so no
+intent is skipped, reordered or decided twice. Standbys fold new log events into their projection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+
+import structlog
+from nats.aio.msg import Msg
+
+from events import intents
+from services.allocator import batch
+from services.allocator.adapters.consumer import IntentConsumer, to_delivery
+from services.allocator.adapters.leader import Clock, LeaseKeeper, utc_now
+from services.allocator.adapters.relay import EventRelay
+from services.allocator.adapters.replay import SnapshotPolicy
+from services.allocator.domain.state import ClusterState
+from services.allocator.metrics import AllocatorMetrics
+from services.allocator.ports import EventStore, FencedError
+from services.allocator.settings import AllocatorSettings
+from services.shared import lifecycle
+
+log = structlog.get_logger(__name__)
+
+PublishIntent = Callable[[intents.AnyIntent], Awaitable[object]]
+
+
+class Allocator:
+    """One allocator replica. ``state`` is its projection (position = last applied log position)."""
+
+    def __init__(self, *, settings: AllocatorSettings, store: EventStore, keeper: LeaseKeeper,
+                 consumer: IntentConsumer, relay: EventRelay, publish: PublishIntent,
+                 process: batch.Process, evolve: batch.Evolve, clock: Clock = utc_now) -> None:
+        self.settings = settings
+        self.store = store
+        self.keeper = keeper
+        self.consumer = consumer
+        self.relay = relay
+        self.metrics = AllocatorMetrics()
+        self._publish = publish
+        self._process = process
+        self._evolve = evolve
+        self._clock = clock
+        self.state = ClusterState.empty()
+        self.loaded = asyncio.Event()
+        self._expected_seq = 0
+        self._failures = 0
+        self._rewind_needed = False
+        self._snapshots = SnapshotPolicy(every=settings.snapshot_every)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Load the projection, then lead or stand by until ``stop``; releases the lease on exit."""
+        try:
+            await self.reload()
+            self._snapshots.saved(self.state.position)
+            self.loaded.set()
+            await lifecycle.supervise(stop, self.keeper.run(), self._work(), self._heartbeats())
+        finally:
+            await self.consumer.close()
+            await self.keeper.release()
+
+    def request_rewind(self) -> None:
+        """Called on a NATS reconnect: in-flight deliveries may be lost, so re-position the consumer."""
+        self._rewind_needed = True
+
+    async def reload(self) -> None:
+        """Replace the projection with the log's (snapshot + replay), retrying until it succeeds."""
+        while True:
+            try:
+                self.state = await self.store.load_state()
+                self.metrics.position.set(self.state.position)
+                return
+            except Exception as exc:  # database down: wait and retry
+                log.warning("loading state failed; retrying", error=repr(exc))
+                await self._backoff()
+
+    async def _backoff(self) -> None:
+        delay = min(self.settings.retry_max_s, self.settings.retry_delay_s * 2 ** min(self._failures, 16))
+        self._failures += 1
+        await asyncio.sleep(delay)
+
+    async def _work(self) -> None:
+        while True:
+            self.metrics.leader.set(1 if self.keeper.is_leader else 0)
+            self.metrics.epoch.set(self.keeper.epoch)
+            if self.keeper.is_leader:
+                await self._lead(self.keeper.epoch)
+            else:
+                await self._follow()
+
+    async def _follow(self) -> None:
+        self.keeper.changed.clear()
+        await self._tail()
+        await lifecycle.wait_event(self.keeper.changed, self.settings.tail_interval_s)
+
+    async def _tail(self) -> None:
+        """Fold events appended by the leader into the projection (errors: logged, retried later)."""
+        try:
+            async for stored in self.store.read(after=self.state.position):
+                self.state = self._evolve(self.state, stored.event)
+                self.state.position = stored.position
+        except Exception as exc:
+            log.warning("tailing the log failed", error=repr(exc))
+            await self._backoff()
+            await self.reload()
+        self.metrics.position.set(self.state.position)
+
+    async def _lead(self, epoch: int) -> None:
+        """One leadership session: catch up, rewind, then batches until leadership or a batch fails."""
+        try:
+            await self._tail()
+            self._expected_seq = await self.consumer.rewind()
+            await self.relay.resume()
+        except Exception as exc:
+            log.warning("could not start leading; retrying", error=repr(exc))
+            await self._backoff()
+            return
+        self._rewind_needed = False
+        log.info("leading", epoch=epoch, position=self.state.position, start_seq=self._expected_seq)
+        relay_task = asyncio.create_task(self.relay.run())
+        try:
+            while self.keeper.epoch == epoch and not self._rewind_needed and await self._step(epoch):
+                pass
+        finally:
+            relay_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await relay_task
+            await self.consumer.close()
+
+    async def _step(self, epoch: int) -> bool:
+        """Fetch and decide one batch; False when the session must restart (after nak + reload)."""
+        try:
+            msgs = await self.consumer.fetch(wait_s=self.settings.fetch_wait_s)
+        except Exception as exc:
+            log.warning("fetch failed", error=repr(exc))
+            await self._backoff()
+            return False
+        if not msgs:
+            return True
+        started = time.monotonic()
+        fresh, rest = await self._in_order(msgs)
+        ok = await self._commit(fresh, epoch=epoch, started=started) if fresh else True
+        if rest or not ok:
+            await self.consumer.nak(rest if ok else [*fresh, *rest], delay_s=self.settings.retry_delay_s)
+            return False
+        return True
+
+    async def _in_order(self, msgs: Sequence[Msg]) -> tuple[list[Msg], list[Msg]]:
+        """Split a fetch into the contiguous run starting at the expected sequence and the rest.
+
+        Messages below the expected sequence were committed already (a late redelivery): acked.
+        """
+        fresh: list[Msg] = []
+        for index, msg in enumerate(msgs):
+            seq = int(msg.metadata.sequence.stream)
+            if seq < self._expected_seq and not fresh:
+                await msg.ack()
+                continue
+            if seq != self._expected_seq + len(fresh):
+                log.warning("sequence gap; rewinding", expected=self._expected_seq + len(fresh), got=seq)
+                return fresh, list(msgs[index:])
+            fresh.append(msg)
+        return fresh, []
+
+    async def _commit(self, msgs: Sequence[Msg], *, epoch: int, started: float) -> bool:
+        """Decide ``msgs``, append in one transaction, then ack; False (state reloaded) on failure."""
+        deliveries = [to_delivery(msg) for msg in msgs]
+        try:
+            done = await self.store.processed(batch.candidate_ids(deliveries))
+            result = batch.decide_batch(self.state, deliveries, processed=done, now=self._clock(),
+                                        process=self._process, evolve=self._evolve)
+            stored = await self.store.append(result.decided, lease=self.settings.lease_name, epoch=epoch,
+                                             state=self.state) if result.decided else []
+        except Exception as exc:
+            await self._recover(exc)
+            return False
+        if stored:
+            self.state.position = stored[-1].position
+        self._expected_seq += len(msgs)
+        self._failures = 0
+        self.relay.offer(stored)
+        self.metrics.record_commit(stored, intents=len(msgs), seconds=time.monotonic() - started)
+        self.metrics.duplicates.inc(result.duplicates)
+        self.metrics.position.set(self.state.position)
+        try:
+            await self.consumer.settle(msgs, result.actions)
+        except Exception as exc:  # committed; a rewind redelivers and the processed check skips them
+            log.warning("ack failed after commit", error=repr(exc))
+            self._rewind_needed = True
+        await self._maybe_snapshot()
+        return True
+
+    async def _recover(self, exc: Exception) -> None:
+        """After a failed decide/append: step down if fenced, back off, reload the projection."""
+        self.metrics.retries.inc()
+        if isinstance(exc, FencedError):
+            log.warning("append fenced: another allocator holds the lease", error=str(exc))
+            self.keeper.step_down()
+        else:
+            log.warning("batch failed; will retry in order", error=repr(exc))
+            await self._backoff()
+        await self.reload()
+
+    async def _maybe_snapshot(self) -> None:
+        if not self._snapshots.due(self.state.position):
+            return
+        try:
+            await self.store.save_snapshot(self.state)
+            self._snapshots.saved(self.state.position)
+        except Exception as exc:  # a snapshot is an optimisation; try again later
+            log.warning("snapshot failed", error=repr(exc))
+
+    async def _heartbeats(self) -> None:
+        """While leader, publish CheckHeartbeats every ``heartbeat_check_s`` (0 disables)."""
+        period = self.settings.heartbeat_check_s
+        if period <= 0:
+            return
+        while True:
+            await asyncio.sleep(period)
+            if not self.keeper.is_leader:
+                continue
+            try:
+                await self._publish(intents.CheckHeartbeats(intent_id=f"check-heartbeats-{uuid.uuid4()}"))
+            except Exception as exc:
+                log.warning("publishing CheckHeartbeats failed", error=repr(exc))

@@ -1,0 +1,33 @@
+"""Simulate: what the allocator would decide for a Pod now, and why, without writing anything.
+
+Composes the Pod's request with ``services.podspec.compose`` (raises PodSpecError naming the
+field), runs the pure ``decide`` on the projection (decide never mutates it) and ``explain`` for
+the per-filter counts. Output: the ``simulate --json`` shape of DESIGN.md.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from events import intents
+from services import podspec
+from services.allocator import domain, views
+from services.allocator.domain.state import ClusterState
+
+
+def simulate(state: ClusterState, pod: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any]:
+    """``{"allocation_request", "outcome", "filters": [{"name", "removed"}]}`` for ``pod``.
+
+    ``outcome`` is the first outcome event of the request (granted, queued or rejected) with
+    ``position`` null. Raises podspec.PodSpecError for a bad Pod.
+    """
+    spec = podspec.compose(pod)
+    intent = intents.RequestAllocation(intent_id=f"simulate-{spec.allocation_id}", spec=spec)
+    events = domain.decide(state, intent, now or datetime.now(UTC))
+    outcome = next((e for e in events if views.is_outcome_of(e, spec.allocation_id)), None)
+    return {
+        "allocation_request": views.spec_view(spec),
+        "outcome": None if outcome is None else views.outcome_view(outcome, position=None),
+        "filters": [{"name": f.name, "removed": f.removed} for f in domain.explain(state, spec)],
+    }

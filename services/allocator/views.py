@@ -1,0 +1,123 @@
+"""JSON views of the projection and of outcome events: the shapes of DESIGN.md "CLI output contracts".
+
+Pure functions shared by the allocator's HTTP API and the CLI (``status``, ``submit``,
+``simulate``). Quantities are canonical Kubernetes strings (``"10"``, ``"500m"``, ``"4Gi"``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from events import codec, decisions
+from events.quantity import format_bytes, format_milli, format_percent_milli
+from events.values import AllocationSpec, Resources
+from services.allocator.domain.model import GRANTED, QUEUED, GpuState
+from services.allocator.domain.state import ClusterState
+
+OUTCOME_TYPES = ("allocation_granted", "allocation_queued", "allocation_rejected", "intent_rejected")
+"""Event tags that end a RequestAllocation (what ``submit`` waits for)."""
+
+
+def resources_view(value: Resources) -> dict[str, str]:
+    """``{"tflops", "vram"}`` (plus ``"compute_percent"`` when the request is a share)."""
+    view = {"tflops": format_milli(value.milli_tflops), "vram": format_bytes(value.vram_bytes)}
+    if value.compute_milli_percent:
+        view["compute_percent"] = format_percent_milli(value.compute_milli_percent)
+    return view
+
+
+def spec_view(spec: AllocationSpec) -> dict[str, Any]:
+    """The composed request: allocation_id, namespace, pod, pool, gpu_count, qos, request, limit, ..."""
+    return {
+        "allocation_id": spec.allocation_id,
+        "namespace": spec.namespace,
+        "pod": spec.pod,
+        "pool": spec.pool,
+        "workload": spec.workload,
+        "gpu_count": spec.gpu_count,
+        "qos": spec.qos,
+        "isolation": spec.isolation,
+        "gpu_models": list(spec.gpu_models),
+        "request": resources_view(spec.request),
+        "limit": resources_view(spec.limit),
+    }
+
+
+def outcome_view(event: decisions.AnyEvent, *, position: int | None) -> dict[str, Any]:
+    """The ``submit --json`` shape of an outcome event (``position`` None: not written, simulate)."""
+    view: dict[str, Any] = {"type": codec.tag_of(event), "allocation_id": "", "namespace": "", "pod": "",
+                            "pool": "", "node": "", "gpus": [], "gpu_count": 0, "qos": "",
+                            "request": resources_view(Resources()), "limit": resources_view(Resources()),
+                            "reason": "", "position": position}
+    spec = getattr(event, "spec", None)
+    if isinstance(spec, AllocationSpec):
+        view.update({key: value for key, value in spec_view(spec).items() if key in view})
+    if isinstance(event, decisions.AllocationGranted):
+        view.update(node=event.node, gpus=list(event.gpus))
+    elif isinstance(event, decisions.AllocationQueued | decisions.AllocationRejected):
+        view["reason"] = event.reason
+    elif isinstance(event, decisions.IntentRejected):
+        view.update(reason=event.reason, field=event.field)
+    return view
+
+
+def gpu_view(gpu: GpuState) -> dict[str, Any]:
+    """One GPU: name, node, pool, model, phase, capacity, available, allocations (ids)."""
+    return {
+        "name": gpu.name,
+        "node": gpu.node,
+        "pool": gpu.pool,
+        "model": gpu.spec.model,
+        "phase": gpu.phase,
+        "capacity": resources_view(gpu.capacity),
+        "available": resources_view(gpu.available),
+        "allocations": sorted(gpu.charges),
+    }
+
+
+def allocation_views(state: ClusterState, *, status: str = "") -> list[dict[str, Any]]:
+    """Live allocations (granted and queued, or only ``status``), sorted by id."""
+    views = []
+    for allocation_id in sorted(state.allocations):
+        allocation = state.allocations[allocation_id]
+        if status and allocation.status != status:
+            continue
+        view = spec_view(allocation.spec)
+        view.update(status=allocation.status, node=allocation.node, gpus=list(allocation.gpus),
+                    reason=allocation.reason, requested_at=allocation.requested_at.isoformat(),
+                    granted_at=allocation.granted_at.isoformat() if allocation.granted_at else None)
+        views.append(view)
+    return views
+
+
+def _sum(values: list[Resources]) -> Resources:
+    return Resources(milli_tflops=sum(v.milli_tflops for v in values),
+                     vram_bytes=sum(v.vram_bytes for v in values))
+
+
+def status_view(state: ClusterState) -> dict[str, Any]:
+    """``status --json``: position, pools (gpus, capacity, available), nodes, gpus, allocation counts."""
+    gpus = [state.gpus[name] for name in sorted(state.gpus)]
+    pools: dict[str, list[GpuState]] = {}
+    for gpu in gpus:
+        pools.setdefault(gpu.pool, []).append(gpu)
+    statuses = [allocation.status for allocation in state.allocations.values()]
+    return {
+        "position": state.position,
+        "pools": [{"name": name, "gpus": len(members),
+                   "capacity": resources_view(_sum([g.capacity for g in members])),
+                   "available": resources_view(_sum([g.available for g in members]))}
+                  for name, members in sorted(pools.items())],
+        "nodes": [{"name": node.name, "pool": node.pool, "phase": node.phase, "gpus": len(node.gpus)}
+                  for node in (state.nodes[name] for name in sorted(state.nodes))],
+        "gpus": [gpu_view(gpu) for gpu in gpus],
+        "allocations": {"granted": statuses.count(GRANTED), "queued": statuses.count(QUEUED)},
+    }
+
+
+def is_outcome_of(event: decisions.AnyEvent, allocation_id: str) -> bool:
+    """True for the granted/queued/rejected event of ``allocation_id`` (not a later queue grant)."""
+    if isinstance(event, decisions.AllocationGranted | decisions.AllocationQueued
+                  | decisions.AllocationRejected):
+        return event.spec.allocation_id == allocation_id
+    return False

@@ -1,0 +1,195 @@
+"""``gpuledger up``: the whole stack in one process tree, under one data directory.
+
+Starts nats-server (``D/nats``) and PostgreSQL (``D/postgres``, database ``gpuledger``), migrates,
+runs the allocator in this process, starts the optional services that are installed (each is
+imported lazily and skipped with a log line when absent), loads the demo inventory, writes
+``D/endpoints.json`` and prints ``gpuledger is up``; on SIGINT/SIGTERM everything stops in
+reverse order. Running it again on the same directory resumes the same log and stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+from collections.abc import Callable, Coroutine
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import psycopg
+import structlog
+from rich.console import Console
+from rich.progress import Progress
+
+from events import intents
+from services.allocator import bootstrap
+from services.allocator.adapters import database
+from services.allocator.service import Allocator
+from services.allocator.settings import AllocatorSettings
+from services.cli import endpoints
+from services.shared import lifecycle, messaging
+from services.shared.natsserver import NatsServer
+from services.shared.pgserver import PgServer
+
+log = structlog.get_logger(__name__)
+
+DATABASE = "gpuledger"
+DEFAULT_INVENTORY = Path(__file__).resolve().parents[2] / "data/openb/openb_node_list_gpu_node.csv"
+
+OPTIONAL_SERVICES: tuple[tuple[str, str, str], ...] = (
+    ("admission webhook", "services.admission.embedded", "run"),
+    ("discovery", "services.discovery.embedded", "run"),
+    ("autoscaler", "services.autoscaler.embedded", "run"),
+)
+"""(label, module, coroutine function): ``await fn(stop, endpoints=...) -> dict of extra URLs``
+is run as a task; a module that is not installed is skipped."""
+
+
+class UpOptions(msgspec.Struct, kw_only=True):
+    """Options of ``gpuledger up``: data dir, inventory file (None: the demo), allocator HTTP port."""
+
+    data_dir: Path
+    inventory: Path | None = None
+    http_port: int = 0
+
+
+def ensure_database(server: PgServer, name: str = DATABASE) -> str:
+    """Create database ``name`` unless it exists; returns its URL."""
+    with psycopg.connect(database.asyncpg_dsn(server.url()), autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+    return server.url(name) if exists else server.create_database(name)
+
+
+def load_inventory(path: Path) -> list[intents.RegisterNode]:
+    """RegisterNode intents of ``path`` via the discovery area's static loader."""
+    static = importlib.import_module("services.discovery.static")
+    nodes: list[intents.RegisterNode] = static.load_inventory(path)
+    return nodes
+
+
+async def _publish_inventory(allocator: Allocator, nodes: list[intents.RegisterNode], *,
+                             nats_url: str, console: Console) -> None:
+    client = await messaging.connect(nats_url, name="gpuledger-up")
+    try:
+        js = client.jetstream()
+        with Progress(console=console, transient=True) as progress:
+            task = progress.add_task("loading inventory", total=len(nodes))
+            for node in nodes:
+                await messaging.publish_intent(js, node)
+            ids = [node.intent_id for node in nodes]
+            while (done := len(await allocator.store.processed(ids))) < len(ids):
+                progress.update(task, completed=done)
+                await asyncio.sleep(0.2)
+    finally:
+        await client.close()
+
+
+async def _start_optional(stop: asyncio.Event, found: endpoints.Endpoints,
+                          tasks: list[asyncio.Task[Any]]) -> dict[str, str]:
+    urls: dict[str, str] = {}
+    for label, module_name, attr in OPTIONAL_SERVICES:
+        try:
+            entry: Callable[..., Coroutine[Any, Any, Any]] = getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError):
+            log.info("service not available; skipped", service=label, module=module_name)
+            continue
+        ready: asyncio.Future[dict[str, str]] = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(entry(stop, endpoints=found, ready=ready))
+        try:
+            async with asyncio.timeout(60):
+                urls.update(await ready)
+        except Exception as exc:  # one optional service failing must not take the stack down
+            log.warning("service failed to start; skipped", service=label, error=repr(exc))
+            task.cancel()
+            continue
+        tasks.append(task)
+    return urls
+
+
+async def run_up(options: UpOptions, stop: asyncio.Event, *, console: Console) -> endpoints.Endpoints:
+    """Run the stack until ``stop`` is set; returns the endpoints it served."""
+    data_dir = options.data_dir.resolve()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    teardown = lifecycle.Teardown()
+    tasks: list[asyncio.Task[Any]] = []
+    inner_stop = asyncio.Event()
+    try:
+        with console.status("starting nats-server and PostgreSQL"):
+            nats_server = NatsServer(data_dir / "nats")
+            await asyncio.to_thread(nats_server.start)
+            teardown.push("nats-server", lambda: asyncio.to_thread(nats_server.stop))
+            pg = PgServer(data_dir / "postgres")
+            await asyncio.to_thread(pg.start)
+            teardown.push("postgres", lambda: asyncio.to_thread(pg.stop))
+            database_url = await asyncio.to_thread(ensure_database, pg)
+            await asyncio.to_thread(database.upgrade, database_url)
+        settings = AllocatorSettings(database_url=database_url, nats_url=nats_server.url,
+                                     http_port=options.http_port, holder="gpuledger-up")
+        allocator, port = await _start_allocator(settings, inner_stop, tasks)
+        found = endpoints.Endpoints(nats_url=nats_server.url, database_url=database_url,
+                                    allocator_http=f"http://127.0.0.1:{port}")
+        extra = await _start_optional(inner_stop, found, tasks)
+        found.webhook_https = extra.get("webhook_https", "")
+        await _load_demo(allocator, options, found, console)
+        endpoints.write(data_dir, found)
+        _print_urls(console, found, data_dir)
+        await _until_stopped(stop, tasks[0])
+        return found
+    finally:
+        inner_stop.set()
+        if tasks:
+            await asyncio.wait(tasks, timeout=15)
+        await teardown.close(timeout_s=60)
+
+
+async def _until_stopped(stop: asyncio.Event, allocator_task: asyncio.Task[Any]) -> None:
+    """Wait for ``stop``; if the allocator ends first, re-raise its error."""
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        await asyncio.wait([stopper, allocator_task], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    if not stop.is_set():
+        allocator_task.result()
+        raise RuntimeError("the allocator stopped unexpectedly")
+
+
+async def _start_allocator(settings: AllocatorSettings, stop: asyncio.Event,
+                           tasks: list[asyncio.Task[Any]]) -> tuple[Allocator, int]:
+    ready: asyncio.Future[tuple[Allocator, int]] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(
+        bootstrap.serve(settings, stop, on_ready=lambda a, p: ready.set_result((a, p))))
+    tasks.append(task)
+    waiting: list[asyncio.Future[Any]] = [task, ready]
+    await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+    if not ready.done():
+        task.result()  # raises the allocator's start-up error
+        raise RuntimeError("allocator stopped before it was ready")
+    allocator, port = ready.result()
+    while not allocator.keeper.is_leader:
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.05)
+    return allocator, port
+
+
+async def _load_demo(allocator: Allocator, options: UpOptions, found: endpoints.Endpoints,
+                     console: Console) -> None:
+    path = options.inventory or DEFAULT_INVENTORY
+    try:
+        nodes = load_inventory(path)
+    except ImportError:
+        log.info("inventory loader (services.discovery.static) not available; no inventory loaded")
+        return
+    await _publish_inventory(allocator, nodes, nats_url=found.nats_url, console=console)
+    console.print(f"inventory: {len(nodes)} nodes from {path}")
+
+
+def _print_urls(console: Console, found: endpoints.Endpoints, data_dir: Path) -> None:
+    console.print(f"NATS:      {found.nats_url}")
+    console.print(f"database:  {found.database_url}")
+    console.print(f"allocator: {found.allocator_http}  (/readyz /metrics /api/v1/status)")
+    if found.webhook_https:
+        console.print(f"webhook:   {found.webhook_https}")
+    console.print(f"endpoints: {data_dir / endpoints.ENDPOINTS_FILE}")
+    console.print("gpuledger is up (Ctrl-C to stop)", markup=False)

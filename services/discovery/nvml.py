@@ -1,0 +1,98 @@
+"""NVML source: the node agent (a DaemonSet pod per GPU node) reading its GPUs with nvidia-ml-py.
+
+``read_devices(nvml)`` takes the NVML module as a parameter (``import pynvml`` in production, a
+fake in unit tests) and returns :class:`GpuReading` per device: uuid (lowercased, as TensorFusion
+keys GPUs), NVML name (model lookup via the table's normalisation), total memory bytes, index
+and NUMA node (``nvmlDeviceGetNumaNodeId``, else the PCI device's sysfs ``numa_node``; -1 or
+unavailable -> None). At most 64 devices (spec B.3). ``node_report`` adds the host's CPU and
+memory. NVML errors other than on optional fields propagate as the module's NVMLError.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from events.intents import RegisterNode
+from services.discovery.catalog import ModelTable
+from services.discovery.inventory import GpuReading, ReportConfig, build_gpus, content_id
+
+MAX_DEVICES = 64
+SYSFS_PCI = Path("/sys/bus/pci/devices")
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _numa(nvml: Any, handle: Any, *, sysfs: Path) -> int | None:
+    getter = getattr(nvml, "nvmlDeviceGetNumaNodeId", None)
+    if getter is not None:
+        try:
+            node = int(getter(handle))
+            return node if node >= 0 else None
+        except nvml.NVMLError:
+            pass
+    try:
+        bus_id = _text(nvml.nvmlDeviceGetPciInfo(handle).busId).lower()
+        # NVML bus ids have an 8-digit domain ("00000000:3B:00.0"); sysfs uses 4 ("0000:3b:00.0").
+        node = int((sysfs / bus_id[-12:] / "numa_node").read_text().strip())
+    except (nvml.NVMLError, OSError, ValueError, AttributeError):
+        return None
+    return node if node >= 0 else None
+
+
+def read_devices(nvml: Any, *, sysfs: Path = SYSFS_PCI) -> list[GpuReading]:
+    """Init NVML, read every device (up to 64), shut NVML down. Raises ``nvml.NVMLError``."""
+    nvml.nvmlInit()
+    try:
+        readings = []
+        for i in range(min(int(nvml.nvmlDeviceGetCount()), MAX_DEVICES)):
+            handle = nvml.nvmlDeviceGetHandleByIndex(i)
+            index = int(nvml.nvmlDeviceGetIndex(handle)) if hasattr(nvml, "nvmlDeviceGetIndex") else i
+            readings.append(GpuReading(
+                model=_text(nvml.nvmlDeviceGetName(handle)), index=index,
+                vram_bytes=int(nvml.nvmlDeviceGetMemoryInfo(handle).total),
+                uuid=_text(nvml.nvmlDeviceGetUUID(handle)).lower(),
+                numa_node=_numa(nvml, handle, sysfs=sysfs)))
+        return readings
+    finally:
+        nvml.nvmlShutdown()
+
+
+def host_resources() -> tuple[int, int]:
+    """This host's CPU (millicores, from the scheduler affinity) and RAM bytes (0 if unknown)."""
+    cpu = len(os.sched_getaffinity(0)) * 1000
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        memory = 0
+    return cpu, memory
+
+
+def node_name() -> str:
+    """The node's name: ``NODE_NAME`` (downward API ``spec.nodeName`` in the DaemonSet), else hostname."""
+    return os.environ.get("NODE_NAME") or socket.gethostname()
+
+
+def node_report(node: str, readings: list[GpuReading], *, table: ModelTable, config: ReportConfig,
+                cpu_milli: int = 0, memory_bytes: int = 0) -> RegisterNode:
+    """The RegisterNode for this host's GPUs (pool from ``config.pool``)."""
+    intent = RegisterNode(
+        intent_id="", node=node, pool=config.pool, gpus=build_gpus(node, readings, table=table, config=config),
+        cpu_milli=cpu_milli, memory_bytes=memory_bytes, heartbeat_ttl_s=config.heartbeat_ttl_s,
+        source="nvml")
+    return msgspec.structs.replace(intent, intent_id=content_id(intent))
+
+
+def load_nvml() -> Any:
+    """Import nvidia-ml-py's ``pynvml`` (ImportError with a hint when it is not installed)."""
+    try:
+        import pynvml
+    except ImportError as exc:  # pragma: no cover - it is a declared dependency
+        raise ImportError("the nvml source needs nvidia-ml-py (pip install nvidia-ml-py)") from exc
+    return pynvml

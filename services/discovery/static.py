@@ -1,0 +1,163 @@
+"""Static source: a YAML inventory file, or an Alibaba-style node CSV, -> RegisterNode intents.
+
+YAML format (documented in docs/discovery.md)::
+
+    pool: default            # optional: pool of nodes that name none
+    nodes:
+      - name: node-a         # required, unique
+        pool: training       # optional
+        cpu: "64"            # optional allocatable CPU (quantity); memory: "256Gi" likewise
+        labels: {zone: a}    # optional node labels (for pod node affinity)
+        schedulable: true    # optional
+        gpus:                # groups; indices continue across groups
+          - {model: A100_SXM_80G, count: 8}            # capacity from the model table
+          - {model: L4, vram: 24Gi, tflops: "121", uuids: [GPU-1], numa_nodes: [0]}
+
+CSV (cluster-trace-gpu-v2023 ``openb_node_list_gpu_node.csv``): header ``sn,cpu_milli,memory_mib,
+gpu,model``. Bad input raises :class:`InventoryError` naming the file, the entry and the field.
+Intent ids are content hashes, so loading the same file twice registers nothing new.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import yaml
+
+from events import quantity
+from events.intents import RegisterNode
+from services.discovery.catalog import ModelTable
+from services.discovery.inventory import GpuReading, ReportConfig, build_gpus, content_id
+
+CSV_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+
+
+class InventoryError(ValueError):
+    """A malformed inventory file; ``field`` names the offending field (``nodes[3].gpus[0].count``)."""
+
+    def __init__(self, path: str | Path, field: str, problem: str) -> None:
+        super().__init__(f"{path}: {field}: {problem}")
+        self.field = field
+
+
+def _finish(intent: RegisterNode) -> RegisterNode:
+    return msgspec.structs.replace(intent, intent_id=content_id(intent))
+
+
+def _int(path: Path, field: str, value: object, *, low: int = 0) -> int:
+    try:
+        number = int(str(value).strip())
+    except ValueError:
+        raise InventoryError(path, field, f"{value!r} is not an integer") from None
+    if number < low:
+        raise InventoryError(path, field, f"{value!r} must be >= {low}")
+    return number
+
+
+def _quantity(path: Path, field: str, value: object, *, milli: bool) -> int:
+    try:
+        return quantity.to_milli(str(value)) if milli else quantity.to_value(str(value))
+    except quantity.QuantityError as exc:
+        raise InventoryError(path, field, str(exc)) from None
+
+
+def load_csv(path: Path, *, pool: str, table: ModelTable, config: ReportConfig) -> list[RegisterNode]:
+    """Alibaba node CSV rows -> RegisterNode (cpu from cpu_milli, memory MiB -> bytes, gpu = count)."""
+    with path.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or ())]
+        if missing:
+            raise InventoryError(path, "header", f"missing columns {missing} (need {','.join(CSV_COLUMNS)})")
+        nodes = []
+        for line, row in enumerate(reader, start=2):
+            where = f"line {line}"
+            name = (row["sn"] or "").strip()
+            if not name:
+                raise InventoryError(path, f"{where}.sn", "empty node name")
+            count = _int(path, f"{where}.gpu", row["gpu"])
+            readings = [GpuReading(model=row["model"].strip(), index=i) for i in range(count)]
+            nodes.append(_finish(RegisterNode(
+                intent_id="", node=name, pool=pool, gpus=build_gpus(name, readings, table=table, config=config),
+                cpu_milli=_int(path, f"{where}.cpu_milli", row["cpu_milli"]),
+                memory_bytes=_int(path, f"{where}.memory_mib", row["memory_mib"]) * 2**20,
+                heartbeat_ttl_s=config.heartbeat_ttl_s, source="static")))
+    return nodes
+
+
+def _readings(path: Path, where: str, groups: object) -> list[GpuReading]:
+    if not isinstance(groups, list):
+        raise InventoryError(path, f"{where}.gpus", "must be a list of {model, count, ...} groups")
+    readings: list[GpuReading] = []
+    for g, group in enumerate(groups):
+        field = f"{where}.gpus[{g}]"
+        if not isinstance(group, dict) or not str(group.get("model", "")).strip():
+            raise InventoryError(path, f"{field}.model", "required")
+        count = _int(path, f"{field}.count", group.get("count", 1), low=1)
+        uuids, numas = list(group.get("uuids") or []), list(group.get("numa_nodes") or [])
+        for name, values in (("uuids", uuids), ("numa_nodes", numas)):
+            if values and len(values) != count:
+                raise InventoryError(path, f"{field}.{name}", f"has {len(values)} entries for count {count}")
+        vram = _quantity(path, f"{field}.vram", group["vram"], milli=False) if "vram" in group else 0
+        tflops = _quantity(path, f"{field}.tflops", group["tflops"], milli=True) if "tflops" in group else 0
+        for i in range(count):
+            readings.append(GpuReading(
+                model=str(group["model"]).strip(), index=len(readings), vram_bytes=vram, milli_tflops=tflops,
+                uuid=str(uuids[i]) if uuids else "", numa_node=int(numas[i]) if numas else None))
+    return readings
+
+
+def _yaml_node(path: Path, index: int, entry: object, *, pool: str, table: ModelTable,
+               config: ReportConfig) -> RegisterNode:
+    where = f"nodes[{index}]"
+    if not isinstance(entry, dict) or not str(entry.get("name", "")).strip():
+        raise InventoryError(path, f"{where}.name", "required")
+    name = str(entry["name"]).strip()
+    labels = entry.get("labels") or {}
+    if not isinstance(labels, dict):
+        raise InventoryError(path, f"{where}.labels", "must be a mapping of strings")
+    readings = _readings(path, where, entry.get("gpus") or [])
+    return _finish(RegisterNode(
+        intent_id="", node=name, pool=str(entry.get("pool") or pool),
+        gpus=build_gpus(name, readings, table=table, config=config),
+        labels={str(k): str(v) for k, v in labels.items()},
+        cpu_milli=_quantity(path, f"{where}.cpu", entry["cpu"], milli=True) if "cpu" in entry else 0,
+        memory_bytes=_quantity(path, f"{where}.memory", entry["memory"], milli=False) if "memory" in entry else 0,
+        schedulable=bool(entry.get("schedulable", True)),
+        heartbeat_ttl_s=config.heartbeat_ttl_s, source="static"))
+
+
+def load_yaml(path: Path, *, pool: str, table: ModelTable, config: ReportConfig) -> list[RegisterNode]:
+    """The YAML inventory format (module docstring) -> RegisterNode per node; names must be unique."""
+    data: Any = yaml.safe_load(path.read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
+        raise InventoryError(path, "nodes", "the file must be a mapping with a 'nodes' list")
+    pool = str(data.get("pool") or pool)
+    nodes = [_yaml_node(path, i, entry, pool=pool, table=table, config=config)
+             for i, entry in enumerate(data["nodes"])]
+    seen: set[str] = set()
+    for i, node in enumerate(nodes):
+        if node.node in seen:
+            raise InventoryError(path, f"nodes[{i}].name", f"duplicate node name {node.node!r}")
+        seen.add(node.node)
+    return nodes
+
+
+def load_inventory(path: str | Path, *, pool: str = "default", table: ModelTable | None = None,
+                   config: ReportConfig | None = None) -> list[RegisterNode]:
+    """RegisterNode intents for every node of a YAML inventory or an Alibaba node CSV (by suffix/header).
+
+    ``pool`` applies to nodes that name none. ``table`` defaults to the shipped model table and
+    ``config`` to :class:`ReportConfig` defaults (heartbeat_ttl_s 0: these nodes never expire).
+    Raises InventoryError (naming file and field) or OSError.
+    """
+    path = Path(path)
+    table = table or ModelTable.load()
+    config = config or ReportConfig(pool=pool, source="static")
+    with path.open() as handle:
+        first = handle.readline()
+    if path.suffix.lower() == ".csv" or first.replace(" ", "").startswith("sn,"):
+        return load_csv(path, pool=pool, table=table, config=config)
+    return load_yaml(path, pool=pool, table=table, config=config)

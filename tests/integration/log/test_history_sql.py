@@ -1,0 +1,125 @@
+"""Every query of docs/sql.md, run verbatim against a database populated by appending a known story
+(tests/contract/scenario.py), with the answers worked out by hand from that story."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from services.allocator.adapters import database
+from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
+from services.allocator.domain.state import ClusterState
+from tests.contract import scenario
+from tests.fixtures.postgres import fresh_database
+
+pytestmark = pytest.mark.integration
+DOC = Path(__file__).resolve().parents[3] / "docs" / "sql.md"
+Rows = list[tuple[Any, ...]]
+
+
+def doc_queries() -> dict[int, str]:
+    """``{number: sql}`` for each ``### N. title`` section's sql block."""
+    text = DOC.read_text()
+    found = re.findall(r"^### (\d+)\. .*?\n```sql\n(.*?)```", text, flags=re.M | re.S)
+    return {int(n): sql for n, sql in found}
+
+
+def run(url: str, sql: str) -> Rows:
+    with psycopg.connect(database.asyncpg_dsn(url)) as conn:
+        rows: Rows = []
+        for statement in (s for s in sql.split(";\n") if s.strip()):
+            cur = conn.execute(statement)  # type: ignore[call-overload]
+            rows = cur.fetchall() if cur.description else []
+        return rows
+
+
+@pytest.fixture(scope="module")
+def populated(postgres_admin_url: str, postgres_template: str) -> str:
+    """A database holding the scenario story, appended one intent per transaction."""
+    _name, url = fresh_database(postgres_admin_url, template=postgres_template)
+    async def fill() -> None:
+        pool = await database.create_pool(url)
+        try:
+            lease = await PostgresLeaseStore(pool).acquire("allocator", holder="t", ttl_s=60, now=datetime.now(UTC))
+            assert lease is not None
+            state, store = ClusterState.empty(), PostgresEventStore(pool)
+            for decided in scenario.story():
+                state = scenario.fold_batch(state, [decided])
+                await store.append([decided], lease="allocator", epoch=lease.epoch, state=state)
+        finally:
+            await pool.close()
+
+    asyncio.run(fill())
+    return url
+
+
+def _gpu_hours(rows: Rows) -> None:
+    by_ns = {(r[0], str(r[1])): r for r in rows}
+    assert by_ns[("team-b", "2026-03-01")][2] == Decimal("0.90")  # 2 GPUs x 27 min
+    assert by_ns[("team-b", "2026-03-01")][3] == Decimal("90.0")  # 100 TFLOPS x 2 x 0.45 h
+    assert by_ns[("team-a", "2026-03-01")][2] > Decimal("15.0")  # a and c still run: up to midnight
+
+
+def _usage(rows: Rows) -> None:
+    assert [(r[0], r[1], r[2], r[4], r[7]) for r in rows] == [
+        ("default", "A100", 2, Decimal("50.0000000000000000"), 1),
+        ("default", "H100", 2, Decimal("300.0000000000000000"), 1)]
+
+
+def _waits(rows: Rows) -> None:
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [("default", "medium", 1, 26 * 60.0)]
+
+
+def _why(rows: Rows) -> None:
+    assert [(r[1], r[3], r[4]) for r in rows] == [("allocation_queued", "capacity", "no GPU has 300 TFLOPS free")]
+
+
+def _node_at(rows: Rows) -> None:
+    assert [(r[0], r[1], r[2]) for r in rows] == [("team-b", "pod-b", ["n2-gpu0", "n2-gpu1"])]
+
+
+def _quota(rows: Rows) -> None:
+    top = rows[0]
+    assert (top[0], top[1], top[2], top[4], top[5]) == ("team-a", 2, Decimal("350.0000000000000000"),
+                                                       Decimal("1000.0000000000000000"), Decimal("35.0"))
+
+
+def _resizes(rows: Rows) -> None:
+    assert [(r[1], r[3], r[4], r[5], r[6]) for r in rows] == [
+        ("allocation_resized", "pod-a", 50_000, 5 * scenario.GIB, 100_000)]
+
+
+def _per_hour(rows: Rows) -> None:
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [(datetime(2026, 3, 1, 8, tzinfo=UTC), 4, 1, 5)]
+
+
+def _rejections(rows: Rows) -> None:
+    assert [(r[0], r[1], r[4]) for r in rows] == [("too_big", 1, "bigger than any GPU")]
+
+
+def _by_type(rows: Rows) -> None:
+    counts = {r[0]: r[1] for r in rows}
+    assert counts == {"allocation_granted": 4, "allocation_released": 2, "node_registered": 2, "quota_set": 1,
+                      "allocation_queued": 1, "allocation_rejected": 1, "allocation_resized": 1}
+    assert max(r[3] for r in rows) == 12
+
+
+CHECKS: dict[int, Callable[[Rows], None]] = {1: _gpu_hours, 2: _usage, 3: _waits, 4: _why, 5: _node_at,
+                                             6: _quota, 7: _resizes, 8: _per_hour, 9: _rejections, 10: _by_type}
+
+
+def test_the_doc_has_every_query_we_check() -> None:
+    assert sorted(doc_queries()) == sorted(CHECKS)
+
+
+@pytest.mark.parametrize("number", sorted(CHECKS))
+def test_doc_query_answers_from_a_populated_log(populated: str, number: int) -> None:
+    CHECKS[number](run(populated, doc_queries()[number]))

@@ -1,0 +1,147 @@
+"""The allocator loop on a real nats-server with the in-memory store twins: order, exactly-once,
+poison messages, redelivery after commit, transient store failures, relay contents."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+import pytest
+from nats.aio.msg import Msg
+from nats.js import JetStreamContext
+
+from events import codec, decisions, subjects
+from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
+from services.allocator.ports import DecidedIntent, StoredEvent
+from services.allocator.views import OUTCOME_TYPES
+from services.shared import messaging
+
+from .factory import register_node, request
+from .harness import Replica, published_events, start_replica, until, wait_published
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def leases() -> InMemoryLeaseStore:
+    return InMemoryLeaseStore()
+
+
+@pytest.fixture
+def store(leases: InMemoryLeaseStore) -> InMemoryEventStore:
+    return InMemoryEventStore(leases)
+
+
+@pytest.fixture
+async def replica(nats_url: str, store: InMemoryEventStore, leases: InMemoryLeaseStore,
+                  jetstream: JetStreamContext) -> AsyncIterator[Replica]:
+    running = await start_replica(nats_url, store=store, leases=leases)
+    await until(lambda: running.allocator.keeper.is_leader, what="leadership")
+    yield running
+    await running.stop()
+
+
+def outcome_counts(events: Sequence[Any]) -> Counter[str]:
+    """Outcome events per intent id (a RequestAllocation must have exactly one)."""
+    return Counter(p.intent_id for p in events
+                   if codec.tag_of(p.event) in OUTCOME_TYPES and not getattr(p.event, "from_queue", False))
+
+
+async def test_intents_are_decided_committed_and_relayed_in_order(
+        replica: Replica, jetstream: JetStreamContext, store: InMemoryEventStore) -> None:
+    await messaging.publish_intent(jetstream, register_node("n1", gpus=2))
+    for i in range(50):
+        await messaging.publish_intent(jetstream, request(f"p{i}", tflops=10))
+    await until(lambda: len(store.intents) == 51, what="51 intents decided")
+    await wait_published(jetstream._nc, len(store.rows))
+    published = await published_events(jetstream._nc)
+    assert [int(p.msg_id) for p in published] == list(range(1, len(store.rows) + 1))
+    assert [codec.tag_of(p.event) for p in published] == [row.type for row in store.rows]
+    granted = [p.event for p in published if isinstance(p.event, decisions.AllocationGranted)]
+    assert len(granted) == 20  # 2 GPUs x 100 TFLOPS / 10 TFLOPS
+    assert outcome_counts(published) == {f"req-p{i}": 1 for i in range(50)}
+
+
+async def test_duplicate_publishes_yield_one_decision(
+        replica: Replica, jetstream: JetStreamContext, store: InMemoryEventStore) -> None:
+    await messaging.publish_intent(jetstream, register_node("n1"))
+    intent = request("dup")
+    await messaging.publish_intent(jetstream, intent)
+    await messaging.publish_intent(jetstream, intent)  # same Nats-Msg-Id: JetStream drops it
+    # beyond the dedupe window: a new msg id, same intent id -> only the processed index catches it
+    await jetstream.publish(subjects.intent_subject("request_allocation"), codec.encode(intent),
+                            headers={"Nats-Msg-Id": "another-id"})
+    await messaging.publish_intent(jetstream, request("after"))
+    await until(lambda: "req-after" in store.intents, what="last intent decided")
+    assert replica.allocator.metrics.duplicates._value.get() == 1
+    types = [row.type for row in store.rows if row.intent_id == "req-dup"]
+    assert types == ["allocation_granted"]
+
+
+async def test_poison_message_becomes_intent_rejected_and_is_terminated(
+        replica: Replica, jetstream: JetStreamContext, store: InMemoryEventStore) -> None:
+    await jetstream.publish(subjects.intent_subject("request_allocation"), b"\x00not an intent",
+                            headers={"Nats-Msg-Id": "poison-1"})
+    await messaging.publish_intent(jetstream, register_node("n1"))
+    await until(lambda: "register-n1" in store.intents, what="intent after the poison decided")
+    (row,) = [r for r in store.rows if r.intent_id == "poison-1"]
+    event = codec.decode_event(row.data)
+    assert isinstance(event, decisions.IntentRejected)
+    assert event.subject == "gpuledger.intent.request_allocation"
+    assert event.raw == "\ufffdnot an intent"  # NUL replaced: JSONB cannot hold it
+    assert replica.allocator.metrics.decisions.labels(type="intent_rejected")._value.get() == 1
+
+
+async def test_redelivery_between_commit_and_ack_yields_no_second_decision(
+        replica: Replica, jetstream: JetStreamContext, store: InMemoryEventStore) -> None:
+    consumer = replica.allocator.consumer
+    real_settle = consumer.settle
+    calls = {"n": 0}
+
+    async def settle_failing_twice(msgs: Sequence[Msg], actions: Sequence[str]) -> None:
+        calls["n"] += 1
+        if calls["n"] <= 2:
+            raise ConnectionError("connection lost after commit, before ack")
+        await real_settle(msgs, actions)
+
+    consumer.settle = settle_failing_twice  # type: ignore[method-assign]
+    await messaging.publish_intent(jetstream, register_node("n1"))
+    for i in range(20):
+        await messaging.publish_intent(jetstream, request(f"p{i}"))
+    await until(lambda: len(store.intents) == 21, what="21 intents decided")
+    await until(lambda: calls["n"] >= 3, what="redelivered batch settled")
+    for _ in range(100):  # the server applies acks asynchronously
+        if await replica.allocator.consumer.ack_floor() == 21:
+            break
+        await asyncio.sleep(0.05)
+    assert await replica.allocator.consumer.ack_floor() == 21
+    per_intent = Counter(row.intent_id for row in store.rows)
+    assert all(count == 1 for count in per_intent.values())
+    assert replica.allocator.metrics.duplicates._value.get() >= 1  # the redelivered batch was skipped
+
+
+async def test_transient_store_failure_retries_in_order_without_loss(
+        replica: Replica, jetstream: JetStreamContext, store: InMemoryEventStore) -> None:
+    real_append = store.append
+    failures = {"left": 3}
+
+    async def flaky_append(batch: Sequence[DecidedIntent], **kwargs: Any) -> list[StoredEvent]:
+        if failures["left"] > 0:
+            failures["left"] -= 1
+            raise ConnectionError("database connection reset")
+        return await real_append(batch, **kwargs)
+
+    store.append = flaky_append  # type: ignore[method-assign]
+    await messaging.publish_intent(jetstream, register_node("n1", gpus=1))
+    for i in range(30):
+        await messaging.publish_intent(jetstream, request(f"p{i}", tflops=10))
+    await until(lambda: len(store.intents) == 31, what="31 intents decided")
+    assert failures["left"] == 0
+    order = [intent_id for intent_id, _ in sorted(store.intents.items(), key=lambda kv: kv[1][0])]
+    assert order == ["register-n1", *[f"req-p{i}" for i in range(30)]]
+    seqs = [seq for seq, _ in sorted(store.intents.values())]
+    assert seqs == list(range(1, 32))
+    granted = [row.intent_id for row in store.rows if row.type == "allocation_granted"]
+    assert granted == [f"req-p{i}" for i in range(10)]  # FIFO: the first ten fit, in stream order

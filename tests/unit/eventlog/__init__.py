@@ -1,0 +1,1 @@
+"""Unit tests of the event-log adapters that need no database (projection, snapshot policy)."""

@@ -1,0 +1,78 @@
+"""``gpuledger trace experiment`` on a 100-node slice of the openb trace (2 seeds), JSON contract,
+best-fit beating random, the domain engine agreeing with the array engine, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from services.cli.main import app
+from services.trace import openb
+
+runner = CliRunner()
+
+
+def _slice(tmp_path: Path, nodes: int) -> Path:
+    lines = openb.NODES_CSV.read_text().splitlines()
+    path = tmp_path / f"nodes{nodes}.csv"
+    path.write_text("\n".join(lines[: nodes + 1]) + "\n")
+    return path
+
+
+def _experiment(*args: str) -> dict:  # type: ignore[type-arg]
+    result = runner.invoke(app, ["trace", "experiment", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)  # type: ignore[no-any-return]
+
+
+def test_experiment_json_on_a_100_node_slice(tmp_path: Path) -> None:
+    nodes = _slice(tmp_path, 100)
+    common = ["--nodes", str(nodes), "--pods", str(openb.PODS_CSV), "--seeds", "2"]
+    best = _experiment(*common, "--strategy", "best-fit")
+    rand = _experiment(*common, "--strategy", "random")
+    assert set(best) >= {"strategy", "trace", "seeds", "unallocated_pct", "unallocated_pct_by_seed", "decisions_per_s"}
+    assert best["strategy"] == "best-fit" and best["trace"] == "default" and best["seeds"] == 2
+    assert set(best["unallocated_pct"]) == {"100", "110", "130"}
+    assert all(len(v) == 2 for v in best["unallocated_pct_by_seed"].values())
+    assert best["decisions_per_s"] > 0
+    for x in ("100", "130"):
+        assert 0 <= best["unallocated_pct"][x] < rand["unallocated_pct"][x]
+
+
+def test_domain_engine_gives_the_same_numbers(tmp_path: Path) -> None:
+    nodes = _slice(tmp_path, 25)
+    common = ["--nodes", str(nodes), "--pods", str(openb.PODS_CSV), "--seeds", "1", "--strategy", "fgd"]
+    array = _experiment(*common, "--engine", "array")
+    domain = _experiment(*common, "--engine", "domain")
+    assert domain["engine"] == "domain" and array["engine"] == "array"
+    assert domain["unallocated_pct"] == array["unallocated_pct"]
+
+
+def test_plot_is_written(tmp_path: Path) -> None:
+    nodes = _slice(tmp_path, 30)
+    out = tmp_path / "curve.png"
+    result = runner.invoke(app, ["trace", "experiment", "--nodes", str(nodes), "--pods", str(openb.PODS_CSV),
+                                 "--seeds", "1", "--strategy", "best-fit", "--strategy", "frag-pack",
+                                 "--plot", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "frag-pack" in result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (["--strategy", "nope"], "strategy"),
+    (["--strategy", "compact-first", "--engine", "array"], "engine"),
+    (["--strategy", "fgd", "--pods", "/nonexistent.csv"], "pods"),
+])
+def test_bad_input_names_the_field(args: list[str], field: str) -> None:
+    base = {"--nodes": str(openb.NODES_CSV), "--pods": str(openb.PODS_CSV)}
+    merged = list(args)
+    for key, value in base.items():
+        if key not in merged:
+            merged += [key, value]
+    result = runner.invoke(app, ["trace", "experiment", *merged, "--json"])
+    assert result.exit_code == 2
+    assert json.loads(result.output)["field"] == field

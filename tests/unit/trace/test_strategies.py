@@ -1,0 +1,101 @@
+"""The paper's strategies and frag-pack in the domain on hand-computed clusters, and the array
+engine's decisions equal to the domain's on random small clusters (hypothesis)."""
+
+from __future__ import annotations
+
+import msgspec
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from services.allocator.domain.plugins.fgd import sigmoid_score
+from services.allocator.domain.plugins.fragmentation import TaskClass
+from services.allocator.domain.strategies_paper import stable_hash
+from services.trace import experiment
+from services.trace.choosers import make_chooser
+from services.trace.engine import ArrayCluster, run_pods
+from services.trace.openb import TracePod
+from tests.unit.trace.cluster import NOW, cluster, node, pod, request
+
+SMALL = TaskClass(weight=0.5, milli=500, count=1, cpu_milli=2000)
+WHOLE = TaskClass(weight=0.5, milli=1000, count=1, cpu_milli=20_000)
+
+
+def _two_nodes(strategy: str) -> object:
+    state = cluster(strategy, node("a", gpus=2, cpu=12_000))
+    assert request(state, pod("x", milli=700, cpu=2000)) == ("a", ("a-gpu-0",))
+    from services.allocator.domain import process
+    process(state, node("b", gpus=2, cpu=64_000), NOW)
+    return state
+
+
+def test_sigmoid_score_is_the_simulators_integer_scale() -> None:
+    assert sigmoid_score(0) == 50
+    assert sigmoid_score(-250) == 56  # 100 / (1 + e^-0.25) = 56.2
+    assert sigmoid_score(250) == 43
+    assert sigmoid_score(10**9) == 0
+
+
+def test_best_fit_takes_the_node_with_least_cpu_and_gpu_leftover() -> None:
+    state = _two_nodes("best-fit")
+    # a: 0.5·8000/128000 + 0.5·800/8000 = 0.081; b: 0.5·62000/128000 + 0.5·1500/8000 = 0.336
+    assert request(state, pod("y", milli=200, cpu=2000)) == ("a", ("a-gpu-0",))  # tightest GPU (300 free)
+
+
+def test_fgd_takes_the_smallest_fragmentation_increase() -> None:
+    workload = (SMALL, WHOLE)
+    with experiment.installed("fgd", workload):
+        state = _two_nodes("fgd")
+        # a [300, 1000] cpu 10000 -> [300, 500] cpu 8000: F 800 -> 550, Δ = -250 (score 56);
+        # b [1000, 1000] -> [500, 1000]: F 0 -> 250, Δ = +250 (score 43)
+        assert request(state, pod("y", milli=500, cpu=2000)) == ("a", ("a-gpu-1",))
+
+
+def test_frag_pack_breaks_fgd_ties_by_leftover() -> None:
+    workload = (TaskClass(weight=1.0, milli=0, count=0),)  # CPU-only M: every placement scores alike
+    with experiment.installed("frag-pack", workload):
+        state = cluster("frag-pack", node("a", gpus=2, cpu=64_000), node("b", gpus=2, cpu=16_000))
+        assert request(state, pod("y", milli=1000, cpu=4000)) == ("b", ("b-gpu-0",))  # b: less CPU left
+    with experiment.installed("fgd", workload):
+        state = cluster("fgd", node("a", gpus=2, cpu=64_000), node("b", gpus=2, cpu=16_000))
+        assert request(state, pod("y", milli=1000, cpu=4000)) == ("a", ("a-gpu-0",))  # FGD: node order
+
+
+def test_random_is_a_stable_hash_of_allocation_and_node() -> None:
+    state = cluster("random", node("a", gpus=1, cpu=64_000), node("b", gpus=1, cpu=64_000))
+    expected = min(("a", "b"), key=lambda n: stable_hash("y", n))
+    assert request(state, pod("y", milli=1000)) == (expected, (f"{expected}-gpu-0",))
+
+
+def test_cpu_only_pods_take_cpu_but_no_gpu_share() -> None:
+    state = cluster("best-fit", node("a", gpus=1, cpu=8000))
+    assert request(state, pod("c", milli=0, count=0, cpu=6000)) is not None
+    assert state.gpus["a-gpu-0"].used_milli_tflops == 0
+    assert request(state, pod("w", milli=1000, cpu=4000)) is None  # 2000 millicores left
+
+
+NODE_SHAPES = st.tuples(st.sampled_from([1, 2, 4, 8]), st.sampled_from([8000, 16_000, 64_000, 96_000]),
+                        st.sampled_from(["P100", "T4"]))
+POD_SHAPES = st.tuples(st.sampled_from([0, 1, 1, 1, 2, 4]), st.sampled_from([110, 230, 470, 650, 810, 1000]),
+                       st.sampled_from([0, 2000, 8000, 16_000]), st.sampled_from([(), ("T4",), ("P100", "T4")]))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=st.lists(NODE_SHAPES, min_size=1, max_size=6), pods=st.lists(POD_SHAPES, min_size=1, max_size=40),
+       strategy=st.sampled_from(["best-fit", "random", "fgd", "frag-pack", "compact-first", "low-load-first",
+                                 "node-compact-gpu-low-load"]))
+def test_array_engine_decides_exactly_like_the_domain(nodes: list, pods: list, strategy: str) -> None:  # type: ignore[type-arg]
+    registered = [node(f"n{i}", gpus=g, cpu=c, model=m) for i, (g, c, m) in enumerate(nodes)]
+    trace = [TracePod(name=f"p{i}", cpu_milli=cpu or 100, memory_bytes=2**30, count=k,
+                      milli=(1000 if k > 1 else milli) if k else 0, models=models)
+             for i, (k, milli, cpu, models) in enumerate(pods)]
+    workload = (SMALL, WHOLE, TaskClass(weight=0.2, milli=0, count=0, cpu_milli=4000))
+    engine = ArrayCluster(registered)
+    _, _, choices = run_pods(engine, trace, make_chooser(strategy, engine, workload))
+    with experiment.installed(strategy, workload):
+        state = cluster(strategy, *registered)
+        for i, p in enumerate(trace):
+            got = request(state, msgspec.structs.replace(p, name=f"{i}-{p.name}"))
+            choice = choices[i]
+            want = None if choice is None else (
+                engine.names[choice[0]], tuple(engine.gpu_names[choice[0]][s] for s in choice[1]))
+            assert got == want, f"pod {i} {p}"
