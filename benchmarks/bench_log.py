@@ -17,11 +17,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import csv
+import itertools
 import json
 import statistics
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -32,10 +33,11 @@ from events import intents as it
 from events.values import AllocationSpec, GpuSpec, Resources
 from services.allocator.adapters import database
 from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
+from services.allocator.adapters.replay import fold
 from services.allocator.adapters.verify import verify
 from services.allocator.domain import evolve, process
 from services.allocator.domain.state import ClusterState, decode_snapshot, encode_snapshot
-from services.allocator.ports import DecidedIntent
+from services.allocator.ports import DecidedIntent, StoredEvent
 from services.shared.pgserver import PgServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -148,6 +150,11 @@ def cycles(state: ClusterState, total: int) -> Iterator[ev.AnyEvent]:
         yield ev.AllocationGranted(at=at, spec=spec, node=gpu.node, gpus=(gpu.name,), charges=(request,))
 
 
+async def _as_stored(chunk: list[ev.AnyEvent]) -> AsyncIterator[StoredEvent]:
+    for event in chunk:
+        yield StoredEvent(position=0, recorded_at=T0, epoch=0, intent_id="", event=event)
+
+
 async def bench_replay(admin_url: str, log: list[DecidedIntent], total: int) -> dict[str, float]:
     """Append the openb log plus ``total`` cycle events, then time load_state from 0 and verify."""
     pool, store, epoch = await fresh(admin_url, 10)
@@ -157,15 +164,11 @@ async def bench_replay(admin_url: str, log: list[DecidedIntent], total: int) -> 
             for e in d.events:
                 state = evolve(state, e)
         await store.append(log[i:i + 512], lease="allocator", epoch=epoch, state=state)
-    batch: list[DecidedIntent] = []
     start = time.perf_counter()
-    for n, event in enumerate(cycles(state, total - await store.last_position())):
-        state = evolve(state, event)
-        batch.append(DecidedIntent(intent_id=f"cy{n}", stream_seq=0, events=(event,)))
-        if len(batch) == 5000:
-            await store.append(batch, lease="allocator", epoch=epoch, state=state)
-            batch = []
-    if batch:
+    source = cycles(state, total - await store.last_position())
+    for first, chunk in enumerate(iter(lambda: list(itertools.islice(source, 5000)), [])):
+        state = await fold(state, _as_stored(chunk))
+        batch = [DecidedIntent(intent_id=f"cy{first}-{n}", stream_seq=0, events=(e,)) for n, e in enumerate(chunk)]
         await store.append(batch, lease="allocator", epoch=epoch, state=state)
     fill_s = time.perf_counter() - start
     events = await store.last_position()
@@ -173,8 +176,7 @@ async def bench_replay(admin_url: str, log: list[DecidedIntent], total: int) -> 
     loaded = await store.load_state()
     replay_s = time.perf_counter() - start
     start = time.perf_counter()
-    report = verify(store)
-    outcome = await report
+    outcome = await verify(store)
     verify_s = time.perf_counter() - start
     await pool.close()
     assert outcome.ok, outcome.problems

@@ -106,32 +106,25 @@ def decide_batch(
     seen = set(processed)
     result = BatchResult(decided=[], actions=[])
     for delivery in deliveries:
+        intent: intents.AnyIntent | None = None
         try:
             intent = _decode(delivery.data)
         except codec.DecodeError as exc:
-            key = delivery.msg_id or f"nats-seq-{delivery.stream_seq}"
-            if key in seen:
-                result.duplicates += 1
-                result.actions.append(TERM)
-                continue
-            seen.add(key)
-            event = rejected_event(delivery, reason=str(exc), now=now, intent_id=key)
-            evolve(state, event)
-            result.decided.append(
-                DecidedIntent(intent_id=key, stream_seq=delivery.stream_seq, events=(event,)))
-            result.actions.append(TERM)
-            result.rejected += 1
-            continue
-        if intent.intent_id in seen:
+            problem = str(exc)
+        key = intent.intent_id if intent else delivery.msg_id or f"nats-seq-{delivery.stream_seq}"
+        result.actions.append(ACK if intent else TERM)
+        if key in seen:
             result.duplicates += 1
-            result.actions.append(ACK)
             continue
-        seen.add(intent.intent_id)
-        events = _decide_one(state, intent, delivery, now=now, process=process, evolve=evolve)
-        result.decided.append(
-            DecidedIntent(intent_id=intent.intent_id, stream_seq=delivery.stream_seq, events=tuple(events))
-        )
-        result.actions.append(ACK)
+        seen.add(key)
+        if intent is None:
+            rejected = rejected_event(delivery, reason=problem, now=now, intent_id=key)
+            evolve(state, rejected)
+            events: list[AnyEvent] = [rejected]
+            result.rejected += 1
+        else:
+            events = _decide_one(state, intent, delivery, now=now, process=process, evolve=evolve)
+        result.decided.append(DecidedIntent(intent_id=key, stream_seq=delivery.stream_seq, events=tuple(events)))
     return result
 
 

@@ -12,7 +12,6 @@ intent is skipped, reordered or decided twice. Standbys fold new log events into
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
@@ -66,7 +65,7 @@ class Allocator:
             await self.reload()
             self._snapshots.saved(self.state.position)
             self.loaded.set()
-            await lifecycle.supervise(stop, self.keeper.run(), self._work(), self._heartbeats())
+            await lifecycle.supervise(stop, self.keeper.run(stop), self._work(stop), self._heartbeats(stop))
         finally:
             await self.consumer.close()
             await self.keeper.release()
@@ -91,12 +90,14 @@ class Allocator:
         self._failures += 1
         await asyncio.sleep(delay)
 
-    async def _work(self) -> None:
-        while True:
+    async def _work(self, stop: asyncio.Event) -> None:
+        # Every loop also checks ``stop``: on Python 3.11 a cancellation can be swallowed inside
+        # libraries (asyncio.wait_for), and the service must still end.
+        while not stop.is_set():
             self.metrics.leader.set(1 if self.keeper.is_leader else 0)
             self.metrics.epoch.set(self.keeper.epoch)
             if self.keeper.is_leader:
-                await self._lead(self.keeper.epoch)
+                await self._lead(self.keeper.epoch, stop)
             else:
                 await self._follow()
 
@@ -117,7 +118,7 @@ class Allocator:
             await self.reload()
         self.metrics.position.set(self.state.position)
 
-    async def _lead(self, epoch: int) -> None:
+    async def _lead(self, epoch: int, stop: asyncio.Event) -> None:
         """One leadership session: catch up, rewind, then batches until leadership or a batch fails."""
         try:
             await self._tail()
@@ -129,14 +130,16 @@ class Allocator:
             return
         self._rewind_needed = False
         log.info("leading", epoch=epoch, position=self.state.position, start_seq=self._expected_seq)
-        relay_task = asyncio.create_task(self.relay.run())
+        relay_stop = asyncio.Event()
+        relay_task = asyncio.create_task(self.relay.run(relay_stop))
         try:
-            while self.keeper.epoch == epoch and not self._rewind_needed and await self._step(epoch):
+            while (self.keeper.epoch == epoch and not self._rewind_needed and not stop.is_set()
+                   and await self._step(epoch)):
                 pass
         finally:
+            relay_stop.set()
             relay_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await relay_task
+            await asyncio.wait([relay_task], timeout=10)
             await self.consumer.close()
 
     async def _step(self, epoch: int) -> bool:
@@ -222,13 +225,12 @@ class Allocator:
         except Exception as exc:  # a snapshot is an optimisation; try again later
             log.warning("snapshot failed", error=repr(exc))
 
-    async def _heartbeats(self) -> None:
+    async def _heartbeats(self, stop: asyncio.Event) -> None:
         """While leader, publish CheckHeartbeats every ``heartbeat_check_s`` (0 disables)."""
         period = self.settings.heartbeat_check_s
         if period <= 0:
             return
-        while True:
-            await asyncio.sleep(period)
+        while not await lifecycle.wait_event(stop, period):
             if not self.keeper.is_leader:
                 continue
             try:

@@ -28,6 +28,7 @@ from services.allocator.adapters.relay import INTENT_HEADER, POSITION_HEADER
 from services.allocator.domain.state import ClusterState
 from services.cli import endpoints, stack
 from services.shared import lifecycle, logs, messaging
+from services.shared.settings import DATABASE_URL_ENV, SettingsError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -57,7 +58,7 @@ def _guard(as_json: bool, action: Any) -> Any:
     """Run ``action()``: bad input exits 2, any other failure exits 1, with the error shown."""
     try:
         return action()
-    except (BadInput, endpoints.EndpointsError, podspec.PodSpecError) as exc:
+    except (BadInput, endpoints.EndpointsError, podspec.PodSpecError, SettingsError) as exc:
         _exit(str(exc), field=getattr(exc, "field", ""), code=2, as_json=as_json)
     except typer.Exit:
         raise
@@ -160,6 +161,8 @@ def allocator() -> None:
     from services.allocator import bootstrap
 
     config = _guard(False, allocator_settings.load)
+    if not config.database_url:
+        _exit(f"{DATABASE_URL_ENV} is not set", field=DATABASE_URL_ENV, code=2, as_json=False)
     logs.setup(config.log_level, json=config.log_json)
     _guard(False, lambda: lifecycle.run_service(functools.partial(bootstrap.serve, config)))
 

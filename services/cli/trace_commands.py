@@ -14,9 +14,10 @@ from typing import Annotated
 import msgspec
 import typer
 
+from events.intents import RegisterNode
 from services.cli import endpoints
 from services.discovery.static import InventoryError, load_inventory
-from services.trace.openb import TraceError, trace_pods
+from services.trace.openb import TraceError, TracePod, trace_pods
 
 JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
 NodesCsv = Annotated[Path, typer.Option("--nodes", help="Node CSV (openb_node_list_gpu_node.csv format).")]
@@ -32,7 +33,7 @@ def _fail(message: str, *, field: str | None, as_json: bool) -> None:
     raise typer.Exit(code)
 
 
-def _load(nodes: Path, pods: Path, *, as_json: bool) -> tuple[list, list]:  # type: ignore[type-arg]
+def _load(nodes: Path, pods: Path, *, as_json: bool) -> tuple[list[RegisterNode], list[TracePod]]:
     for path, field in ((nodes, "nodes"), (pods, "pods")):
         if not path.is_file():
             _fail(f"{path}: no such file", field=field, as_json=as_json)

@@ -4,3 +4,14 @@ Sources: ``kubernetes`` (watch Nodes), ``nvml`` (node agent), ``static`` (YAML /
 Entry points: :func:`services.discovery.service.run_discovery`, :func:`services.discovery.static.load_inventory`,
 ``python -m services.discovery`` and ``gpuledger discovery``.
 """
+
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """Lazy ``services.discovery.run_discovery`` (keeps ``import services.discovery.static`` light)."""
+    if name == "run_discovery":
+        from services.discovery.service import run_discovery
+
+        return run_discovery
+    raise AttributeError(f"module 'services.discovery' has no attribute {name!r}")

@@ -51,6 +51,18 @@ async def _connect(settings: DiscoverySettings, stop: asyncio.Event) -> Any:
     return None
 
 
+async def _nats_publisher(settings: DiscoverySettings, *, stop: asyncio.Event,
+                          stack: AsyncExitStack) -> Publish | None:
+    """Publish through JetStream (streams ensured; drained on exit); None when stopped before connecting."""
+    nc = await _connect(settings, stop)
+    if nc is None:
+        return None
+    stack.push_async_callback(nc.drain)
+    js = nc.jetstream()
+    await messaging.ensure_streams(js)
+    return functools.partial(messaging.publish_intent, js)
+
+
 async def _put(inventory: Inventory, publish: Publish, report: RegisterNode) -> None:
     previous = inventory.get(report.node)
     inventory.put(report)
@@ -95,14 +107,9 @@ async def run_discovery(settings: DiscoverySettings, *, publish: Publish | None 
     inventory = Inventory()
     stop = stop or asyncio.Event()
     async with AsyncExitStack() as stack:
+        publish = publish or await _nats_publisher(settings, stop=stop, stack=stack)
         if publish is None:
-            nc = await _connect(settings, stop)
-            if nc is None:
-                return inventory
-            stack.push_async_callback(nc.drain)
-            js = nc.jetstream()
-            await messaging.ensure_streams(js)
-            publish = functools.partial(messaging.publish_intent, js)
+            return inventory
         refresh: Refresh | None = None
         if settings.source == "static":
             for report in load_inventory(settings.file, pool=settings.pool, table=table, config=config):

@@ -158,6 +158,12 @@ class _Watch:
                     yield event
 
 
+async def _pause(delay: float, ceiling: float) -> float:
+    """Sleep ``delay`` seconds; return the next (doubled, capped) delay."""
+    await asyncio.sleep(delay)
+    return min(delay * 2, ceiling)
+
+
 async def watch_objects(list_fn: Callable[..., Awaitable[Any]], *, timeout_s: int = 300,
                         retry_delay_s: float = 1.0, max_retry_delay_s: float = 30.0
                         ) -> AsyncIterator[WatchEvent]:
@@ -183,21 +189,17 @@ async def watch_objects(list_fn: Callable[..., Awaitable[Any]], *, timeout_s: in
                 delay, seen = retry_delay_s, seen + 1
                 yield event
             if not seen and time.monotonic() - started < 1.0:  # a server ending watches at once
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, max_retry_delay_s)
+                delay = await _pause(delay, max_retry_delay_s)
         except _Gone as gone:
             log.info("watch resourceVersion expired; re-listing", reason=str(gone))
             listed = False
         except ApiException as exc:
-            if exc.status == 410:
-                listed = False
-                continue
             if exc.status in (401, 403, 404):
                 raise
-            log.warning("watch failed; retrying", status=exc.status, reason=exc.reason, delay_s=delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, max_retry_delay_s)
+            listed = listed and exc.status != 410
+            if exc.status != 410:
+                log.warning("watch failed; retrying", status=exc.status, reason=exc.reason, delay_s=delay)
+                delay = await _pause(delay, max_retry_delay_s)
         except (aiohttp.ClientError, TimeoutError, json.JSONDecodeError) as exc:
             log.warning("watch connection failed; retrying", error=repr(exc), delay_s=delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, max_retry_delay_s)
+            delay = await _pause(delay, max_retry_delay_s)

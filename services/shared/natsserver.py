@@ -50,6 +50,15 @@ def find_binary() -> str:
     return found
 
 
+def _alive(pid: int) -> bool:
+    """True while process ``pid`` exists and is not a zombie (Linux /proc)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
 class NatsServer:
     """One nats-server process with JetStream storing under ``store_dir``.
 
@@ -74,6 +83,11 @@ class NatsServer:
         return self.store_dir / "nats-server.log"
 
     @property
+    def pid_path(self) -> Path:
+        """The server's pid file (``-P``), used to stop a server left behind by a killed parent."""
+        return self.store_dir / "nats-server.pid"
+
+    @property
     def running(self) -> bool:
         """True while the child process is alive."""
         return self._process is not None and self._process.poll() is None
@@ -83,13 +97,31 @@ class NatsServer:
         if self.running:
             return
         self.store_dir.mkdir(parents=True, exist_ok=True)
+        self._stop_stale()
         if self.port == 0:
             self.port = free_port(self.host)
         args = [find_binary(), "-js", "-sd", str(self.store_dir), "-a", self.host, "-p", str(self.port),
-                "-l", str(self.log_path)]
+                "-l", str(self.log_path), "-P", str(self.pid_path)]
         self._process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, start_new_session=True)
         self._wait_ready(timeout)
+
+    def _stop_stale(self, timeout: float = 10.0) -> None:
+        """SIGTERM a nats-server still running on this store (its parent was killed): two servers
+        must never share a JetStream store."""
+        try:
+            pid = int(self.pid_path.read_text().strip())
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except (OSError, ValueError):
+            return
+        if b"nats-server" not in cmdline or str(self.store_dir).encode() not in cmdline:
+            return
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while _alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if _alive(pid):
+            os.kill(pid, signal.SIGKILL)
 
     def _wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

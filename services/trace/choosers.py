@@ -1,4 +1,4 @@
-"""The array engine's choosers: best-fit, random and FGD (and gpuledger's frag-pack) on
+"""The array engine's choosers: best-fit, random, FGD, gpuledger's frag-cpu and TensorFusion's three, on
 :class:`services.trace.engine.ArrayCluster`, mirroring the domain strategies' rules exactly.
 
 A chooser takes a pod, its allocation id and the feasible node indices (tie order) and returns
@@ -87,11 +87,10 @@ class _Cached:
 
 
 class Fgd:
-    """plugins.fgd.Fgd, or plugins.frag_pack.FragPack with ``pack=True`` (ties by CPU+GPU leftover)."""
+    """plugins.fgd.Fgd, or plugins.frag_cpu.FragCpu with ``cpu_aware=True``."""
 
-    def __init__(self, cluster: ArrayCluster, workload: Workload, *, pack: bool = False,
-                 cpu_aware: bool = False) -> None:
-        self.cluster, self.workload, self.pack, self.cpu_aware = cluster, workload, pack, cpu_aware
+    def __init__(self, cluster: ArrayCluster, workload: Workload, *, cpu_aware: bool = False) -> None:
+        self.cluster, self.workload, self.cpu_aware = cluster, workload, cpu_aware
         self.arrays = ClassArrays(workload, cluster.model_names)
         self.classes: dict[tuple[int, int, int], _Cached] = {}
 
@@ -133,13 +132,7 @@ class Fgd:
         stale = fe[cache.version[fe] != self.cluster.version[fe]]
         if stale.size:
             self._refresh(pod, stale, cache)
-        if self.pack:
-            gpu_left = self.cluster.free[fe].sum(axis=1) - pod.milli * pod.count
-            cpu_left = self.cluster.cpu[fe] - pod.cpu_milli
-            left = 0.5 * cpu_left / MAX_SPEC_CPU + 0.5 * gpu_left / MAX_SPEC_GPU
-            pos = int(np.lexsort((np.arange(fe.size), left, -cache.score[fe]))[0])
-        else:
-            pos = int(np.argmax(cache.score[fe]))
+        pos = int(np.argmax(cache.score[fe]))
         node = int(fe[pos])
         if pod.count == 1 and pod.milli < 1000:
             return node, [int(cache.slot[node])]
@@ -150,7 +143,7 @@ CHOOSERS: dict[str, Callable[[ArrayCluster, Workload], Chooser]] = {
     "best-fit": lambda cluster, workload: best_fit(cluster),
     "random": lambda cluster, workload: random_fit(cluster),
     "fgd": lambda cluster, workload: Fgd(cluster, workload),
-    "frag-pack": lambda cluster, workload: Fgd(cluster, workload, pack=True),
+    "frag-cpu": lambda cluster, workload: Fgd(cluster, workload, cpu_aware=True),
     "compact-first": lambda cluster, workload: tensorfusion(cluster, node_used=True, gpu_used=True),
     "low-load-first": lambda cluster, workload: tensorfusion(cluster, node_used=False, gpu_used=False),
     "node-compact-gpu-low-load": lambda cluster, workload: tensorfusion(cluster, node_used=True, gpu_used=False),

@@ -5,7 +5,7 @@ The domain walks every feasible node in Python per request, which makes the full
 (5 traces × 7 strategies × 10 seeds of ~10k pods on 1,213 nodes) hours of CPU. This engine keeps
 per-node free milli-GPU per GPU slot, free CPU and memory and the model as arrays, filters with
 vectorised comparisons and computes the same scores as the domain strategies
-(services/allocator/domain/strategies_paper.py, plugins/fgd.py, plugins/frag_pack.py),
+(services/allocator/domain/strategies_paper.py, plugins/fgd.py, plugins/frag_cpu.py, strategies.py),
 caching FGD's per-node Δ per request class until the node changes. Milli-GPU arithmetic is
 exact for the trace (every share × capacity is a whole milli-TFLOPS), which the equivalence
 test checks.
@@ -101,6 +101,7 @@ class ClassArrays:
         rows.append([not t.models for t in workload])  # unknown model (index -1)
         self.admits = np.array(rows, dtype=bool)
         self.gpu_class = self.count > 0
+        self.whole = self.milli >= 1000
 
 
 def fragment_rows(free: Ints, cpu: Ints, model: Ints, classes: ClassArrays, *, cpu_aware: bool = False) -> Floats:
@@ -117,7 +118,8 @@ def fragment_rows(free: Ints, cpu: Ints, model: Ints, classes: ClassArrays, *, c
         fitted = np.minimum(per_gpu, by_cpu)
         big = (free[:, None, :] * fits_gpu).sum(axis=2)
         share = np.where(per_gpu > 0, fitted / np.maximum(per_gpu, 1), 0.0)
-        value = np.where(fits, small + big * (1 - share), total[:, None])
+        aware = np.where(classes.whole[None, :], small + big * (1 - share), small)
+        value = np.where(fits, aware, total[:, None])
     else:
         value = np.where(fits, small, total[:, None])
     acc: Floats = classes.weights[0] * value[:, 0]

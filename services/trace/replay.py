@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import msgspec
 from nats.aio.msg import Msg
@@ -114,9 +114,9 @@ def timeline(pods: Sequence[TracePod], run: str) -> list[tuple[int, int, TracePo
     return out
 
 
-async def _wait(condition: object, timeout_s: float) -> bool:
+async def _wait(condition: Callable[[], bool], timeout_s: float) -> bool:
     deadline = time.monotonic() + timeout_s
-    while not condition():  # type: ignore[operator]
+    while not condition():
         if time.monotonic() > deadline:
             return False
         await asyncio.sleep(0.05)
@@ -163,6 +163,17 @@ async def _verify(database_url: str) -> tuple[bool, str, int, list[str]]:
     return report.ok, report.digest, report.position, list(report.problems)
 
 
+async def _register_nodes(js: JetStreamContext, nodes: Sequence[RegisterNode], tracker: Tracker, *, run: str,
+                          timeout_s: float) -> None:
+    node_ids = []
+    for intent in nodes:
+        node_ids.append(f"{run}-{intent.intent_id}")
+        await _publish(js, msgspec.structs.replace(intent, intent_id=node_ids[-1], pool=REPLAY_POOL), tracker)
+    if not await _wait(lambda: all(i in tracker.decided for i in node_ids), timeout_s):
+        raise ReplayError(f"the allocator did not register {len(nodes)} nodes within {timeout_s}s")
+    tracker.latency.clear()
+
+
 async def replay_trace(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, nats_url: str,
                        database_url: str, speedup: float, timeout_s: float = 60.0) -> ReplayReport:
     """Replay ``pods`` on ``nodes`` (registered into pool ``trace``) through the stack at ``speedup``.
@@ -174,6 +185,7 @@ async def replay_trace(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], 
     if not events:
         raise ReplayError("the trace has no pods")
     tracker = Tracker({f"{run}-{p.name}": p for p in pods})
+    intents = [f"{aid}-{'req' if order == 1 else 'rel'}" for _, order, _, aid in events]
     nc = await messaging.connect(nats_url, name="gpuledger-trace-replay")
     try:
         async def on_msg(msg: Msg) -> None:
@@ -182,29 +194,21 @@ async def replay_trace(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], 
 
         await nc.subscribe(f"{subjects.EVENT_SUBJECT_PREFIX}.>", cb=on_msg)
         js = nc.jetstream()
-        node_ids = []
-        for intent in nodes:
-            node_ids.append(f"{run}-{intent.intent_id}")
-            await _publish(js, msgspec.structs.replace(intent, intent_id=node_ids[-1], pool=REPLAY_POOL), tracker)
-        if not await _wait(lambda: all(i in tracker.decided for i in node_ids), timeout_s):
-            raise ReplayError(f"the allocator did not register {len(nodes)} nodes within {timeout_s}s")
-        tracker.latency.clear()
-        capacity = 1000 * sum(len(n.gpus) for n in nodes)
+        await _register_nodes(js, nodes, tracker, run=run, timeout_s=timeout_s)
         started = time.monotonic()
-        _, samples = await _drive(js, events, tracker, speedup=speedup, capacity_milli=capacity)
-        intents = [f"{aid}-{'req' if order == 1 else 'rel'}" for _, order, _, aid in events]
+        _, samples = await _drive(js, events, tracker, speedup=speedup,
+                                  capacity_milli=1000 * sum(len(n.gpus) for n in nodes))
         complete = await _wait(lambda: all(i in tracker.decided for i in intents), timeout_s)
-        wall_all = time.monotonic() - started
+        wall = time.monotonic() - started
     finally:
         await nc.close()
     ok, digest, position, problems = await _verify(database_url)
+    decided = sum(1 for i in intents if i in tracker.decided)
     if not complete:
-        problems.append(f"{sum(1 for i in intents if i not in tracker.decided)} intents had no decision "
-                        f"within {timeout_s}s")
+        problems.append(f"{len(intents) - decided} intents had no decision within {timeout_s}s")
     return ReplayReport(
-        pods=len(pods), intents=len(intents), decided=sum(1 for i in intents if i in tracker.decided),
-        seconds=round(wall_all, 3), speedup=speedup,
-        decisions_per_s=round(len(tracker.latency) / wall_all, 1) if wall_all else 0.0,
+        pods=len(pods), intents=len(intents), decided=decided, seconds=round(wall, 3), speedup=speedup,
+        decisions_per_s=round(len(tracker.latency) / wall, 1) if wall else 0.0,
         latency_ms=percentiles(tracker.latency), queue_wait_ms=percentiles(tracker.queue_wait),
         final_states=tracker.final_counts(), multiple_outcomes=tracker.multiple_outcomes(),
         allocation_pct_over_time=samples, verified=ok and complete, digest=digest, position=position,

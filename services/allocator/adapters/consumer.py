@@ -74,7 +74,7 @@ class IntentConsumer:
             durable_name=self._durable,
             deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
             opt_start_seq=floor + 1,
-            ack_policy=AckPolicy.EXPLICIT,
+            ack_policy=AckPolicy.ALL,
             ack_wait=self._ack_wait_s,
             max_ack_pending=max(self._max_batch * 4, 1024),
             max_waiting=16,
@@ -95,12 +95,16 @@ class IntentConsumer:
             return []
 
     async def settle(self, msgs: Sequence[Msg], actions: Sequence[str]) -> None:
-        """After commit: ack (or term, for poison) every message, then flush so the server has them."""
+        """After commit: term the poison messages, ack the last other one (the consumer's ack policy
+        is *all*: one ack covers every earlier message), then flush so the server has them."""
+        last = None
         for msg, action in zip(msgs, actions, strict=True):
             if action == TERM:
                 await msg.term()
             else:
-                await msg.ack()
+                last = msg
+        if last is not None:
+            await last.ack()
         await self._nc.flush()
 
     async def nak(self, msgs: Sequence[Msg], *, delay_s: float) -> None:

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 import structlog
 
 from services.allocator.ports import Lease, LeaseStore
+from services.shared import lifecycle
 
 log = structlog.get_logger(__name__)
 
@@ -77,11 +78,12 @@ class LeaseKeeper:
             self.changed.set()
         return self.is_leader
 
-    async def run(self) -> None:
-        """Renew or wait for the lease until cancelled."""
-        while True:
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        """Renew or wait for the lease until ``stop`` is set or the task is cancelled."""
+        stop = stop or asyncio.Event()
+        while not stop.is_set():
             await self.tick()
-            await asyncio.sleep(self.renew_s)
+            await lifecycle.wait_event(stop, self.renew_s)
 
     def step_down(self) -> None:
         """Forget the lease at once (the store reported it fenced); the next tick may re-acquire."""

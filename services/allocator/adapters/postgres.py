@@ -13,6 +13,8 @@ The append transaction (see docs/architecture.md):
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -114,22 +116,29 @@ class PostgresEventStore:
         return {r[0] for r in rows}
 
     async def read(self, *, after: int = 0, limit: int | None = None) -> AsyncIterator[StoredEvent]:
-        """Events after ``after`` in position order, fetched in pages of READ_PAGE rows.
+        """Events after ``after`` in position order, fetched in pages of READ_PAGE rows (the next page
+        is requested before the current one is decoded, so the server works while we decode).
 
         Raises CorruptEventError (naming position and type) at the first undecodable row.
         """
-        remaining = limit
+        remaining = READ_PAGE if limit is None else limit
         async with self.pool.acquire() as conn:
-            while remaining is None or remaining > 0:
-                page = READ_PAGE if remaining is None else min(READ_PAGE, remaining)
-                rows = await conn.fetch(_READ, after, page)
-                for row in rows:
-                    yield decode_row(*row)
-                if len(rows) < page:
-                    return
-                after = rows[-1][0]
-                if remaining is not None:
-                    remaining -= len(rows)
+            pending: asyncio.Task[tuple[list[Any], int]] | None = _fetch_page(conn, after, remaining)
+            try:
+                while pending is not None:
+                    rows, page = await pending
+                    remaining -= 0 if limit is None else len(rows)
+                    pending = None
+                    if len(rows) == page and remaining > 0:
+                        pending = _fetch_page(conn, rows[-1][0], remaining)
+                        await asyncio.sleep(0)  # the next query goes out before we decode this page
+                    for row in rows:
+                        yield decode_row(*row)
+            finally:
+                if pending is not None:
+                    pending.cancel()
+                    with contextlib.suppress(asyncio.CancelledError, asyncpg.PostgresError):
+                        await pending
 
     async def last_position(self) -> int:
         """Position of the newest event (0 when empty)."""
@@ -168,6 +177,15 @@ class PostgresEventStore:
                                      quota_usage=[dict(r) for r in quotas])
 
 
+def _fetch_page(conn: asyncpg.Connection, after: int, remaining: int) -> asyncio.Task[tuple[list[Any], int]]:
+    page = min(READ_PAGE, remaining)
+
+    async def fetch() -> tuple[list[Any], int]:
+        return list(await conn.fetch(_READ, after, page)), page
+
+    return asyncio.ensure_future(fetch())
+
+
 def _stored(batch: Sequence[DecidedIntent], *, first: int, now: datetime, epoch: int) -> list[StoredEvent]:
     stored: list[StoredEvent] = []
     position = first
@@ -202,8 +220,10 @@ async def _project(conn: asyncpg.Connection, stored: list[StoredEvent], state: C
     touched = projection.touched(stored, state)
     if touched.nodes:
         nodes = sorted(touched.nodes)
-        await conn.execute("DELETE FROM gpus WHERE node = any($1::text[])", nodes)
-        await _copy(conn, "gpus", GPU_COLUMNS, projection.gpu_rows(state, nodes))
+        rows = projection.gpu_rows(state, nodes)
+        await conn.execute("DELETE FROM gpus WHERE node = any($1::text[]) OR name = any($2::text[])",
+                           nodes, [r["name"] for r in rows])
+        await _copy(conn, "gpus", GPU_COLUMNS, rows)
     if touched.gpus:
         rows, gone = projection.gpu_rows_named(state, touched.gpus)
         if gone:

@@ -67,9 +67,9 @@ class EventRelay:
         self._buffer.extend(stored)
         self._wake.set()
 
-    async def run(self, *, idle_s: float = 1.0) -> None:
-        """Publish until cancelled: on each offer, or every ``idle_s`` to close any gap."""
-        while True:
+    async def run(self, stop: asyncio.Event, *, idle_s: float = 1.0) -> None:
+        """Publish until ``stop`` is set or cancelled: on each offer, or every ``idle_s`` to close any gap."""
+        while not stop.is_set():
             await lifecycle.wait_event(self._wake, idle_s)
             self._wake.clear()
             await self.sync()

@@ -6,35 +6,29 @@ and the snapshot policy (every N events).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import contextlib
+import gc
+from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 
 from events import codec
 from events.decisions import AnyEvent
-from events.values import PoolConfig
 from services.allocator.domain import evolve
-from services.allocator.domain.index import NodeIndex, ScoreFn
-from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.state import ClusterState
 from services.allocator.ports import CorruptEventError, StoredEvent
 
 
-class _DeferredIndex(NodeIndex):
-    """Stands in for the state's NodeIndex during a bulk fold: notes which nodes changed instead of
-    re-ranking a node after every event (the index is derived, decisions never run mid-fold)."""
-
-    __slots__ = ("dirty", "dropped")
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.dirty: set[str] = set()
-        self.dropped: set[str] = set()
-
-    def refresh(self, node: NodeState, gpus: dict[str, GpuState], score: ScoreFn, config: PoolConfig) -> None:
-        self.dirty.add(node.name)
-
-    def drop(self, node_name: str) -> None:
-        self.dropped.add(node_name)
+@contextlib.contextmanager
+def no_cyclic_gc() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector (bulk loads allocate millions of long-lived objects and
+    no cycles; each full collection would rescan them all, making a replay super-linear)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 async def fold(state: ClusterState, events: AsyncIterator[StoredEvent]) -> ClusterState:
@@ -43,18 +37,10 @@ async def fold(state: ClusterState, events: AsyncIterator[StoredEvent]) -> Clust
     Returns the same (mutated) state, its node index re-ranked once per changed node at the end
     (also when the reader raises, e.g. CorruptEventError, which propagates).
     """
-    real, deferred = state.index, _DeferredIndex()
-    state.index = deferred
-    try:
+    with no_cyclic_gc(), state.bulk():
         async for stored in events:
-            state = evolve(state, stored.event)
+            evolve(state, stored.event)
             state.position = stored.position
-    finally:
-        state.index = real
-        for name in deferred.dropped:
-            real.drop(name)
-        for name in deferred.dirty & state.nodes.keys():
-            state.refresh_node(name)
     return state
 
 

@@ -14,7 +14,7 @@ from typing import Protocol
 import msgspec
 
 from services.allocator.adapters import projection
-from services.allocator.adapters.replay import fold
+from services.allocator.adapters.replay import fold, no_cyclic_gc
 from services.allocator.domain.state import ClusterState, decode_snapshot, digest
 from services.allocator.ports import EventStore, StoredEvent
 
@@ -63,6 +63,11 @@ async def rebuild(store: EventStore, *, until: int) -> tuple[ClusterState, proje
 
 async def verify(store: VerifiableStore) -> VerifyReport:
     """Run every check; never raises for a mismatch (see ``ok``/``problems``), raises CorruptEventError."""
+    with no_cyclic_gc():
+        return await _verify(store)
+
+
+async def _verify(store: VerifiableStore) -> VerifyReport:
     end = await store.last_position()
     state, table, count = await rebuild(store, until=end)
     problems = await _snapshot_problems(store, state)

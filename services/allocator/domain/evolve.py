@@ -142,7 +142,7 @@ def _node_removed(state: ClusterState, e: ev.NodeRemoved) -> None:
     members.discard(node.name)
     if not members:
         del state.pool_nodes[node.pool]
-    state.index.drop(node.name)
+    state.drop_node(node.name)
 
 
 def _node_phase(state: ClusterState, e: ev.NodePhaseChanged) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from services.allocator.domain.framework import GpuFilter, NodeFilter
 from services.allocator.domain.plugins.affinity import NodeAffinityFilter
 from services.allocator.domain.plugins.fgd import Fgd
-from services.allocator.domain.plugins.frag_pack import FragPack
+from services.allocator.domain.plugins.frag_cpu import FragCpu
 from services.allocator.domain.plugins.isolation import GPUIsolationModeFilter, SharedWholeGPUFilter
 from services.allocator.domain.plugins.liveness import NodeReadyFilter
 from services.allocator.domain.plugins.model import GPUModelFilter, GPUVendorFilter
@@ -51,5 +51,5 @@ def strategy_for(name: str) -> Strategy:
 
 
 for _strategy in (CompactFirst(), LowLoadFirst(), NodeCompactGPULowLoad(), BestFit(), RandomFit(), Fgd(),
-                  FragPack()):
+                  FragCpu()):
     register_strategy(_strategy)

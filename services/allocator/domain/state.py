@@ -7,7 +7,9 @@ the conversion to and from :class:`StateSnapshot` for snapshots and the digest. 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Iterator
 
 import msgspec
 
@@ -37,7 +39,7 @@ class ClusterState:
     """
 
     __slots__ = (
-        "allocations", "gpus", "index", "nodes", "pool_nodes", "pools", "position", "queue", "quotas",
+        "_deferred", "allocations", "gpus", "index", "nodes", "pool_nodes", "pools", "position", "queue", "quotas",
         "static_fit", "usage",
     )
 
@@ -54,6 +56,7 @@ class ClusterState:
         self.index = NodeIndex()
         self.static_fit: dict[ShapeKey, tuple[list[FilterCount], int]] = {}
         """Cache of static filter passes by request shape; cleared whenever the inventory changes."""
+        self._deferred: set[str] | None = None
 
     @classmethod
     def empty(cls) -> ClusterState:
@@ -66,10 +69,38 @@ class ClusterState:
 
     def refresh_node(self, name: str) -> None:
         """Re-rank node ``name`` in the index after its GPUs, pool or pool settings changed."""
+        if self._deferred is not None:
+            self._deferred.add(name)
+            return
         node = self.nodes[name]
         config = self.pool_config(node.pool)
         score = profile.strategy_for(config.placement).node_gpu_score
         self.index.refresh(node, self.gpus, score, config)
+
+    def drop_node(self, name: str) -> None:
+        """Take a removed node out of the index."""
+        if self._deferred is not None:
+            self._deferred.add(name)
+            return
+        self.index.drop(name)
+
+    @contextlib.contextmanager
+    def bulk(self) -> Iterator[ClusterState]:
+        """Fold many events at once: node re-ranking is deferred to the end, once per changed node.
+
+        For replays only: nothing may ``decide`` on the state inside the block (its index is stale).
+        The index is brought up to date on exit, also when the block raises.
+        """
+        self._deferred = set()
+        try:
+            yield self
+        finally:
+            changed, self._deferred = self._deferred, None
+            for name in sorted(changed):
+                if name in self.nodes:
+                    self.refresh_node(name)
+                else:
+                    self.index.drop(name)
 
     def to_snapshot(self) -> StateSnapshot:
         """The state as a serialisable value (shares records with the live state; encode it at once)."""

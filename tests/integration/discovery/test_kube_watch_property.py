@@ -7,7 +7,7 @@ import contextlib
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from kubernetes_asyncio import client
 
@@ -84,5 +84,6 @@ async def _scenario(ops: list[tuple[str, str, int]]) -> None:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(OPS)
+@example([("apply", "n0", 1), ("offline", "n0", -1)])  # deleted while disconnected, then compacted
 def test_watch_view_converges_to_the_server_state(ops: list[tuple[str, str, int]]) -> None:
     asyncio.run(_scenario(ops))

@@ -34,7 +34,9 @@ class Replica:
 
     async def stop(self) -> None:
         self._stop.set()
-        await asyncio.wait_for(self.task, 30)
+        done, _ = await asyncio.wait([self.task], timeout=30)
+        assert done, "the allocator did not stop within 30 s of its stop event"
+        self.task.result()
 
 
 async def start_replica(nats_url: str, *, store: EventStore | None = None, leases: LeaseStore | None = None,

@@ -8,6 +8,7 @@ from collections import Counter
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import aiohttp
 import pytest
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -145,3 +146,63 @@ async def test_transient_store_failure_retries_in_order_without_loss(
     assert seqs == list(range(1, 32))
     granted = [row.intent_id for row in store.rows if row.type == "allocation_granted"]
     assert granted == [f"req-p{i}" for i in range(10)]  # FIFO: the first ten fit, in stream order
+
+
+async def test_http_api_serves_health_metrics_state_and_simulate(
+        replica: Replica, jetstream: JetStreamContext, store: InMemoryEventStore) -> None:
+    await messaging.publish_intent(jetstream, register_node("n1", gpus=2))
+    await messaging.publish_intent(jetstream, request("a", tflops=30))
+    await until(lambda: "req-a" in store.intents, what="request decided")
+    base = f"http://127.0.0.1:{replica.port}"
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{base}/readyz") as r:
+            assert r.status == 200 and (await r.json())["role"] == "leader"
+        async with http.get(f"{base}/metrics") as r:
+            text = await r.text()
+        assert 'gpuledger_decisions_total{type="allocation_granted"} 1.0' in text
+        assert "gpuledger_lease_epoch 1.0" in text and "gpuledger_queue_depth" in text
+        async with http.get(f"{base}/api/v1/gpus") as r:
+            gpus = await r.json()
+        assert [g["name"] for g in gpus] == ["n1-gpu0", "n1-gpu1"]
+        assert sorted(g["available"]["tflops"] for g in gpus) == ["100", "70"]
+        async with http.get(f"{base}/api/v1/allocations?status=granted") as r:
+            (allocation,) = await r.json()
+        assert allocation["allocation_id"] == "a" and allocation["request"]["tflops"] == "30"
+        async with http.get(f"{base}/api/v1/allocations?status=bogus") as r:
+            assert r.status == 400 and (await r.json())["field"] == "status"
+        async with http.post(f"{base}/api/v1/simulate", data=SIM_POD) as r:
+            simulated = await r.json()
+        assert simulated["outcome"]["type"] == "allocation_granted" and simulated["outcome"]["position"] is None
+        assert {f["name"] for f in simulated["filters"]}
+        async with http.post(f"{base}/api/v1/simulate",
+                             data=SIM_POD.replace('"10"', '"ten"')) as r:
+            assert r.status == 400 and (await r.json())["field"] == "tensor-fusion.ai/tflops-request"
+    assert len(store.intents) == 2  # simulate wrote nothing
+
+
+async def test_sigterm_style_stop_hands_over_to_the_standby_without_loss(
+        nats_url: str, store: InMemoryEventStore, leases: InMemoryLeaseStore, jetstream: JetStreamContext) -> None:
+    first = await start_replica(nats_url, store=store, leases=leases, holder="first")
+    second = await start_replica(nats_url, store=store, leases=leases, holder="second")
+    await until(lambda: first.allocator.keeper.is_leader, what="first leads")
+    assert second.allocator.keeper.role == "standby"
+    await messaging.publish_intent(jetstream, register_node("n1", gpus=4))
+    for i in range(100):
+        await messaging.publish_intent(jetstream, request(f"p{i}", tflops=5))
+        if i == 50:
+            await first.stop()  # releases the lease
+    await until(lambda: len(store.intents) == 101, what="every intent decided")
+    assert second.allocator.keeper.is_leader and second.allocator.keeper.epoch == 2
+    assert Counter(row.intent_id for row in store.rows) == {"register-n1": 1, **{f"req-p{i}": 1 for i in range(100)}}
+    await second.stop()
+
+
+SIM_POD = """
+apiVersion: v1
+kind: Pod
+metadata:
+  name: sim
+  namespace: team-a
+  annotations: {tensor-fusion.ai/tflops-request: "10", tensor-fusion.ai/vram-request: 1Gi}
+spec: {containers: [{name: main}]}
+"""

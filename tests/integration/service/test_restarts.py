@@ -87,7 +87,9 @@ async def test_server_restart_mid_stream_loses_and_doubles_nothing(
         publisher = asyncio.create_task(publish_all(nats_server.url, sent))
         await wait_processed(pool, TOTAL // 3)
         server = nats_server if restart == "nats" else own_postgres
+        mid_stream = await processed(pool)
         await asyncio.to_thread(server.stop)
+        assert mid_stream < len(sent), "the restart must come in the middle of the stream"
         await asyncio.sleep(0.5)
         await asyncio.to_thread(server.start)
         await publisher

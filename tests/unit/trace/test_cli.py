@@ -55,16 +55,16 @@ def test_plot_is_written(tmp_path: Path) -> None:
     nodes = _slice(tmp_path, 30)
     out = tmp_path / "curve.png"
     result = runner.invoke(app, ["trace", "experiment", "--nodes", str(nodes), "--pods", str(openb.PODS_CSV),
-                                 "--seeds", "1", "--strategy", "best-fit", "--strategy", "frag-pack",
+                                 "--seeds", "1", "--strategy", "best-fit", "--strategy", "frag-cpu",
                                  "--plot", str(out)])
     assert result.exit_code == 0, result.output
-    assert "frag-pack" in result.output
+    assert "frag-cpu" in result.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize(("args", "field"), [
     (["--strategy", "nope"], "strategy"),
-    (["--strategy", "compact-first", "--engine", "array"], "engine"),
+    (["--strategy", "compact-first", "--engine", "gpu"], "engine"),
     (["--strategy", "fgd", "--pods", "/nonexistent.csv"], "pods"),
 ])
 def test_bad_input_names_the_field(args: list[str], field: str) -> None:

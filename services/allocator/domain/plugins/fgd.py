@@ -53,10 +53,11 @@ class Fgd(ScanStrategy):
     """Fragmentation gradient descent against the workload ``workload`` (task classes, Σ p = 1)."""
 
     name: ClassVar[str] = "fgd"
+    cpu_aware: ClassVar[bool] = False
 
     def __init__(self, workload: Workload = DEFAULT_WORKLOAD) -> None:
         self.workload = workload
-        self.cache = FragmentCache(workload)
+        self.cache = FragmentCache(workload, cpu_aware=self.cpu_aware)
 
     def with_workload(self, workload: Workload) -> Fgd:
         """A fresh instance (empty cache) of this strategy against ``workload``."""

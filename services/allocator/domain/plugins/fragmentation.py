@@ -56,35 +56,69 @@ def class_fragment(free: Sequence[int], *, cpu_free: int, model: str, task: Task
     return total
 
 
-def node_fragment(free: Sequence[int], *, cpu_free: int, model: str, workload: Iterable[TaskClass]) -> float:
-    """F_n(M) = Σ_m p_m · F_n(m), in milli-GPU."""
-    return sum(t.weight * class_fragment(free, cpu_free=cpu_free, model=model, task=t) for t in workload)
+def class_fragment_cpu(free: Sequence[int], *, cpu_free: int, model: str, task: TaskClass) -> float:
+    """F_n(m) that also counts GPU stranded by CPU (gpuledger's frag-cpu; docs/placement.md).
+
+    As :func:`class_fragment`, except for a whole-GPU class m (d = 1000) the node can host: of
+    its fully free GPUs (``big`` milli), only the share that CPU lets m use is not fragment. With
+    ``per_gpu = #free GPUs // k`` pods of m fitting the GPUs and ``⌊cpu_free / c⌋`` fitting the CPU,
+    F = small + big · (1 − min(per_gpu, by_cpu) / per_gpu); equal to FGD's when CPU does not bind.
+    Sharing classes keep FGD's measure (counting them too made gpushare40 worse: docs/placement.md).
+    """
+    total = sum(free)
+    if task.count == 0 or (task.models and model not in task.models):
+        return total
+    fits = small = big = per_gpu = 0
+    for r in free:
+        per_gpu += r // max(task.milli, 1)
+        if r >= task.milli:
+            fits += 1
+            big += r
+        else:
+            small += r
+    if fits < task.count or cpu_free < task.cpu_milli:
+        return total
+    if task.milli < MILLI_GPU:
+        return small
+    per_gpu //= max(task.count, 1)
+    by_cpu = cpu_free // task.cpu_milli if task.cpu_milli > 0 else per_gpu
+    share = min(per_gpu, by_cpu) / per_gpu if per_gpu > 0 else 0.0
+    return small + big * (1 - share)
+
+
+def node_fragment(free: Sequence[int], *, cpu_free: int, model: str, workload: Iterable[TaskClass],
+                  cpu_aware: bool = False) -> float:
+    """F_n(M) = Σ_m p_m · F_n(m), in milli-GPU (``cpu_aware``: with :func:`class_fragment_cpu`)."""
+    measure = class_fragment_cpu if cpu_aware else class_fragment
+    return sum(t.weight * measure(free, cpu_free=cpu_free, model=model, task=t) for t in workload)
 
 
 class FragmentCache:
     """Memoised :func:`node_fragment` for one workload, keyed by (model, CPU bucket, sorted free milli).
 
-    F_n(M) does not depend on the order of the GPUs, and free CPU only matters through which
-    classes' CPU needs it covers (the bucket), so nodes in equivalent states share an entry.
-    Cleared when it reaches ``limit`` entries.
+    F_n(M) does not depend on the order of the GPUs, and for FGD free CPU only matters through
+    which classes' CPU needs it covers (the bucket), so nodes in equivalent states share an entry
+    (``cpu_aware`` measures key on the exact free CPU). Cleared when it reaches ``limit`` entries.
     """
 
-    __slots__ = ("_cache", "_cpus", "limit", "workload")
+    __slots__ = ("_cache", "_cpus", "cpu_aware", "limit", "workload")
 
-    def __init__(self, workload: Workload, *, limit: int = 500_000) -> None:
+    def __init__(self, workload: Workload, *, limit: int = 500_000, cpu_aware: bool = False) -> None:
         self.workload = workload
         self.limit = limit
+        self.cpu_aware = cpu_aware
         self._cpus = sorted({t.cpu_milli for t in workload})
         self._cache: dict[tuple[str, int, tuple[int, ...]], float] = {}
 
     def get(self, free: Sequence[int], *, cpu_free: int, model: str) -> float:
         """F_n(M) of the node state, computed at most once per distinct state."""
-        bucket = bisect.bisect_right(self._cpus, cpu_free)
+        bucket = cpu_free if self.cpu_aware else bisect.bisect_right(self._cpus, cpu_free)
         key = (model, bucket, tuple(sorted(free)))
         value = self._cache.get(key)
         if value is None:
             if len(self._cache) >= self.limit:
                 self._cache.clear()
-            value = node_fragment(key[2], cpu_free=cpu_free, model=model, workload=self.workload)
+            value = node_fragment(key[2], cpu_free=cpu_free, model=model, workload=self.workload,
+                                  cpu_aware=self.cpu_aware)
             self._cache[key] = value
         return value
