@@ -15,19 +15,22 @@ import msgspec
 from events import decisions as ev
 from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState, QuotaUsage
 from services.allocator.domain.placement import usage_on
-from services.allocator.domain.quota import add, subtract
 from services.allocator.domain.state import ClusterState
 
 _EMPTY_USAGE = QuotaUsage()
 
 
 def _add_usage(state: ClusterState, namespace: str, delta: QuotaUsage, *, sign: int) -> None:
-    current = state.usage.get(namespace, _EMPTY_USAGE)
-    updated = add(current, delta) if sign > 0 else subtract(current, delta)
-    if updated == _EMPTY_USAGE:
-        state.usage.pop(namespace, None)
-    else:
-        state.usage[namespace] = updated
+    usage = state.usage.get(namespace)
+    if usage is None:
+        usage = state.usage[namespace] = QuotaUsage()
+    usage.requests_milli_tflops += sign * delta.requests_milli_tflops
+    usage.requests_vram_bytes += sign * delta.requests_vram_bytes
+    usage.limits_milli_tflops += sign * delta.limits_milli_tflops
+    usage.limits_vram_bytes += sign * delta.limits_vram_bytes
+    usage.workers += sign * delta.workers
+    if usage == _EMPTY_USAGE:
+        del state.usage[namespace]
 
 
 def _granted(state: ClusterState, e: ev.AllocationGranted) -> None:
