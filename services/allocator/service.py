@@ -116,6 +116,8 @@ class Allocator:
             log.warning("tailing the log failed", error=repr(exc))
             await self._backoff()
             await self.reload()
+        else:
+            self._failures = 0 if not self.keeper.is_leader else self._failures
         self.metrics.position.set(self.state.position)
 
     async def _lead(self, epoch: int, stop: asyncio.Event) -> None:
