@@ -13,12 +13,15 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
+import signal
 import socket
 import stat
 import subprocess
 import warnings
 from pathlib import Path
 from types import TracebackType
+
+import psutil
 
 with warnings.catch_warnings():  # the wheel's package import warns about XDG_RUNTIME_DIR
     warnings.simplefilter("ignore")
@@ -99,11 +102,36 @@ class PgServer:
                   "-l", str(self.log_path), "start")
         return self
 
-    def stop(self) -> None:
-        """Stop the server (fast shutdown: clients are disconnected, the log is flushed)."""
-        if self._running_port() is None:
+    def stop(self, *, timeout_s: float = 60.0) -> None:
+        """Stop the server (fast shutdown: clients are disconnected, the log is flushed).
+
+        When ``pg_ctl`` cannot see the server (for example a parent directory lost its permissions)
+        the postmaster named in ``postmaster.pid`` is sent SIGINT (fast shutdown) directly. Raises
+        RuntimeError if it is still running after ``timeout_s`` seconds.
+        """
+        if self._running_port() is not None:
+            self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-t", str(int(timeout_s)), "-m", "fast", "stop")
             return
-        self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-m", "fast", "stop")
+        process = self._postmaster()
+        if process is None:
+            return
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=timeout_s)
+        except psutil.TimeoutExpired as exc:
+            raise RuntimeError(f"PostgreSQL in {self.data_dir} (pid {process.pid}) did not stop") from exc
+
+    def _postmaster(self) -> psutil.Process | None:
+        """The live postmaster of this data dir per ``postmaster.pid``, or None."""
+        pid_file = self.data_dir / "postmaster.pid"
+        try:
+            pid = int(pid_file.read_text().splitlines()[0])
+            process = psutil.Process(pid)
+            if "postgres" not in process.name():
+                return None
+        except (OSError, ValueError, IndexError, psutil.Error):
+            return None
+        return process
 
     def create_database(self, name: str) -> str:
         """Create database ``name`` (an identifier) and return its URL."""

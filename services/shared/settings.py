@@ -28,7 +28,9 @@ def env_name(prefix: str, field: str) -> str:
     return f"{prefix}{field}".upper()
 
 
-def load(cls: type[T], *, prefix: str = "GPULEDGER_", environ: Mapping[str, str] | None = None, **overrides: object) -> T:
+def load(
+    cls: type[T], *, prefix: str = "GPULEDGER_", environ: Mapping[str, str] | None = None, **overrides: object
+) -> T:
     """Build ``cls`` from defaults, then environment variables, then explicit ``overrides``."""
     env = os.environ if environ is None else environ
     values: dict[str, object] = {}

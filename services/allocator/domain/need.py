@@ -11,15 +11,20 @@ from services.allocator.domain.units import tflops_on
 
 
 class Need:
-    """Per-GPU request of ``spec`` (milli-TFLOPS or milli-percent, bytes), count and constraints."""
+    """Per-GPU request of ``spec`` (milli-TFLOPS or milli-percent, bytes), count and constraints.
+
+    Holds only what :func:`shape_key` covers, so one Need serves every request of that shape
+    (it has no allocation id, namespace or limit on purpose).
+    """
 
     __slots__ = (
-        "affinity", "count", "cpu_milli", "indices", "isolation", "memory_bytes", "models", "percent",
-        "shared", "spec", "tflops", "vendor", "vram",
+        "affinity", "count", "cpu_milli", "indices", "isolation", "memory_bytes", "models", "percent", "pool",
+        "request", "shared", "tflops", "vendor", "vram",
     )
 
     def __init__(self, spec: AllocationSpec) -> None:
-        self.spec = spec
+        self.pool = spec.pool
+        self.request = spec.request
         self.count = spec.gpu_count
         self.tflops = spec.request.milli_tflops
         self.percent = spec.request.compute_milli_percent
@@ -35,7 +40,7 @@ class Need:
 
     def tflops_on(self, capacity_milli_tflops: int) -> int:
         """Milli-TFLOPS this request takes on a GPU of the given capacity (percent converted, rounded up)."""
-        return tflops_on(self.spec.request, capacity_milli_tflops)
+        return tflops_on(self.request, capacity_milli_tflops)
 
 
 ShapeKey = tuple[object, ...]

@@ -95,7 +95,7 @@ def find(
 ) -> tuple[NodeState, list[GpuState]] | None:
     """The node and GPUs the pool's strategy picks for ``need``, or None; ``restrict`` limits nodes."""
     strategy = profile.strategy_for(ctx.config.placement)
-    pool = need.spec.pool
+    pool = need.pool
     if restrict is None:
         names: Iterable[str] = state.index.ordered(pool, min_class=state.index.min_class(pool, need))
     else:

@@ -44,7 +44,7 @@ class Strategy(Protocol):
     ) -> tuple[NodeState, list[GpuState]] | None:
         """Scan strategies: the node and GPUs to use; indexed strategies never get this call.
         ``gpus`` is every GPU of the cluster by name (a node's non-candidate GPUs matter to FGD);
-        ``allocation_id`` is the request's own id (``need.spec`` is shared by requests of one shape)."""
+        ``allocation_id`` is the request's own id (a Need is shared by every request of one shape)."""
         ...
 
 

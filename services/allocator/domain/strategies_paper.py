@@ -124,7 +124,7 @@ class RandomFit(ScanStrategy):
         """Smallest stable_hash(allocation id, node name)."""
         if not feasible:
             return None
-        key = allocation_id or need.spec.allocation_id
+        key = allocation_id
         node, cands = min(feasible, key=lambda p: stable_hash(key, p[0].name))
         return node, self.pick_hashed(cands, need, key)
 

@@ -30,7 +30,7 @@ def test_profile_autoscaling_config_reaches_the_autoscaler() -> None:
 
 
 def test_pod_without_profile_carries_no_autoscaling_config() -> None:
-    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1",
-                        "annotations": {"tensor-fusion.ai/tflops-request": "1", "tensor-fusion.ai/vram-request": "1Gi"}},
+    annotations = {"tensor-fusion.ai/tflops-request": "1", "tensor-fusion.ai/vram-request": "1Gi"}
+    pod = {"metadata": {"name": "p", "namespace": "ns", "uid": "u1", "annotations": annotations},
            "spec": {"containers": [{"name": "c"}]}}
     assert "gpuledger.io/autoscaling-config" not in compose(pod).attributes
