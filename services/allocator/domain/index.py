@@ -35,9 +35,11 @@ class NodeFree:
     largest both-dimension free share (milli-percent), the idle GPU count; and for the filter report,
     the GPU count, how many GPUs PhaseFilter removes and the isolation modes of the others."""
 
-    __slots__ = ("idle", "ineligible", "modes", "pct", "share", "tflops", "total", "vram")
+    __slots__ = ("cpu", "idle", "ineligible", "memory", "modes", "pct", "share", "tflops", "total", "vram")
 
-    def __init__(self, gpus: list[GpuState]) -> None:
+    def __init__(self, gpus: list[GpuState], node: NodeState | None = None) -> None:
+        self.cpu = node.cpu_milli - node.used_cpu_milli if node is not None and node.cpu_milli else None
+        self.memory = node.memory_bytes - node.used_memory_bytes if node is not None and node.memory_bytes else None
         self.total = len(gpus)
         eligible = [g for g in gpus if g.phase == RUNNING and g.spec.used_by in ELIGIBLE_USERS]
         self.ineligible = self.total - len(eligible)
@@ -52,7 +54,12 @@ class NodeFree:
         self.idle = sum(1 for g in gpus if not g.charges)
 
     def may_fit(self, need: Need) -> bool:
-        """False only when no GPU of the node can hold one share of ``need`` (exact, conservative)."""
+        """False only when no GPU of the node can hold one share of ``need``, or the node lacks the
+        pod's CPU or memory (exact, conservative: NodeResourcesFilter would remove it too)."""
+        if need.cpu_milli and self.cpu is not None and self.cpu < need.cpu_milli:
+            return False
+        if need.memory_bytes and self.memory is not None and self.memory < need.memory_bytes:
+            return False
         if need.shared:
             return self.idle >= need.count
         if need.percent:
@@ -86,7 +93,7 @@ class NodeIndex:
         """Recompute ``node``'s score and free amounts and re-place it in its pool's order."""
         self.drop(node.name)
         members = [gpus[name] for name in node.gpus if name in gpus]
-        free = self.free[node.name] = NodeFree(members)
+        free = self.free[node.name] = NodeFree(members, node)
         total = sum(score(g, config) for g in members)
         key = (-(total // len(members)) if members else 0, node.name)
         cls = free.share * CLASSES // PERCENT_SCALE
