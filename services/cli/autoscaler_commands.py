@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import msgspec
 import typer
@@ -27,27 +27,12 @@ from services.autoscaler.report import ProfileSettings, offline
 from services.autoscaler.service import RECOMMEND_SUBJECT, run_autoscaler
 from services.autoscaler.settings import AutoscalerSettings
 from services.cli import endpoints
+from services.cli.output import BadInput, fail
 from services.podspec.errors import PodSpecError
 from services.shared import lifecycle, logs, messaging
 from services.shared import settings as shared_settings
 
 console = Console()
-
-
-class BadInput(ValueError):
-    """Bad user input; ``field`` names the option or argument."""
-
-    def __init__(self, message: str, *, field: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-def _exit(error: str, *, field: str, code: int, as_json: bool) -> NoReturn:
-    if as_json:
-        print(json.dumps({"error": error, "field": field}))
-    else:
-        console.print(f"[red]error[/red] ({field}): {error}")
-    raise typer.Exit(code)
 
 
 def read_samples(path: Path) -> list[UsageSample]:
@@ -120,13 +105,13 @@ def recommend(
     try:
         report = _recommend(workload, namespace, samples, config, timeout, data_dir)
     except (BadInput, endpoints.EndpointsError) as exc:
-        _exit(str(exc), field=exc.field, code=2, as_json=as_json)
+        fail(str(exc), field=exc.field, code=2, as_json=as_json)
     except cron.CronError as exc:
-        _exit(str(exc), field="spec.autoScalingConfig.cronScalingRules", code=2, as_json=as_json)
+        fail(str(exc), field="spec.autoScalingConfig.cronScalingRules", code=2, as_json=as_json)
     except (NoRespondersError, NatsTimeout, OSError) as exc:
-        _exit(f"no autoscaler answered: {exc!r}", field="autoscaler", code=1, as_json=as_json)
+        fail(f"no autoscaler answered: {exc!r}", field="autoscaler", code=1, as_json=as_json)
     if "error" in report:
-        _exit(report["error"], field=report.get("field", "workload"), code=2, as_json=as_json)
+        fail(report["error"], field=report.get("field", "workload"), code=2, as_json=as_json)
     print(json.dumps(report)) if as_json else _print(report)
 
 
@@ -149,7 +134,7 @@ def autoscaler(data_dir: Path | None = typer.Option(None, "--data-dir", help="Da
         nats_url = endpoints.resolve(data_dir).nats_url if data_dir is not None else None
         settings = shared_settings.load(AutoscalerSettings, nats_url=nats_url)
     except (endpoints.EndpointsError, shared_settings.SettingsError, msgspec.ValidationError) as exc:
-        _exit(str(exc), field="settings", code=2, as_json=False)
+        fail(str(exc), field="settings", code=2, as_json=False)
     logs.setup(settings.log_level, json=settings.log_json)
 
     async def main(stop: asyncio.Event) -> None:

@@ -14,7 +14,7 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any, NoReturn
+from typing import Annotated, Any
 
 import msgspec
 import typer
@@ -22,19 +22,12 @@ import typer
 from events import codec
 from events.base import Intent
 from services.cli import endpoints
+from services.cli.output import fail
 from services.discovery import service, settings
 from services.discovery.catalog import CatalogError
 from services.discovery.static import InventoryError
 from services.shared import kube, lifecycle, logs
 from services.shared.settings import NATS_URL_ENV, SettingsError
-
-
-def _fail(message: str, *, field: str | None, as_json: bool) -> NoReturn:
-    if as_json:
-        typer.echo(json.dumps({"error": message, "field": field} if field else {"error": message}))
-    else:
-        typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(2 if field else 1)
 
 
 def _nats_url(explicit: str | None, data_dir: Path | None, configured: settings.DiscoverySettings) -> str:
@@ -92,7 +85,7 @@ def discovery(
         if not print_only:
             config = msgspec.structs.replace(config, nats_url=_nats_url(nats_url, data_dir, config))
     except (SettingsError, msgspec.ValidationError) as exc:
-        _fail(str(exc), field=_field_of(str(exc)), as_json=as_json)
+        fail(str(exc), field=_field_of(str(exc)), as_json=as_json)
     logs.setup(config.log_level, json=config.log_json)
     publish = _printer if print_only else None
 
@@ -104,11 +97,11 @@ def discovery(
     try:
         lifecycle.run_service(run)
     except InventoryError as exc:
-        _fail(str(exc), field="file", as_json=as_json)
+        fail(str(exc), field="file", as_json=as_json)
     except (CatalogError, kube.KubeConfigError) as exc:
-        _fail(str(exc), field="models_file" if isinstance(exc, CatalogError) else "kube_url", as_json=as_json)
+        fail(str(exc), field="models_file" if isinstance(exc, CatalogError) else "kube_url", as_json=as_json)
     except FileNotFoundError as exc:
-        _fail(f"{exc.filename}: no such file", field="file", as_json=as_json)
+        fail(f"{exc.filename}: no such file", field="file", as_json=as_json)
 
 
 def register(app: typer.Typer) -> None:

@@ -25,29 +25,13 @@ from services.allocator.adapters.postgres import PostgresEventStore
 from services.allocator.adapters.verify import rebuild_only, verify
 from services.allocator.ports import CorruptEventError
 from services.cli import endpoints
+from services.cli.output import BadInput, fail
 
 T = TypeVar("T")
 
 DatabaseUrl = Annotated[str | None, typer.Option("--database-url", help="PostgreSQL URL (overrides discovery).")]
 DataDir = Annotated[Path | None, typer.Option("--data-dir", help="Data dir of `gpuledger up` (its endpoints.json).")]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-
-
-class BadInput(ValueError):
-    """A CLI input is wrong; ``field`` names the option."""
-
-    def __init__(self, message: str, *, field: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-def _fail(message: str, *, field: str | None, as_json: bool) -> None:
-    code = 2 if field is not None else 1
-    if as_json:
-        typer.echo(json.dumps({"error": message, "field": field} if field else {"error": message}))
-    else:
-        typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
 
 
 def resolve_database_url(url: str | None, data_dir: Path | None) -> str:
@@ -88,9 +72,9 @@ def _run(as_json: bool, body: Callable[[], Any]) -> Any:
     try:
         return body()
     except BadInput as exc:
-        _fail(str(exc), field=exc.field, as_json=as_json)
+        fail(str(exc), field=exc.field, as_json=as_json)
     except (OSError, asyncpg.PostgresError, CorruptEventError) as exc:
-        _fail(f"{type(exc).__name__}: {exc}", field=None, as_json=as_json)
+        fail(f"{type(exc).__name__}: {exc}", field=None, as_json=as_json)
 
 
 def migrate(database_url: DatabaseUrl = None, data_dir: DataDir = None, as_json: JsonOut = False) -> None:

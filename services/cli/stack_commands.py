@@ -11,7 +11,7 @@ import functools
 import json
 import uuid
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import typer
 import yaml
@@ -27,6 +27,7 @@ from services.allocator.adapters.postgres import PostgresEventStore
 from services.allocator.adapters.relay import INTENT_HEADER, POSITION_HEADER
 from services.allocator.domain.state import ClusterState
 from services.cli import endpoints, stack
+from services.cli.output import BadInput, fail
 from services.shared import lifecycle, logs, messaging
 from services.shared.settings import DATABASE_URL_ENV, SettingsError
 
@@ -37,33 +38,16 @@ DataDirOption = typer.Option(None, "--data-dir", help="Data dir of `gpuledger up
 JsonOption = typer.Option(False, "--json", help="Print JSON (DESIGN.md shapes).")
 
 
-class BadInput(ValueError):
-    """Bad user input: exit code 2. ``field`` names the option, argument or Pod field."""
-
-    def __init__(self, message: str, *, field: str) -> None:
-        super().__init__(message)
-        self.field = field
-
-
-def _exit(error: str, *, field: str, code: int, as_json: bool) -> NoReturn:
-    if as_json:
-        print(json.dumps({"error": error, "field": field}))
-    else:
-        err_console.print(f"error: {error}" + (f" (field: {field})" if field else ""), markup=False,
-                          highlight=False)
-    raise typer.Exit(code)
-
-
 def _guard(as_json: bool, action: Any) -> Any:
     """Run ``action()``: bad input exits 2, any other failure exits 1, with the error shown."""
     try:
         return action()
     except (BadInput, endpoints.EndpointsError, podspec.PodSpecError, SettingsError) as exc:
-        _exit(str(exc), field=getattr(exc, "field", ""), code=2, as_json=as_json)
+        fail(str(exc), field=getattr(exc, "field", ""), code=2, as_json=as_json)
     except typer.Exit:
         raise
     except Exception as exc:
-        _exit(str(exc) or repr(exc), field="", code=1, as_json=as_json)
+        fail(str(exc) or repr(exc), field="", code=1, as_json=as_json)
 
 
 def read_pod(path: Path) -> dict[str, Any]:
@@ -146,7 +130,7 @@ def up(data_dir: Path = typer.Option(endpoints.DEFAULT_DATA_DIR, "--data-dir", h
     """Start NATS, PostgreSQL, the allocator and the other services; Ctrl-C stops them."""
     logs.setup("warning")
     if inventory is not None and not inventory.is_file():
-        _exit(f"inventory file {inventory} not found", field="inventory", code=2, as_json=False)
+        fail(f"inventory file {inventory} not found", field="inventory", code=2, as_json=False)
     options = stack.UpOptions(data_dir=data_dir, inventory=inventory, http_port=http_port)
 
     async def main(stop: asyncio.Event) -> None:
@@ -162,7 +146,7 @@ def allocator() -> None:
 
     config = _guard(False, allocator_settings.load)
     if not config.database_url:
-        _exit(f"{DATABASE_URL_ENV} is not set", field=DATABASE_URL_ENV, code=2, as_json=False)
+        fail(f"{DATABASE_URL_ENV} is not set", field=DATABASE_URL_ENV, code=2, as_json=False)
     logs.setup(config.log_level, json=config.log_json)
     _guard(False, lambda: lifecycle.run_service(functools.partial(bootstrap.serve, config)))
 

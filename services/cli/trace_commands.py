@@ -16,6 +16,7 @@ import typer
 
 from events.intents import RegisterNode
 from services.cli import endpoints
+from services.cli.output import fail
 from services.discovery.static import InventoryError, load_inventory
 from services.trace.openb import TraceError, TracePod, trace_pods
 
@@ -24,27 +25,18 @@ NodesCsv = Annotated[Path, typer.Option("--nodes", help="Node CSV (openb_node_li
 PodsCsv = Annotated[Path, typer.Option("--pods", help="Pod CSV (openb_pod_list_*.csv format).")]
 
 
-def _fail(message: str, *, field: str | None, as_json: bool) -> None:
-    code = 2 if field is not None else 1
-    if as_json:
-        typer.echo(json.dumps({"error": message, "field": field} if field else {"error": message}))
-    else:
-        typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(code)
-
-
 def _load(nodes: Path, pods: Path, *, as_json: bool) -> tuple[list[RegisterNode], list[TracePod]]:
     for path, field in ((nodes, "nodes"), (pods, "pods")):
         if not path.is_file():
-            _fail(f"{path}: no such file", field=field, as_json=as_json)
+            fail(f"{path}: no such file", field=field, as_json=as_json)
     try:
         node_intents = load_inventory(nodes, pool="openb")
     except InventoryError as exc:
-        _fail(str(exc), field="nodes", as_json=as_json)
+        fail(str(exc), field="nodes", as_json=as_json)
     try:
         pod_rows = trace_pods(pods)
     except TraceError as exc:
-        _fail(str(exc), field="pods", as_json=as_json)
+        fail(str(exc), field="pods", as_json=as_json)
     return node_intents, pod_rows
 
 
@@ -65,11 +57,11 @@ def experiment(
     for name in strategy:
         if name not in profile.STRATEGIES:
             known = ", ".join(sorted(profile.STRATEGIES))
-            _fail(f"unknown strategy {name!r}; known: {known}", field="strategy", as_json=as_json)
+            fail(f"unknown strategy {name!r}; known: {known}", field="strategy", as_json=as_json)
         try:
             engine_for(name, engine)
         except ValueError as exc:
-            _fail(str(exc), field="engine", as_json=as_json)
+            fail(str(exc), field="engine", as_json=as_json)
     node_intents, pod_rows = _load(nodes, pods, as_json=as_json)
     trace = pods.stem.removeprefix("openb_pod_list_")
     results = [run(node_intents, pod_rows, strategy=name, seeds=seeds, trace=trace, engine=engine)[0]
@@ -105,16 +97,16 @@ def replay(
     try:
         found = endpoints.resolve(data_dir)
     except endpoints.EndpointsError as exc:
-        _fail(str(exc), field=exc.field, as_json=as_json)
+        fail(str(exc), field=exc.field, as_json=as_json)
     if not found.nats_url or not found.database_url:
-        _fail("the stack's NATS and database URLs are both needed", field="data_dir", as_json=as_json)
+        fail("the stack's NATS and database URLs are both needed", field="data_dir", as_json=as_json)
     node_intents, pod_rows = _load(nodes, pods, as_json=as_json)
     try:
         report = asyncio.run(replay_trace(
             node_intents, pod_rows[:limit] if limit else pod_rows, nats_url=found.nats_url,
             database_url=found.database_url, speedup=speedup, timeout_s=timeout))
     except ReplayError as exc:
-        _fail(str(exc), field=None, as_json=as_json)
+        fail(str(exc), field=None, as_json=as_json)
     if as_json:
         typer.echo(json.dumps(msgspec.to_builtins(report)))
         return

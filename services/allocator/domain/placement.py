@@ -152,17 +152,25 @@ def attempt(state: ClusterState, spec: AllocationSpec, *, restrict: Iterable[str
     return Grant(node.name, tuple(g.spec.name for g in gpus), charges, add)
 
 
+def single_caps_on(quota: QuotaSpec, spec: AllocationSpec, gpus: Iterable[GpuState]) -> QuotaBlock | None:
+    """Per-workload quota caps against what ``spec`` asks of each of these GPUs (percent converted)."""
+    for gpu in gpus:
+        cap = gpu.spec.capacity.milli_tflops
+        block = check_single(
+            quota, spec.namespace, count=spec.gpu_count,
+            request=Resources(milli_tflops=tflops_on(spec.request, cap), vram_bytes=spec.request.vram_bytes),
+            limit=Resources(milli_tflops=tflops_on(spec.limit, cap), vram_bytes=spec.limit.vram_bytes),
+        )
+        if block is not None:
+            return block
+    return None
+
+
 def _exact_quota(
     quota: QuotaSpec, spec: AllocationSpec, gpus: list[GpuState], usage: QuotaUsage, add: QuotaUsage
 ) -> QuotaBlock | None:
     if spec.request.compute_milli_percent or spec.limit.compute_milli_percent:
-        for gpu in gpus:
-            cap = gpu.spec.capacity.milli_tflops
-            block = check_single(
-                quota, spec.namespace, count=spec.gpu_count,
-                request=Resources(milli_tflops=tflops_on(spec.request, cap), vram_bytes=spec.request.vram_bytes),
-                limit=Resources(milli_tflops=tflops_on(spec.limit, cap), vram_bytes=spec.limit.vram_bytes),
-            )
-            if block is not None:
-                return block
+        block = single_caps_on(quota, spec, gpus)
+        if block is not None:
+            return block
     return check_totals(quota, spec.namespace, usage=usage, add=add)

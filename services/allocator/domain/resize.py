@@ -17,8 +17,8 @@ from events import decisions as ev
 from events.intents import ResizeAllocation
 from events.values import AllocationSpec, QuotaSpec, Resources
 from services.allocator.domain.model import AllocationState, GpuState, QuotaUsage
-from services.allocator.domain.placement import charge_on, usage_on
-from services.allocator.domain.quota import check_single, check_totals, subtract
+from services.allocator.domain.placement import charge_on, single_caps_on, usage_on
+from services.allocator.domain.quota import check_totals, subtract
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.units import tflops_on
 from services.allocator.domain.validation import check_request_limit
@@ -89,15 +89,9 @@ def decide_resize(state: ClusterState, intent: ResizeAllocation, now: datetime) 
 def _quota_block(
     quota: QuotaSpec, spec: AllocationSpec, gpus: list[GpuState], others: QuotaUsage
 ) -> tuple[str, str] | None:
-    for gpu in gpus:
-        cap = gpu.spec.capacity.milli_tflops
-        single = check_single(
-            quota, spec.namespace, count=spec.gpu_count,
-            request=Resources(milli_tflops=tflops_on(spec.request, cap), vram_bytes=spec.request.vram_bytes),
-            limit=Resources(milli_tflops=tflops_on(spec.limit, cap), vram_bytes=spec.limit.vram_bytes),
-        )
-        if single is not None:
-            return single.dimension, single.reason
+    single = single_caps_on(quota, spec, gpus)
+    if single is not None:
+        return single.dimension, single.reason
     new = usage_on(gpus, spec)
     total = check_totals(quota, spec.namespace, usage=others, add=msgspec.structs.replace(new, workers=0))
     return (total.dimension, total.reason) if total else None
