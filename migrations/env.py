@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 
 from alembic import context
-from sqlalchemy import create_engine, pool
+from sqlalchemy import create_engine, pool, text
 
+from migrations.env_lock import MIGRATION_LOCK
 from services.allocator.adapters.database import sqlalchemy_url
 from services.allocator.adapters.tables import metadata
 
@@ -38,6 +39,7 @@ def run_online() -> None:
     with engine.connect() as connection:
         context.configure(connection=connection, target_metadata=target_metadata)
         with context.begin_transaction():
+            connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": MIGRATION_LOCK})
             context.run_migrations()
     engine.dispose()
 

@@ -44,3 +44,25 @@ def test_autogenerate_finds_no_difference_between_migrations_and_tables(database
     finally:
         engine.dispose()
     assert diff == []
+
+
+def test_migrate_waits_for_the_migration_lock(postgres_admin_url: str) -> None:
+    """Concurrent migrators (allocator init containers) are serialised by an advisory lock: while
+    another session holds it, ``gpuledger migrate`` waits, and it completes once the lock is free."""
+    import subprocess
+    import sys
+
+    from migrations.env_lock import MIGRATION_LOCK
+
+    _name, url = fresh_database(postgres_admin_url)
+    command = [sys.executable, "-c", "from services.cli.main import run; run()", "migrate", "--database-url", url]
+    with psycopg.connect(database.asyncpg_dsn(url)) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        with pytest.raises(subprocess.TimeoutExpired):
+            run.wait(timeout=3)
+        assert _tables(url) == set()
+        holder.commit()
+    output = run.communicate(timeout=120)[0].decode()
+    assert run.returncode == 0, output
+    assert _tables(url) == set(metadata.tables) | {"alembic_version"}
