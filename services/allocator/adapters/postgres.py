@@ -22,8 +22,8 @@ from typing import Any
 import asyncpg
 
 from events import codec
-from services.allocator.adapters import projection
-from services.allocator.adapters.replay import decode_row, encode_for_log, fold
+from services.allocator.adapters import pg_replay, projection
+from services.allocator.adapters.replay import decode_row, encode_for_log
 from services.allocator.adapters.tables import ALLOCATION_COLUMNS, GPU_COLUMNS, QUOTA_COLUMNS
 from services.allocator.domain.state import ClusterState, decode_snapshot, encode_snapshot
 from services.allocator.ports import DecidedIntent, DuplicateIntentError, FencedError, Lease, StoredEvent
@@ -165,7 +165,7 @@ class PostgresEventStore:
         """Newest snapshot plus a replay of the events after it (empty state when none)."""
         latest = await self.latest_snapshot()
         state = ClusterState.empty() if latest is None else decode_snapshot(latest[1])
-        return await fold(state, self.read(after=state.position))
+        return await pg_replay.replay_tail(self.pool, state)
 
     async def read_models(self) -> projection.ReadModels:
         """Every row of ``gpus``, ``allocations`` and ``quota_usage``, sorted by key."""
