@@ -23,7 +23,6 @@ import structlog
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig, DeliverPolicy
 
 from events import codec, decisions, subjects
 from events.base import Intent
@@ -33,7 +32,7 @@ from services.admission.book import AllocationBook, Grant
 from services.admission.patch import map_ops
 from services.admission.view import ClusterView
 from services.podspec import keys
-from services.shared import kube
+from services.shared import kube, messaging
 
 PublishIntent = Callable[[Intent], Awaitable[object]]
 log = structlog.get_logger("gpuledger.admission.binder")
@@ -84,11 +83,7 @@ class Binder:
         last = (await js.stream_info(subjects.EVENT_STREAM)).state.last_seq
         if last == 0:
             self.events_synced.set()
-        sub = await js.subscribe(
-            f"{subjects.EVENT_SUBJECT_PREFIX}.>",
-            ordered_consumer=True,
-            config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
-        )
+        sub = await messaging.subscribe_events(js)
         async for msg in sub.messages:
             try:
                 event = codec.decode_event(msg.data)

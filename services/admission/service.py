@@ -19,9 +19,8 @@ from typing import Any
 import structlog
 from aiohttp import web
 from nats.js import JetStreamContext
-from nats.js.api import ConsumerConfig, DeliverPolicy
 
-from events import codec, subjects
+from events import codec
 from events.base import Intent
 from services.admission import tls, watches
 from services.admission.binder import Binder
@@ -49,11 +48,7 @@ def resolve_tls(settings: AdmissionSettings) -> tuple[Path, Path]:
 async def follow_view(js: JetStreamContext, *, view: ClusterView) -> None:
     """Fold GPULEDGER_EVENTS (from the start) into ``view`` only: GPU models and pools."""
     book = AllocationBook()
-    sub = await js.subscribe(
-        f"{subjects.EVENT_SUBJECT_PREFIX}.>",
-        ordered_consumer=True,
-        config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL),
-    )
+    sub = await messaging.subscribe_events(js)
     async for msg in sub.messages:
         try:
             book.apply(codec.decode_event(msg.data), view=view)

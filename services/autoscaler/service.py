@@ -24,7 +24,6 @@ import structlog
 from nats.aio.client import Client as NatsClient
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import DeliverPolicy
 from nats.js.kv import KeyValue
 
 from events import codec, intents, subjects
@@ -75,8 +74,7 @@ class AutoscalerRuntime:
         self._target_seq = info.state.last_seq
         if self._target_seq == 0:
             self.caught_up.set()
-        sub = await self.js.subscribe(f"{subjects.EVENT_SUBJECT_PREFIX}.>", ordered_consumer=True,
-                                      deliver_policy=DeliverPolicy.ALL, cb=self._on_event_msg)
+        sub = await messaging.subscribe_events(self.js, cb=self._on_event_msg)
         try:
             await asyncio.Future()
         finally:

@@ -7,13 +7,15 @@ the dedupe window and the allocator drops them beyond it).
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 import nats
 from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
 from nats.js import JetStreamContext
-from nats.js.api import RetentionPolicy, StorageType, StreamConfig
+from nats.js.api import DeliverPolicy, RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import NotFoundError
 
 from events import codec, subjects
@@ -79,3 +81,12 @@ async def publish_intent(js: JetStreamContext, intent: Intent, *, timeout: float
         headers={"Nats-Msg-Id": intent.intent_id},
     )
     return int(ack.seq)
+
+
+async def subscribe_events(js: JetStreamContext, *, cb: Callable[[Msg], Awaitable[None]] | None = None) -> Any:
+    """An ordered push subscription to every event of GPULEDGER_EVENTS from its first message:
+    a consumer's way to rebuild its own view (replay, then follow). Without ``cb``, read
+    ``.messages``; unsubscribe when done."""
+    return await js.subscribe(
+        f"{subjects.EVENT_SUBJECT_PREFIX}.>", ordered_consumer=True, deliver_policy=DeliverPolicy.ALL, cb=cb
+    )
