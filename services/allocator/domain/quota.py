@@ -105,13 +105,3 @@ def subtract(usage: QuotaUsage, other: QuotaUsage) -> QuotaUsage:
         workers=usage.workers - other.workers,
     )
 
-
-def add(usage: QuotaUsage, other: QuotaUsage) -> QuotaUsage:
-    """``usage + other`` field by field."""
-    return QuotaUsage(
-        requests_milli_tflops=usage.requests_milli_tflops + other.requests_milli_tflops,
-        requests_vram_bytes=usage.requests_vram_bytes + other.requests_vram_bytes,
-        limits_milli_tflops=usage.limits_milli_tflops + other.limits_milli_tflops,
-        limits_vram_bytes=usage.limits_vram_bytes + other.limits_vram_bytes,
-        workers=usage.workers + other.workers,
-    )
