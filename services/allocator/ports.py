@@ -15,7 +15,7 @@ from events.decisions import AnyEvent
 from services.allocator.domain.state import ClusterState
 
 
-class DecidedIntent(msgspec.Struct, frozen=True, kw_only=True):
+class DecidedIntent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One decided intent ready to append: its id, NATS stream sequence (0 if none), its events."""
 
     intent_id: str
@@ -23,7 +23,7 @@ class DecidedIntent(msgspec.Struct, frozen=True, kw_only=True):
     events: tuple[AnyEvent, ...]
 
 
-class StoredEvent(msgspec.Struct, frozen=True, kw_only=True):
+class StoredEvent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """An event as the log holds it: gapless ``position`` (1-based), commit time, writer epoch."""
 
     position: int
@@ -33,7 +33,7 @@ class StoredEvent(msgspec.Struct, frozen=True, kw_only=True):
     event: AnyEvent
 
 
-class Lease(msgspec.Struct, frozen=True, kw_only=True):
+class Lease(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """The writer lease: who holds it, its fencing ``epoch`` and expiry (UTC)."""
 
     name: str

@@ -1,14 +1,16 @@
 """PostgreSQL EventStore and LeaseStore (asyncpg): fenced, gapless, one transaction per append.
 
 The append transaction (see docs/architecture.md):
-1. ``LOCK TABLE events IN EXCLUSIVE MODE``: appenders queue here, so a position is assigned only
+1. ``BEGIN; LOCK TABLE events IN EXCLUSIVE MODE`` (one round trip, with the planner settings of
+   :mod:`~services.allocator.adapters.pg_projection`): appenders queue here, so a position is assigned only
    after the previous append committed: positions are gapless and in commit order, and readers
    never see a hole (readers are not blocked: SELECT takes ACCESS SHARE).
 2. ``SELECT epoch FROM leases ... FOR SHARE``: the fence. An epoch other than the writer's raises
    FencedError (the transaction rolls back: nothing written). The share lock makes a concurrent
    lease take-over wait until this append commits, so a deposed writer cannot commit afterwards.
-3. Events and processed intents (``INSERT ... SELECT unnest(...)``, one statement each), then the
-   read models. A duplicate intent id violates the primary key: DuplicateIntentError, nothing written.
+3. Events and processed intents (binary COPY, one each), then the read models
+   (:mod:`~services.allocator.adapters.pg_projection`). A duplicate intent id violates the primary
+   key: DuplicateIntentError, nothing written. Any error rolls the whole transaction back.
 """
 
 from __future__ import annotations
@@ -22,9 +24,8 @@ from typing import Any
 import asyncpg
 
 from events import codec
-from services.allocator.adapters import pg_replay, projection
+from services.allocator.adapters import pg_projection, pg_replay, projection
 from services.allocator.adapters.replay import decode_row, encode_for_log
-from services.allocator.adapters.tables import ALLOCATION_COLUMNS, GPU_COLUMNS, QUOTA_COLUMNS
 from services.allocator.domain.state import ClusterState, decode_snapshot, encode_snapshot
 from services.allocator.ports import DecidedIntent, DuplicateIntentError, FencedError, Lease, StoredEvent
 
@@ -38,43 +39,9 @@ _FENCE = """
 SELECT l.epoch, (SELECT coalesce(max(position), 0) FROM events), clock_timestamp()
 FROM leases l WHERE l.name = $1 FOR SHARE OF l
 """
-_INSERT_EVENTS = """
-INSERT INTO events (position, recorded_at, epoch, intent_id, type, data)
-SELECT p, $2, $3, i, t, d::jsonb FROM unnest($1::bigint[], $4::text[], $5::text[], $6::text[]) AS u(p, i, t, d)
-"""
-_INSERT_INTENTS = """
-INSERT INTO processed_intents (intent_id, stream_seq, position)
-SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[])
-"""
-_PATCH_TYPES = {
-    "status": "text", "node": "text", "gpus": "text", "granted_at": "timestamptz", "released_at": "timestamptz",
-    "release_reason": "text", "resized_at": "timestamptz", "from_queue": "boolean", "request_milli_tflops": "bigint",
-    "request_vram_bytes": "bigint", "request_compute_milli_percent": "bigint", "limit_milli_tflops": "bigint",
-    "limit_vram_bytes": "bigint", "last_position": "bigint",
-}
-_SEP = "\x1f"
-"""Joins GPU names inside one patch array element (names never contain a control character)."""
-_PATCH = (
-    "UPDATE allocations a SET "
-    + ", ".join("gpus = coalesce(string_to_array(u.gpus, E'\\x1f'), a.gpus)" if c == "gpus"
-                else f"{c} = coalesce(u.{c}, a.{c})" for c in _PATCH_TYPES)
-    + ", resize_count = a.resize_count + u.resize_delta FROM unnest($1::text[], "
-    + ", ".join(f"${i + 2}::{t}[]" for i, t in enumerate(_PATCH_TYPES.values()))
-    + f", ${len(_PATCH_TYPES) + 2}::int[]) AS u(allocation_id, {', '.join(_PATCH_TYPES)}, resize_delta)"
-    + " WHERE a.allocation_id = u.allocation_id AND a.status IN ('queued', 'granted')"
-)
-_GPU_TYPES = ("text", "text", "text", "text", "text", "bigint", "bigint", "bigint", "bigint", "bigint", "bigint", "int")
-_UPDATE_GPUS = (
-    "UPDATE gpus g SET " + ", ".join(f"{c} = u.{c}" for c in GPU_COLUMNS[1:]) + " FROM unnest("
-    + ", ".join(f"${i + 1}::{t}[]" for i, t in enumerate(_GPU_TYPES))
-    + f") AS u({', '.join(GPU_COLUMNS)}) WHERE g.name = u.name"
-)
-_UPSERT_GPUS = (
-    f"INSERT INTO gpus ({', '.join(GPU_COLUMNS)}) SELECT * FROM unnest("
-    + ", ".join(f"${i + 1}::{t}[]" for i, t in enumerate(_GPU_TYPES))
-    + ") ON CONFLICT (name) DO UPDATE SET "
-    + ", ".join(f"{c} = EXCLUDED.{c}" for c in GPU_COLUMNS[1:])
-)
+_BEGIN = f"BEGIN; LOCK TABLE events IN EXCLUSIVE MODE; {pg_projection.PLAN_SETTINGS}"
+"""Sent as one simple query: opens the append transaction, takes the append lock, pins the plans."""
+_EVENT_COLUMNS = ("position", "recorded_at", "epoch", "intent_id", "type", "data")
 _READ = """
 SELECT position, recorded_at, epoch, intent_id, type, data::text FROM events
 WHERE position > $1 ORDER BY position LIMIT $2
@@ -94,19 +61,31 @@ class PostgresEventStore:
         Raises FencedError when ``epoch`` is not the lease's epoch (or the lease does not exist),
         DuplicateIntentError when an intent id was already processed; both write nothing.
         """
-        async with self.pool.acquire() as conn, conn.transaction():
-            await conn.execute("LOCK TABLE events IN EXCLUSIVE MODE")
-            fence = await conn.fetchrow(_FENCE, lease)
-            if fence is None or fence[0] != epoch:
-                current = None if fence is None else fence[0]
-                raise FencedError(f"lease {lease!r} epoch is {current}, writer has {epoch}: append refused")
-            last, now = int(fence[1]), fence[2]
-            stored = _stored(batch, first=last + 1, now=now, epoch=epoch)
+        async with self.pool.acquire() as conn:
+            await conn.execute(_BEGIN)
             try:
-                await _insert_log(conn, batch, stored, epoch=epoch, now=now, last=last)
-            except asyncpg.UniqueViolationError as exc:
-                raise DuplicateIntentError(f"an intent of the batch was already processed: {exc.detail}") from exc
-            await _project(conn, stored, state)
+                stored = await self._append_locked(conn, batch, lease=lease, epoch=epoch, state=state)
+            except BaseException:
+                with contextlib.suppress(Exception):  # a broken connection is reset by the pool
+                    await conn.execute("ROLLBACK")
+                raise
+            await conn.execute("COMMIT")
+        return stored
+
+    @staticmethod
+    async def _append_locked(conn: asyncpg.Connection, batch: Sequence[DecidedIntent], *, lease: str, epoch: int,
+                             state: ClusterState) -> list[StoredEvent]:
+        fence = await conn.fetchrow(_FENCE, lease)
+        if fence is None or fence[0] != epoch:
+            current = None if fence is None else fence[0]
+            raise FencedError(f"lease {lease!r} epoch is {current}, writer has {epoch}: append refused")
+        last, now = int(fence[1]), fence[2]
+        stored = _stored(batch, first=last + 1, now=now, epoch=epoch)
+        try:
+            await _insert_log(conn, batch, stored, epoch=epoch, now=now, last=last)
+        except asyncpg.UniqueViolationError as exc:
+            raise DuplicateIntentError(f"an intent of the batch was already processed: {exc.detail}") from exc
+        await pg_projection.write(conn, stored, state)
         return stored
 
     async def processed(self, intent_ids: Sequence[str]) -> set[str]:
@@ -199,59 +178,17 @@ def _stored(batch: Sequence[DecidedIntent], *, first: int, now: datetime, epoch:
 
 async def _insert_log(conn: asyncpg.Connection, batch: Sequence[DecidedIntent], stored: list[StoredEvent], *,
                       epoch: int, now: datetime, last: int) -> None:
+    """Binary COPY of the events and of one processed-intent row per decided intent."""
     if stored:
-        await conn.execute(
-            _INSERT_EVENTS, [s.position for s in stored], now, epoch, [s.intent_id for s in stored],
-            [codec.tag_of(s.event) for s in stored], [encode_for_log(s.event).decode() for s in stored])
-    positions, position = [], last
+        await conn.copy_records_to_table("events", columns=_EVENT_COLUMNS, records=[
+            (s.position, now, epoch, s.intent_id, codec.tag_of(s.event), encode_for_log(s.event).decode())
+            for s in stored])
+    intents, position = [], last
     for decided in batch:
         position += len(decided.events)
-        positions.append(position)
-    await conn.execute(_INSERT_INTENTS, [d.intent_id for d in batch], [d.stream_seq for d in batch], positions)
-
-
-async def _project(conn: asyncpg.Connection, stored: list[StoredEvent], state: ClusterState) -> None:
-    changes = projection.allocation_changes(stored)
-    if changes.patches:
-        await conn.execute(_PATCH, *_patch_arrays(changes.patches))
-    if changes.inserts:
-        await conn.copy_records_to_table("allocations", columns=ALLOCATION_COLUMNS, records=[
-            tuple(row[c] for c in ALLOCATION_COLUMNS) for row in changes.inserts])
-    touched = projection.touched(stored, state)
-    if touched.nodes:
-        nodes = sorted(touched.nodes)
-        rows = projection.gpu_rows(state, nodes)
-        await conn.execute("DELETE FROM gpus WHERE node = any($1::text[]) OR name = any($2::text[])",
-                           nodes, [r["name"] for r in rows])
-        await _copy(conn, "gpus", GPU_COLUMNS, rows)
-    if touched.gpus:
-        rows, gone = projection.gpu_rows_named(state, touched.gpus)
-        if gone:
-            await conn.execute("DELETE FROM gpus WHERE name = any($1::text[])", gone)
-        status = await conn.execute(_UPDATE_GPUS, *([r[c] for r in rows] for c in GPU_COLUMNS)) if rows else ""
-        if rows and status != f"UPDATE {len(rows)}":
-            await conn.execute(_UPSERT_GPUS, *([r[c] for r in rows] for c in GPU_COLUMNS))
-    if touched.namespaces:
-        namespaces = sorted(touched.namespaces)
-        await conn.execute("DELETE FROM quota_usage WHERE namespace = any($1::text[])", namespaces)
-        await _copy(conn, "quota_usage", QUOTA_COLUMNS, projection.quota_rows(state, namespaces))
-
-
-def _patch_arrays(patches: dict[str, projection.Row]) -> list[list[Any]]:
-    ids = list(patches)
-    arrays: list[list[Any]] = [ids]
-    for column in _PATCH_TYPES:
-        if column == "gpus":
-            arrays.append([None if "gpus" not in p else _SEP.join(p["gpus"]) for p in patches.values()])
-        else:
-            arrays.append([p.get(column) for p in patches.values()])
-    arrays.append([p.get("resize_delta", 0) for p in patches.values()])
-    return arrays
-
-
-async def _copy(conn: asyncpg.Connection, table: str, columns: tuple[str, ...], rows: list[projection.Row]) -> None:
-    if rows:
-        await conn.copy_records_to_table(table, columns=columns, records=[tuple(r[c] for c in columns) for r in rows])
+        intents.append((decided.intent_id, decided.stream_seq, position))
+    await conn.copy_records_to_table("processed_intents", columns=("intent_id", "stream_seq", "position"),
+                                     records=intents)
 
 
 class PostgresLeaseStore:

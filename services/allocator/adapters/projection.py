@@ -59,7 +59,10 @@ class Touched(msgspec.Struct, kw_only=True):
 
 def utc(moment: datetime) -> datetime:
     """``moment`` as an aware UTC datetime (naive values are taken to be UTC)."""
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    zone = moment.tzinfo
+    if zone is UTC:
+        return moment
+    return moment.replace(tzinfo=UTC) if zone is None else moment.astimezone(UTC)
 
 
 def _life_row(spec: AllocationSpec, *, position: int, at: datetime, status: str) -> Row:
@@ -182,18 +185,21 @@ def touched(batch: Iterable[StoredEvent], state: ClusterState) -> Touched:
             result.nodes.add(event.node)
         elif isinstance(event, QuotaSet | QuotaRemoved):
             result.namespaces.add(event.namespace)
-    result.gpus = {g for g in result.gpus if g not in state.gpus or state.gpus[g].node not in result.nodes}
+    if result.nodes:
+        result.gpus = {g for g in result.gpus if g not in state.gpus or state.gpus[g].node not in result.nodes}
     return result
 
 
 def gpu_row(gpu: GpuState) -> Row:
     """The ``gpus`` row of one GPU (capacity, used and available in milli-TFLOPS and bytes)."""
+    spec, used_tflops, used_vram = gpu.spec, gpu.used_milli_tflops, gpu.used_vram_bytes
+    capacity = spec.capacity
     return {
-        "name": gpu.name, "node": gpu.node, "pool": gpu.pool, "model": gpu.spec.model, "phase": gpu.phase,
-        "capacity_milli_tflops": gpu.capacity.milli_tflops, "capacity_vram_bytes": gpu.capacity.vram_bytes,
-        "used_milli_tflops": gpu.used_milli_tflops, "used_vram_bytes": gpu.used_vram_bytes,
-        "available_milli_tflops": gpu.available_milli_tflops,
-        "available_vram_bytes": gpu.available_vram_bytes, "allocations": len(gpu.charges),
+        "name": spec.name, "node": gpu.node, "pool": gpu.pool, "model": spec.model, "phase": gpu.phase,
+        "capacity_milli_tflops": capacity.milli_tflops, "capacity_vram_bytes": capacity.vram_bytes,
+        "used_milli_tflops": used_tflops, "used_vram_bytes": used_vram,
+        "available_milli_tflops": max(0, capacity.milli_tflops - used_tflops),
+        "available_vram_bytes": max(0, capacity.vram_bytes - used_vram), "allocations": len(gpu.charges),
     }
 
 

@@ -40,8 +40,11 @@ events = Table(
     Column("intent_id", Text, nullable=False),
     Column("type", Text, nullable=False),
     Column("data", JSONB, nullable=False),
-    Index("ix_events_type", "type", "position"),
+    Index("ix_events_resize", text("(data ->> 'allocation_id')"), "position",
+          postgresql_where=text("type IN ('allocation_resized', 'resize_rejected')")),
 )
+"""No index on ``type``: every index entry costs each append; the history reaches an allocation's
+events through ``allocations`` (queued/rejected: ``position = id``) or ``ix_events_resize``."""
 
 processed_intents = Table(
     "processed_intents",

@@ -123,3 +123,14 @@ def test_the_doc_has_every_query_we_check() -> None:
 @pytest.mark.parametrize("number", sorted(CHECKS))
 def test_doc_query_answers_from_a_populated_log(populated: str, number: int) -> None:
     CHECKS[number](run(populated, doc_queries()[number]))
+
+
+@pytest.mark.parametrize(("number", "index"), [(4, "events_pkey"), (7, "ix_events_resize")])
+def test_doc_queries_on_events_can_use_an_index(populated: str, number: int, index: str) -> None:
+    """``events`` has no index on ``type``: queries 4 and 7 must reach events by index, not by scanning
+    the log (seq scans are disabled so that the tiny test tables do not make a scan look cheaper)."""
+    sql = doc_queries()[number]
+    with psycopg.connect(database.asyncpg_dsn(populated)) as conn:
+        conn.execute("SET enable_seqscan = off")
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN " + sql).fetchall())  # type: ignore[call-overload]
+    assert index in plan and "Seq Scan on events" not in plan, plan

@@ -1,0 +1,111 @@
+"""Read-model writes of the PostgreSQL append: ``allocations``, ``gpus`` and ``quota_usage``.
+
+Owns the SQL that applies one batch's projection (:mod:`services.allocator.adapters.projection`)
+inside the append transaction of :class:`~services.allocator.adapters.postgres.PostgresEventStore`.
+Every statement ships whole columns as arrays (``unnest``) or uses binary COPY, so a batch of any
+size costs a fixed number of round trips:
+
+- ``allocations``: one UPDATE for the open lives the batch changes (patches), one COPY for the
+  lives it starts;
+- ``gpus``: whole nodes rewritten (DELETE + COPY) on node events; single GPUs updated in place
+  (only the columns a grant, release, resize, capacity or phase change can alter, so the update
+  is HOT on the table's half-empty pages), inserted when missing;
+- ``quota_usage``: the touched namespaces rewritten (DELETE + COPY).
+
+The UPDATEs join a few hundred array rows to a table by its key. Row estimates of ``unnest`` and of
+a table that grew since its last ANALYZE mislead the planner into hashing the whole table (seen:
+9 ms instead of 1 ms for 256 patches), so :data:`PLAN_SETTINGS` pins nested-loop index plans for
+the append transaction only.
+"""
+
+from __future__ import annotations
+
+import asyncpg
+import msgspec
+
+from services.allocator.adapters import projection
+from services.allocator.adapters.tables import GPU_COLUMNS, QUOTA_COLUMNS
+from services.allocator.domain.state import ClusterState
+from services.allocator.ports import StoredEvent
+
+PLAN_SETTINGS = "SET LOCAL enable_hashjoin = off; SET LOCAL enable_mergejoin = off"
+"""Transaction-scoped planner settings of the append (keyed lookups only; see the module docstring)."""
+
+_PATCH_TYPES = {
+    "status": "text", "node": "text", "gpus": "text[]", "granted_at": "timestamptz", "released_at": "timestamptz",
+    "release_reason": "text", "resized_at": "timestamptz", "from_queue": "boolean", "request_milli_tflops": "bigint",
+    "request_vram_bytes": "bigint", "request_compute_milli_percent": "bigint", "limit_milli_tflops": "bigint",
+    "limit_vram_bytes": "bigint", "last_position": "bigint", "resize_delta": "int",
+}
+PATCH_ALLOCATIONS = (
+    "UPDATE allocations a SET "
+    + ", ".join(f"{c} = coalesce(u.{c}, a.{c})" for c in _PATCH_TYPES if c != "resize_delta")
+    + ", resize_count = a.resize_count + coalesce(u.resize_delta, 0)"
+    + " FROM json_to_recordset($1::json) AS u(allocation_id text, "
+    + ", ".join(f"{c} {t}" for c, t in _PATCH_TYPES.items()) + ")"
+    + " CROSS JOIN LATERAL (SELECT o.id FROM allocations o WHERE o.allocation_id = u.allocation_id"
+    + " AND o.status IN ('queued', 'granted') LIMIT 1) AS o WHERE a.id = o.id"
+)
+_INSERT_ALLOCATIONS = "INSERT INTO allocations SELECT * FROM json_populate_recordset(NULL::allocations, $1::json)"
+_GPU_TYPES = dict(zip(GPU_COLUMNS, ("text", "text", "text", "text", "text", "bigint", "bigint", "bigint", "bigint",
+                                    "bigint", "bigint", "int"), strict=True))
+GPU_MUTABLE = ("phase", "capacity_milli_tflops", "capacity_vram_bytes", "used_milli_tflops", "used_vram_bytes",
+               "available_milli_tflops", "available_vram_bytes", "allocations")
+"""``gpus`` columns an event about one GPU can change (node, pool and model change only with its node)."""
+UPDATE_GPUS = (
+    "UPDATE gpus g SET " + ", ".join(f"{c} = u.{c}" for c in GPU_MUTABLE) + " FROM json_to_recordset($1::json) AS u("
+    + ", ".join(f"{c} {_GPU_TYPES[c]}" for c in ("name", *GPU_MUTABLE)) + ") WHERE g.name = u.name"
+)
+_UPSERT_GPUS = (
+    f"INSERT INTO gpus ({', '.join(GPU_COLUMNS)}) SELECT * FROM unnest("
+    + ", ".join(f"${i + 1}::{t}[]" for i, t in enumerate(_GPU_TYPES.values()))
+    + ") ON CONFLICT (name) DO UPDATE SET "
+    + ", ".join(f"{c} = EXCLUDED.{c}" for c in GPU_COLUMNS[1:])
+)
+
+
+async def write(conn: asyncpg.Connection, stored: list[StoredEvent], state: ClusterState) -> None:
+    """Apply the read-model changes of ``stored`` (the batch's events, positions assigned) on
+    ``conn``, inside its open transaction. ``state`` is the projection after the batch."""
+    changes = projection.allocation_changes(stored)
+    if changes.patches:
+        await conn.execute(PATCH_ALLOCATIONS, _json([{"allocation_id": k, **p} for k, p in changes.patches.items()]))
+    if changes.inserts:
+        await conn.execute(_INSERT_ALLOCATIONS, _json(changes.inserts))
+    touched = projection.touched(stored, state)
+    if touched.nodes:
+        await _rewrite_nodes(conn, state, sorted(touched.nodes))
+    if touched.gpus:
+        await _update_gpus(conn, state, touched.gpus)
+    if touched.namespaces:
+        namespaces = sorted(touched.namespaces)
+        await conn.execute("DELETE FROM quota_usage WHERE namespace = any($1::text[])", namespaces)
+        await copy(conn, "quota_usage", QUOTA_COLUMNS, projection.quota_rows(state, namespaces))
+
+
+async def _rewrite_nodes(conn: asyncpg.Connection, state: ClusterState, nodes: list[str]) -> None:
+    rows = projection.gpu_rows(state, nodes)
+    await conn.execute("DELETE FROM gpus WHERE node = any($1::text[]) OR name = any($2::text[])",
+                       nodes, [r["name"] for r in rows])
+    await copy(conn, "gpus", GPU_COLUMNS, rows)
+
+
+async def _update_gpus(conn: asyncpg.Connection, state: ClusterState, names: set[str]) -> None:
+    rows, gone = projection.gpu_rows_named(state, names)
+    if gone:
+        await conn.execute("DELETE FROM gpus WHERE name = any($1::text[])", gone)
+    if not rows:
+        return
+    status = await conn.execute(UPDATE_GPUS, _json(rows))
+    if status != f"UPDATE {len(rows)}":
+        await conn.execute(_UPSERT_GPUS, *([r[c] for r in rows] for c in GPU_COLUMNS))
+
+
+def _json(rows: list[projection.Row]) -> str:
+    return msgspec.json.encode(rows).decode()
+
+
+async def copy(conn: asyncpg.Connection, table: str, columns: tuple[str, ...], rows: list[projection.Row]) -> None:
+    """Binary COPY of ``rows`` (dicts keyed by column) into ``table``; nothing when empty."""
+    if rows:
+        await conn.copy_records_to_table(table, columns=columns, records=[tuple(r[c] for c in columns) for r in rows])
