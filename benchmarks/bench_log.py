@@ -40,6 +40,7 @@ from services.allocator.adapters.verify import verify
 from services.allocator.domain import evolve, process
 from services.allocator.domain.state import ClusterState, decode_snapshot, encode_snapshot
 from services.allocator.ports import DecidedIntent, StoredEvent
+from services.shared import lifecycle
 from services.shared.pgserver import PgServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -223,6 +224,7 @@ async def bench_replay(admin_url: str, log: list[DecidedIntent], total: int) -> 
 async def main(args: argparse.Namespace) -> dict[str, object]:
     """Run every part; returns the figures."""
     log, state, process_s = openb_log()
+    lifecycle.settle_heap()  # as the allocator does once its state is loaded
     granted = sum(1 for a in state.allocations.values() if a.status == "granted")
     out: dict[str, object] = {"openb_intents": len(log), "openb_process_s": round(process_s, 2),
                               "gpus": len(state.gpus), "live_granted": granted,

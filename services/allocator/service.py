@@ -80,6 +80,7 @@ class Allocator:
             try:
                 self.state = await self.store.load_state()
                 self.metrics.position.set(self.state.position)
+                lifecycle.settle_heap()
                 return
             except Exception as exc:  # database down: wait and retry
                 log.warning("loading state failed; retrying", error=repr(exc))

@@ -3,12 +3,14 @@
 ``run_service(main)`` runs ``main(stop)`` under ``asyncio.run`` with SIGTERM/SIGINT setting
 ``stop``; ``supervise`` runs long-lived coroutines in a TaskGroup so that one crashing cancels
 the others (and the error surfaces), and ``Teardown`` closes resources in reverse order of
-opening, logging (not raising) errors from each closer so every closer runs.
+opening, logging (not raising) errors from each closer so every closer runs. ``settle_heap``
+takes what start-up built out of the cyclic garbage collector's full collections.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gc
 import signal
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
@@ -18,6 +20,20 @@ import structlog
 log = structlog.get_logger(__name__)
 
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
+
+
+def settle_heap() -> None:
+    """Collect cyclic garbage now, then move every surviving object to the permanent generation
+    (``gc.freeze``), so full collections stop walking the modules and the loaded state.
+
+    Call once start-up has built its long-lived objects (the allocator: after loading its state).
+    Frozen objects are still freed by reference counting; only cyclic garbage among them would
+    stay, hence the collection first. On the openb state a full collection walks ~137,000 objects
+    and pauses the event loop ~65 ms (benchmarks/bench_log.py); afterwards it walks only what was
+    allocated since.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def install_stop_signals(stop: asyncio.Event, *, loop: asyncio.AbstractEventLoop | None = None) -> None:

@@ -64,38 +64,55 @@ _UPSERT_GPUS = (
 )
 
 
-async def write(conn: asyncpg.Connection, stored: list[StoredEvent], state: ClusterState) -> None:
-    """Apply the read-model changes of ``stored`` (the batch's events, positions assigned) on
-    ``conn``, inside its open transaction. ``state`` is the projection after the batch."""
+class Prepared(msgspec.Struct, kw_only=True):
+    """One batch's read-model changes, ready to send: JSON row sets (``json_to_recordset``) and rows
+    for COPY. Built by :func:`prepare` without I/O, so it can be computed while the log is written."""
+
+    patches: str | None = None
+    inserts: str | None = None
+    nodes: list[str] = []
+    node_rows: list[projection.Row] = []
+    gone: list[str] = []
+    gpu_rows: list[projection.Row] = []
+    namespaces: list[str] = []
+    quota_rows: list[projection.Row] = []
+
+
+def prepare(stored: list[StoredEvent], state: ClusterState) -> Prepared:
+    """The read-model changes of ``stored`` (the batch's events, positions assigned); ``state`` is the
+    projection after the batch and must not change until this returns."""
     changes = projection.allocation_changes(stored)
-    if changes.patches:
-        await conn.execute(PATCH_ALLOCATIONS, _json([{"allocation_id": k, **p} for k, p in changes.patches.items()]))
-    if changes.inserts:
-        await conn.execute(_INSERT_ALLOCATIONS, _json(changes.inserts))
     touched = projection.touched(stored, state)
-    if touched.nodes:
-        await _rewrite_nodes(conn, state, sorted(touched.nodes))
-    if touched.gpus:
-        await _update_gpus(conn, state, touched.gpus)
-    if touched.namespaces:
-        namespaces = sorted(touched.namespaces)
-        await conn.execute("DELETE FROM quota_usage WHERE namespace = any($1::text[])", namespaces)
-        await copy(conn, "quota_usage", QUOTA_COLUMNS, projection.quota_rows(state, namespaces))
+    gpu_rows, gone = projection.gpu_rows_named(state, touched.gpus)
+    namespaces = sorted(touched.namespaces)
+    nodes = sorted(touched.nodes)
+    return Prepared(
+        patches=_json([{"allocation_id": k, **p} for k, p in changes.patches.items()]) if changes.patches else None,
+        inserts=_json(changes.inserts) if changes.inserts else None,
+        nodes=nodes, node_rows=projection.gpu_rows(state, nodes) if nodes else [], gone=gone, gpu_rows=gpu_rows,
+        namespaces=namespaces, quota_rows=projection.quota_rows(state, namespaces) if namespaces else [])
 
 
-async def _rewrite_nodes(conn: asyncpg.Connection, state: ClusterState, nodes: list[str]) -> None:
-    rows = projection.gpu_rows(state, nodes)
-    await conn.execute("DELETE FROM gpus WHERE node = any($1::text[]) OR name = any($2::text[])",
-                       nodes, [r["name"] for r in rows])
-    await copy(conn, "gpus", GPU_COLUMNS, rows)
+async def write(conn: asyncpg.Connection, prepared: Prepared) -> None:
+    """Send ``prepared`` on ``conn``, inside its open transaction (a fixed number of statements)."""
+    if prepared.patches is not None:
+        await conn.execute(PATCH_ALLOCATIONS, prepared.patches)
+    if prepared.inserts is not None:
+        await conn.execute(_INSERT_ALLOCATIONS, prepared.inserts)
+    if prepared.nodes:
+        await conn.execute("DELETE FROM gpus WHERE node = any($1::text[]) OR name = any($2::text[])",
+                           prepared.nodes, [r["name"] for r in prepared.node_rows])
+        await copy(conn, "gpus", GPU_COLUMNS, prepared.node_rows)
+    if prepared.gone:
+        await conn.execute("DELETE FROM gpus WHERE name = any($1::text[])", prepared.gone)
+    if prepared.gpu_rows:
+        await _update_gpus(conn, prepared.gpu_rows)
+    if prepared.namespaces:
+        await conn.execute("DELETE FROM quota_usage WHERE namespace = any($1::text[])", prepared.namespaces)
+        await copy(conn, "quota_usage", QUOTA_COLUMNS, prepared.quota_rows)
 
 
-async def _update_gpus(conn: asyncpg.Connection, state: ClusterState, names: set[str]) -> None:
-    rows, gone = projection.gpu_rows_named(state, names)
-    if gone:
-        await conn.execute("DELETE FROM gpus WHERE name = any($1::text[])", gone)
-    if not rows:
-        return
+async def _update_gpus(conn: asyncpg.Connection, rows: list[projection.Row]) -> None:
     status = await conn.execute(UPDATE_GPUS, _json(rows))
     if status != f"UPDATE {len(rows)}":
         await conn.execute(_UPSERT_GPUS, *([r[c] for r in rows] for c in GPU_COLUMNS))

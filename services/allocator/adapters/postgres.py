@@ -85,7 +85,7 @@ class PostgresEventStore:
             await _insert_log(conn, batch, stored, epoch=epoch, now=now, last=last)
         except asyncpg.UniqueViolationError as exc:
             raise DuplicateIntentError(f"an intent of the batch was already processed: {exc.detail}") from exc
-        await pg_projection.write(conn, stored, state)
+        await pg_projection.write(conn, pg_projection.prepare(stored, state))
         return stored
 
     async def processed(self, intent_ids: Sequence[str]) -> set[str]:
