@@ -8,9 +8,10 @@ The append transaction (see docs/architecture.md):
 2. ``SELECT epoch FROM leases ... FOR SHARE``: the fence. An epoch other than the writer's raises
    FencedError (the transaction rolls back: nothing written). The share lock makes a concurrent
    lease take-over wait until this append commits, so a deposed writer cannot commit afterwards.
-3. Events and processed intents (binary COPY, one each), then the read models
-   (:mod:`~services.allocator.adapters.pg_projection`). A duplicate intent id violates the primary
-   key: DuplicateIntentError, nothing written. Any error rolls the whole transaction back.
+3. Events and processed intents in one statement; while PostgreSQL runs it, the read-model rows
+   are prepared (:func:`~services.allocator.adapters.pg_projection.prepare`), then written. A
+   duplicate intent id violates the primary key: DuplicateIntentError, nothing written. Any error
+   rolls the whole transaction back.
 """
 
 from __future__ import annotations
@@ -41,7 +42,15 @@ FROM leases l WHERE l.name = $1 FOR SHARE OF l
 """
 _BEGIN = f"BEGIN; LOCK TABLE events IN EXCLUSIVE MODE; {pg_projection.PLAN_SETTINGS}"
 """Sent as one simple query: opens the append transaction, takes the append lock, pins the plans."""
-_EVENT_COLUMNS = ("position", "recorded_at", "epoch", "intent_id", "type", "data")
+_INSERT_LOG = """
+WITH logged AS (
+    INSERT INTO events (position, recorded_at, epoch, intent_id, type, data)
+    SELECT $1::bigint + n, $2, $3, i, t, d::jsonb
+    FROM unnest($4::text[], $5::text[], $6::text[]) WITH ORDINALITY AS u(i, t, d, n)
+)
+INSERT INTO processed_intents (intent_id, stream_seq, position)
+SELECT * FROM unnest($7::text[], $8::bigint[], $9::bigint[])
+"""
 _READ = """
 SELECT position, recorded_at, epoch, intent_id, type, data::text FROM events
 WHERE position > $1 ORDER BY position LIMIT $2
@@ -81,11 +90,16 @@ class PostgresEventStore:
             raise FencedError(f"lease {lease!r} epoch is {current}, writer has {epoch}: append refused")
         last, now = int(fence[1]), fence[2]
         stored = _stored(batch, first=last + 1, now=now, epoch=epoch)
+        log_write = asyncio.ensure_future(_insert_log(conn, batch, stored, epoch=epoch, now=now, last=last))
+        await asyncio.sleep(0)  # the INSERT goes out: PostgreSQL writes the log while we prepare the read models
         try:
-            await _insert_log(conn, batch, stored, epoch=epoch, now=now, last=last)
-        except asyncpg.UniqueViolationError as exc:
-            raise DuplicateIntentError(f"an intent of the batch was already processed: {exc.detail}") from exc
-        await pg_projection.write(conn, pg_projection.prepare(stored, state))
+            prepared = pg_projection.prepare(stored, state)
+        finally:
+            try:
+                await log_write
+            except asyncpg.UniqueViolationError as exc:
+                raise DuplicateIntentError(f"an intent of the batch was already processed: {exc.detail}") from exc
+        await pg_projection.write(conn, prepared)
         return stored
 
     async def processed(self, intent_ids: Sequence[str]) -> set[str]:
@@ -178,17 +192,14 @@ def _stored(batch: Sequence[DecidedIntent], *, first: int, now: datetime, epoch:
 
 async def _insert_log(conn: asyncpg.Connection, batch: Sequence[DecidedIntent], stored: list[StoredEvent], *,
                       epoch: int, now: datetime, last: int) -> None:
-    """Binary COPY of the events and of one processed-intent row per decided intent."""
-    if stored:
-        await conn.copy_records_to_table("events", columns=_EVENT_COLUMNS, records=[
-            (s.position, now, epoch, s.intent_id, codec.tag_of(s.event), encode_for_log(s.event).decode())
-            for s in stored])
-    intents, position = [], last
+    """The events and one processed-intent row per decided intent, in one statement."""
+    positions, position = [], last
     for decided in batch:
         position += len(decided.events)
-        intents.append((decided.intent_id, decided.stream_seq, position))
-    await conn.copy_records_to_table("processed_intents", columns=("intent_id", "stream_seq", "position"),
-                                     records=intents)
+        positions.append(position)
+    await conn.execute(_INSERT_LOG, last, now, epoch, [s.intent_id for s in stored],
+                       [codec.tag_of(s.event) for s in stored], [encode_for_log(s.event).decode() for s in stored],
+                       [d.intent_id for d in batch], [d.stream_seq for d in batch], positions)
 
 
 class PostgresLeaseStore:
