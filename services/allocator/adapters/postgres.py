@@ -91,8 +91,8 @@ class PostgresEventStore:
         last, now = int(fence[1]), fence[2]
         stored = _stored(batch, first=last + 1, now=now, epoch=epoch)
         log_write = asyncio.ensure_future(_insert_log(conn, batch, stored, epoch=epoch, now=now, last=last))
-        await asyncio.sleep(0)  # the INSERT goes out: PostgreSQL writes the log while we prepare the read models
-        try:
+        try:  # the finally awaits the INSERT whatever happens, so the connection is never left mid-query
+            await asyncio.sleep(0)  # the INSERT goes out: PostgreSQL writes the log while we prepare the rest
             prepared = pg_projection.prepare(stored, state)
         finally:
             try:
