@@ -54,6 +54,11 @@ class PgServer:
 
     ``port`` 0 picks a free port at each start (``url`` tells it). ``durable=False`` turns off
     fsync and synchronous commit (tests and throwaway stacks only: a crash may lose the data).
+    Every server runs with ``wal_init_zero=off``: a young cluster creates a new 16 MB WAL segment
+    every 16 MB of WAL until checkpoints start recycling them, and zero-filling it stalled the
+    commit that needed it by 50-60 ms (BENCHMARKS.md, "Pipeline"). Commits are still synced
+    (``fdatasync`` also persists the blocks a write allocates); the cost is that a full disk is
+    met while writing WAL rather than when a segment is created.
     A server already running on ``data_dir`` (say, left by a killed ``gpuledger up``) is adopted.
     """
 
@@ -95,7 +100,7 @@ class PgServer:
             return self
         if self.port == 0:
             self.port = free_port(self.host)
-        options = f"-h {self.host} -p {self.port} -k '' -c max_connections=200"
+        options = f"-h {self.host} -p {self.port} -k '' -c max_connections=200 -c wal_init_zero=off"
         if not self.durable:
             options += "".join(f" -c {setting}" for setting in _FAST_SETTINGS)
         self._run("pg_ctl", "-D", str(self.data_dir), "-w", "-t", "60", "-o", options,

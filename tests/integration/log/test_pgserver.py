@@ -42,3 +42,14 @@ def test_a_restarted_server_resumes_the_same_data_dir(tmp_path: Path) -> None:
     finally:
         second.stop()
     assert not (tmp_path / "pg" / "postmaster.pid").exists()
+
+
+def test_a_durable_server_syncs_commits_and_does_not_zero_fill_new_wal_segments(tmp_path: Path) -> None:
+    server = PgServer(tmp_path / "pg").start()
+    try:
+        with psycopg.connect(server.url(), autocommit=True) as conn:
+            settings = {name: conn.execute(f"SHOW {name}").fetchone()[0]  # type: ignore[index]
+                        for name in ("fsync", "synchronous_commit", "full_page_writes", "wal_init_zero")}
+    finally:
+        server.stop()
+    assert settings == {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on", "wal_init_zero": "off"}
