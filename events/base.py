@@ -4,6 +4,10 @@ Owns the two Struct roots every message derives from, the NewType identifiers an
 schema version. Every concrete message sets an explicit, stable snake_case ``tag`` (never
 derived from the class name, so a rename cannot break stored events). Must not import
 anything outside msgspec and the standard library.
+
+Every Struct of the contract is frozen and declared ``gc=False``: an immutable tree of scalars,
+strings, tuples and other such Structs cannot form a reference cycle, so the cyclic garbage
+collector need not track it (tests/unit/events/test_gc_untracked.py; BENCHMARKS.md, "Event log").
 """
 
 from __future__ import annotations

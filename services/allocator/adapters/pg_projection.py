@@ -2,20 +2,23 @@
 
 Owns the SQL that applies one batch's projection (:mod:`services.allocator.adapters.projection`)
 inside the append transaction of :class:`~services.allocator.adapters.postgres.PostgresEventStore`.
-Every statement ships whole columns as arrays (``unnest``) or uses binary COPY, so a batch of any
-size costs a fixed number of round trips:
+:func:`prepare` builds everything without I/O (the append runs it while PostgreSQL writes the log);
+:func:`write` sends a fixed number of statements whatever the batch size:
 
-- ``allocations``: one UPDATE for the open lives the batch changes (patches), one COPY for the
-  lives it starts;
-- ``gpus``: whole nodes rewritten (DELETE + COPY) on node events; single GPUs updated in place
-  (only the columns a grant, release, resize, capacity or phase change can alter, so the update
-  is HOT on the table's half-empty pages), inserted when missing;
+- ``allocations``: one UPDATE for the open lives the batch changes (patches), one INSERT for the
+  lives it starts, both from a JSON row set (``json_to_recordset``/``json_populate_recordset``:
+  one ``msgspec`` encode on our side instead of asyncpg encoding every array element);
+- ``gpus``: whole nodes rewritten (DELETE + COPY) on node events; single GPUs updated in place from
+  a JSON row set (only the columns a grant, release, resize, capacity or phase change can alter, so
+  the update is HOT on the table's half-empty pages), inserted when missing;
 - ``quota_usage``: the touched namespaces rewritten (DELETE + COPY).
 
-The UPDATEs join a few hundred array rows to a table by its key. Row estimates of ``unnest`` and of
-a table that grew since its last ANALYZE mislead the planner into hashing the whole table (seen:
-9 ms instead of 1 ms for 256 patches), so :data:`PLAN_SETTINGS` pins nested-loop index plans for
-the append transaction only.
+The UPDATEs join a few hundred rows to a table by its key. ``allocations`` grows by hundreds of rows
+per append, so its statistics are usually stale, and a plain join on the open lives let the planner
+hash them all (9 ms instead of 1 ms for 256 patches) or loop over them (290 ms). The patch therefore
+finds each open life with a ``LATERAL ... LIMIT 1`` index lookup, and :data:`PLAN_SETTINGS` turns
+hash and merge joins off for the append transaction only (the ``gpus`` update then uses its primary
+key). ``tests/integration/log/test_append_plans.py`` checks both plans.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ class Prepared(msgspec.Struct, kw_only=True):
     node_rows: list[projection.Row] = []
     gone: list[str] = []
     gpu_rows: list[projection.Row] = []
+    gpu_json: str | None = None
     namespaces: list[str] = []
     quota_rows: list[projection.Row] = []
 
@@ -89,7 +93,8 @@ def prepare(stored: list[StoredEvent], state: ClusterState) -> Prepared:
     return Prepared(
         patches=_json([{"allocation_id": k, **p} for k, p in changes.patches.items()]) if changes.patches else None,
         inserts=_json(changes.inserts) if changes.inserts else None,
-        nodes=nodes, node_rows=projection.gpu_rows(state, nodes) if nodes else [], gone=gone, gpu_rows=gpu_rows,
+        nodes=nodes, node_rows=projection.gpu_rows(state, nodes) if nodes else [], gone=gone,
+        gpu_rows=gpu_rows, gpu_json=_json(gpu_rows) if gpu_rows else None,
         namespaces=namespaces, quota_rows=projection.quota_rows(state, namespaces) if namespaces else [])
 
 
@@ -105,15 +110,15 @@ async def write(conn: asyncpg.Connection, prepared: Prepared) -> None:
         await copy(conn, "gpus", GPU_COLUMNS, prepared.node_rows)
     if prepared.gone:
         await conn.execute("DELETE FROM gpus WHERE name = any($1::text[])", prepared.gone)
-    if prepared.gpu_rows:
-        await _update_gpus(conn, prepared.gpu_rows)
+    if prepared.gpu_json is not None:
+        await _update_gpus(conn, prepared.gpu_json, prepared.gpu_rows)
     if prepared.namespaces:
         await conn.execute("DELETE FROM quota_usage WHERE namespace = any($1::text[])", prepared.namespaces)
         await copy(conn, "quota_usage", QUOTA_COLUMNS, prepared.quota_rows)
 
 
-async def _update_gpus(conn: asyncpg.Connection, rows: list[projection.Row]) -> None:
-    status = await conn.execute(UPDATE_GPUS, _json(rows))
+async def _update_gpus(conn: asyncpg.Connection, payload: str, rows: list[projection.Row]) -> None:
+    status = await conn.execute(UPDATE_GPUS, payload)
     if status != f"UPDATE {len(rows)}":
         await conn.execute(_UPSERT_GPUS, *([r[c] for r in rows] for c in GPU_COLUMNS))
 

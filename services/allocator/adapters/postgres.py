@@ -71,8 +71,8 @@ class PostgresEventStore:
         DuplicateIntentError when an intent id was already processed; both write nothing.
         """
         async with self.pool.acquire() as conn:
-            await conn.execute(_BEGIN)
             try:
+                await conn.execute(_BEGIN)
                 stored = await self._append_locked(conn, batch, lease=lease, epoch=epoch, state=state)
             except BaseException:
                 with contextlib.suppress(Exception):  # a broken connection is reset by the pool
