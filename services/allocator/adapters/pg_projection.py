@@ -107,14 +107,14 @@ async def write(conn: asyncpg.Connection, prepared: Prepared) -> None:
     if prepared.nodes:
         await conn.execute("DELETE FROM gpus WHERE node = any($1::text[]) OR name = any($2::text[])",
                            prepared.nodes, [r["name"] for r in prepared.node_rows])
-        await copy(conn, "gpus", GPU_COLUMNS, prepared.node_rows)
+        await _copy(conn, "gpus", GPU_COLUMNS, prepared.node_rows)
     if prepared.gone:
         await conn.execute("DELETE FROM gpus WHERE name = any($1::text[])", prepared.gone)
     if prepared.gpu_json is not None:
         await _update_gpus(conn, prepared.gpu_json, prepared.gpu_rows)
     if prepared.namespaces:
         await conn.execute("DELETE FROM quota_usage WHERE namespace = any($1::text[])", prepared.namespaces)
-        await copy(conn, "quota_usage", QUOTA_COLUMNS, prepared.quota_rows)
+        await _copy(conn, "quota_usage", QUOTA_COLUMNS, prepared.quota_rows)
 
 
 async def _update_gpus(conn: asyncpg.Connection, payload: str, rows: list[projection.Row]) -> None:
@@ -127,7 +127,7 @@ def _json(rows: list[projection.Row]) -> str:
     return msgspec.json.encode(rows).decode()
 
 
-async def copy(conn: asyncpg.Connection, table: str, columns: tuple[str, ...], rows: list[projection.Row]) -> None:
+async def _copy(conn: asyncpg.Connection, table: str, columns: tuple[str, ...], rows: list[projection.Row]) -> None:
     """Binary COPY of ``rows`` (dicts keyed by column) into ``table``; nothing when empty."""
     if rows:
         await conn.copy_records_to_table(table, columns=columns, records=[tuple(r[c] for c in columns) for r in rows])

@@ -92,9 +92,6 @@ gpus = Table(
 )
 """Rewritten on every grant/release: half-empty pages let PostgreSQL update rows in place (HOT)."""
 
-OPEN_STATUSES = ("queued", "granted")
-"""Statuses of a life that is still open (at most one open row per allocation id)."""
-
 allocations = Table(
     "allocations",
     metadata,
