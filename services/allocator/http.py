@@ -93,8 +93,8 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
-        return web.json_response({"error": exc.reason, "field": ""}, status=exc.status, headers=exc.headers
-                                 if exc.status == 405 else None)
+        allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return web.json_response({"error": exc.reason, "field": ""}, status=exc.status, headers=allow)
     except asyncio.CancelledError:
         raise
     except Exception:

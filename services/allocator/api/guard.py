@@ -12,8 +12,14 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import structlog
 import yaml
 from aiohttp import web
+
+from events.values import AllocationSpec
+from services import podspec
+
+log = structlog.get_logger(__name__)
 
 MAX_BODY_BYTES = 1 << 20
 """Largest request body (1 MiB), as NATS's default payload limit."""
@@ -105,6 +111,19 @@ def parse_document(text: str) -> Any:
         raise ApiError(400, f"body is not JSON or YAML: {exc}", field="body") from exc
     except (RecursionError, ValueError, TypeError, OverflowError) as exc:
         raise ApiError(400, f"body is not a JSON or YAML document: {exc}", field="body") from exc
+
+
+def compose_pod(pod: dict[str, Any]) -> AllocationSpec:
+    """The Pod's allocation request (services.podspec.compose): a PodSpecError is 400 naming its
+    field; any other error while reading the Pod (a gap in the parser's own checks) is 400 too,
+    naming ``body``, and logged: a hostile manifest must never be a 5xx."""
+    try:
+        return podspec.compose(pod)
+    except podspec.PodSpecError as exc:
+        raise ApiError(400, str(exc), field=exc.field) from exc
+    except (ArithmeticError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+        log.warning("the pod parser failed on a manifest", error=repr(exc))
+        raise ApiError(400, f"the Pod could not be read: {type(exc).__name__}", field="body") from exc
 
 
 async def read_object(request: web.Request) -> dict[str, Any]:

@@ -52,7 +52,8 @@ def _query(name: str, description: str, enum: tuple[str, ...] = ()) -> dict[str,
 
 
 def _path(name: str) -> dict[str, Any]:
-    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"},
+            "description": "Percent-encoded (an allocation id such as team-a/pod-1 is team-a%2Fpod-1)"}
 
 
 _PAGING = [

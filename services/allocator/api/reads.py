@@ -12,7 +12,6 @@ from typing import Any
 from aiohttp import web
 
 from events.values import QOS_LEVELS
-from services import podspec
 from services.allocator import reasons, simulation, views
 from services.allocator.api import documents, guard, paging
 from services.allocator.api.context import allocator_of, reason_of
@@ -133,8 +132,5 @@ async def simulate(request: web.Request) -> web.Response:
     """POST /api/v1/simulate: what would be decided for the posted Pod now (nothing is written);
     400 ``{"error", "field"}`` for a body that is not a Pod or has invalid annotations."""
     paging.query(request, allowed=())
-    pod = await guard.read_object(request)
-    try:
-        return _json(simulation.simulate(allocator_of(request).state, pod))
-    except podspec.PodSpecError as exc:
-        raise guard.ApiError(400, str(exc), field=exc.field) from exc
+    spec = guard.compose_pod(await guard.read_object(request))
+    return _json(simulation.simulate_spec(allocator_of(request).state, spec))

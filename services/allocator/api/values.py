@@ -44,8 +44,8 @@ def quantity(raw: Any, *, field: str, scale: int) -> int:
         raise ApiError(400, f"{field} must be a quantity string such as \"20\" or \"4Gi\"", field=field)
     try:
         value = parse(str(raw)) if not isinstance(raw, float) or math.isfinite(raw) else Decimal("NaN")
-    except QuantityError as exc:
-        raise ApiError(400, f"{field}: {exc}", field=field) from exc
+    except (QuantityError, ArithmeticError) as exc:  # ArithmeticError: an exponent past Decimal's range
+        raise ApiError(400, f"{field}: invalid quantity {str(raw)[:64]!r}", field=field) from exc
     if not value.is_finite() or value < 0 or value.adjusted() > 20:
         raise ApiError(400, f"{field} must be a finite non-negative quantity, got {str(raw)[:64]!r}", field=field)
     scaled = int((value * scale).to_integral_value(rounding="ROUND_CEILING"))

@@ -75,10 +75,7 @@ async def submit(request: web.Request) -> web.Response:
     params = paging.query(request, allowed=("force", "wait"), choices={"force": ("true", "false")})
     wait = _wait_of(params)
     pod = _pod_of(await guard.read_object(request), force=params.get("force") == "true")
-    try:
-        spec = podspec.compose(pod)
-    except podspec.PodSpecError as exc:
-        raise guard.ApiError(400, str(exc), field=exc.field) from exc
+    spec = guard.compose_pod(pod)
     state = allocator_of(request).state
     live = _live_pod(state.allocations, spec.namespace, spec.pod)
     if live is not None:
