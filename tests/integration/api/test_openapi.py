@@ -67,8 +67,9 @@ async def test_no_generated_request_is_answered_with_a_5xx(api: Api) -> None:
     assert {200, 400} <= set(statuses)  # valid and invalid requests were both generated
 
 
-_CONTENT_TYPES = st.sampled_from(["application/json", "application/yaml", "text/plain", "application/json; charset=bogus",
-                                  "application/json; charset=latin-1", "", "multipart/form-data"])
+_CONTENT_TYPES = st.sampled_from(["application/json", "application/yaml", "text/plain",
+                                  "application/json; charset=bogus", "application/json; charset=latin-1", "",
+                                  "multipart/form-data"])
 _JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
                         lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner,
                                                                                     max_size=4), max_leaves=30)
