@@ -2,7 +2,7 @@
 
 Composes the Pod's request with ``services.podspec.compose`` (raises PodSpecError naming the
 field), runs the pure ``decide`` on the projection (decide never mutates it) and ``explain`` for
-the per-filter counts. Output: the ``simulate --json`` shape of DESIGN.md.
+the per-filter counts. Output: the ``simulate --json`` shape (``{"allocation_request", "outcome", "filters"}``).
 """
 
 from __future__ import annotations
