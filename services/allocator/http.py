@@ -4,8 +4,9 @@ Routes (docs/operations.md, and the OpenAPI document served at ``/openapi.json``
 open ``GET /healthz``, ``/readyz``, ``/metrics``, ``/openapi.json``; under ``/api/v1`` the reads
 (pools, nodes, GPUs, allocations with their live explanation, queue, quotas, status, simulate) and
 the writes (submit, release, resize, quota set/remove, pool configure) that publish one intent
-each. When ``GPULEDGER_API_TOKEN`` (or ``GPULEDGER_API_TOKEN_FILE``) is set, every ``/api/`` route
-needs ``Authorization: Bearer <token>`` (401 otherwise; compared in constant time). Every refusal
+each. When ``GPULEDGER_API_TOKEN`` (or ``GPULEDGER_API_TOKEN_FILE``) is set, every route but the
+four open ones (:data:`OPEN_PATHS`) needs ``Authorization: Bearer <token>`` (401 otherwise; compared
+in constant time). Every refusal
 is ``{"error", "field"}`` with a 4xx status; bodies are bounded (services.allocator.api.guard).
 """
 
@@ -73,7 +74,7 @@ def _auth_middleware(token: str) -> Middleware:
 
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if token and request.path.startswith("/api/"):
+        if token and request.path not in OPEN_PATHS:
             given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
             if not hmac.compare_digest(given, expected):
                 return web.json_response({"error": "a bearer token is required (Authorization: Bearer <token>)",
