@@ -24,6 +24,7 @@ from events import intents
 from events.values import AllocationSpec, GpuSpec, Resources
 from services.allocator import domain, reasons
 from services.allocator.domain.state import ClusterState
+from services.shared import lifecycle
 
 GIB = 1 << 30
 NOW = datetime(2026, 3, 1, tzinfo=UTC)
@@ -50,6 +51,7 @@ def main() -> None:
     parser.add_argument("--queued", type=int, default=2000)
     args = parser.parse_args()
     state = build(args.nodes, args.queued)
+    lifecycle.settle_heap()  # as the allocator does after loading its state
     waiting = reasons.queued(state)
     assert len(waiting) == args.queued, len(waiting)
     times = []

@@ -7,14 +7,17 @@ those reasons and writes the ones that changed to the read model, outside the lo
 change, so a waiting request does not flood the log). The first round of each leadership, and
 after the projection is reloaded, recomputes and writes every queued request. Cost: one
 ``decide`` per queued request in the touched pools/namespaces (a filter pass over its pool's
-nodes), in chunks of :data:`CHUNK` that yield to the event loop, at most :data:`BUDGET` per round
-and rounds at least :data:`MIN_INTERVAL_S` apart (the rest waits for the next round, so a long
-queue cannot slow the decisions down); one UPDATE per round for the rows that changed.
+nodes, BENCHMARKS.md "Current reasons"). A round computes for at most :data:`ROUND_S` seconds,
+yielding to the event loop every :data:`SLICE_S`, and rounds start at least :data:`MIN_INTERVAL_S`
+apart, so the keeper takes at most about a tenth of the allocator's event loop however long the
+queue (what is left waits, in grant order, for the next round); one UPDATE per round for the rows
+that changed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
@@ -29,12 +32,12 @@ from services.shared import lifecycle
 
 log = structlog.get_logger(__name__)
 
-CHUNK = 64
-"""Reasons computed between two yields to the event loop."""
-BUDGET = 512
-"""Most reasons computed per round."""
-MIN_INTERVAL_S = 0.1
-"""Least time between two rounds."""
+SLICE_S = 0.005
+"""Computing time between two yields to the event loop."""
+ROUND_S = 0.025
+"""Computing time of one round at most (one reason is always computed)."""
+MIN_INTERVAL_S = 0.2
+"""Least time between the starts of two rounds."""
 
 ReasonRows = dict[str, tuple[str, str, str]]
 Sink = Callable[[ReasonRows, int], Awaitable[int]]
@@ -94,6 +97,7 @@ class ReasonKeeper:
         while not stop.is_set():
             await lifecycle.wait_event(self._wake, idle_s)
             self._wake.clear()
+            started = time.monotonic()
             try:
                 await self.refresh()
             except Exception as exc:  # the read model is behind until the next round
@@ -101,7 +105,7 @@ class ReasonKeeper:
                 self._scope.everything = True
             if self._pending:
                 self._wake.set()
-            await asyncio.sleep(MIN_INTERVAL_S)
+            await asyncio.sleep(max(0.0, MIN_INTERVAL_S - (time.monotonic() - started)))
 
     async def refresh(self) -> int:
         """One round (leader only): recompute the dirty reasons, write those that changed; returns
@@ -118,10 +122,7 @@ class ReasonKeeper:
         position = allocator.state.position
         queued = reasons.queued(allocator.state)
         self._pending.update((a.spec.allocation_id, None) for a in queued if scope.covers(a.spec))
-        chosen = list(self._pending)[:BUDGET]
-        for allocation_id in chosen:
-            del self._pending[allocation_id]
-        fresh = await self._compute(chosen)
+        fresh = await self._compute()
         live = {a.spec.allocation_id for a in reasons.queued(allocator.state)}
         self.cache = {k: v for k, v in {**self.cache, **fresh}.items() if k in live}
         self._written = {k: v for k, v in self._written.items() if k in live}
@@ -133,13 +134,19 @@ class ReasonKeeper:
         self._written.update(changed)
         return written
 
-    async def _compute(self, ids: list[str]) -> dict[str, reasons.Reason]:
+    async def _compute(self) -> dict[str, reasons.Reason]:
+        """Reasons of pending ids, in grant order, for at most ROUND_S of computing."""
         out: dict[str, reasons.Reason] = {}
-        for start in range(0, len(ids), CHUNK):
+        spent, slice_start = 0.0, time.monotonic()
+        while self._pending and (not out or spent < ROUND_S):
+            allocation_id = next(iter(self._pending))
+            del self._pending[allocation_id]
             state = self._allocator.state
-            for allocation_id in ids[start:start + CHUNK]:
-                live = state.allocations.get(allocation_id)
-                if live is not None and live.status == "queued":
-                    out[allocation_id] = reasons.current(state, live.spec)
-            await asyncio.sleep(0)
+            live = state.allocations.get(allocation_id)
+            if live is not None and live.status == "queued":
+                out[allocation_id] = reasons.current(state, live.spec)
+            if (elapsed := time.monotonic() - slice_start) >= SLICE_S:
+                spent += elapsed
+                await asyncio.sleep(0)
+                slice_start = time.monotonic()
         return out
