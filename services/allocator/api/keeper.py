@@ -9,7 +9,7 @@ after the projection is reloaded, recomputes and writes every queued request. Co
 ``decide`` per queued request in the touched pools/namespaces (a filter pass over its pool's
 nodes, BENCHMARKS.md "Current reasons"). A round computes for at most :data:`ROUND_S` seconds,
 yielding to the event loop every :data:`SLICE_S`, and rounds start at least :data:`MIN_INTERVAL_S`
-apart, so the keeper takes at most about a tenth of the allocator's event loop however long the
+apart, so the keeper takes at most about 5 % of the allocator's event loop however long the
 queue (what is left waits, in grant order, for the next round); one UPDATE per round for the rows
 that changed.
 """
@@ -36,7 +36,7 @@ SLICE_S = 0.005
 """Computing time between two yields to the event loop."""
 ROUND_S = 0.025
 """Computing time of one round at most (one reason is always computed)."""
-MIN_INTERVAL_S = 0.2
+MIN_INTERVAL_S = 0.5
 """Least time between the starts of two rounds."""
 
 ReasonRows = dict[str, tuple[str, str, str]]
