@@ -56,27 +56,38 @@ def check_payload(data: bytes | bytearray | memoryview | str, *, limit: int = MA
         raw = bytes(data)
     if len(raw) > limit:
         raise BoundsError(f"payload of {len(raw)} bytes exceeds the limit of {limit} bytes", value=str(len(raw)))
-    if not raw.isascii():
-        try:
-            raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            bad = raw[exc.start:exc.start + 4]
-            raise BoundsError(f"invalid UTF-8 at byte {exc.start} ({bad!r})", value=repr(bad)) from None
-    depth = too_deep(raw)
-    if depth:
-        raise BoundsError(f"JSON nested {depth} levels deep; at most {MAX_DEPTH} allowed", value=str(depth))
+    check_utf8(raw)
+    check_depth(raw)
     if b"\\u0000" in raw:
         raise BoundsError("strings must not contain NUL (\\u0000) characters", value="\\u0000")
     return raw
 
 
-def too_deep(raw: bytes) -> int:
-    """The nesting depth of JSON arrays/objects in ``raw`` when above MAX_DEPTH, else 0.
+def check_utf8(raw: bytes) -> None:
+    """Raise BoundsError naming the byte position when ``raw`` is not valid UTF-8."""
+    if raw.isascii():
+        return
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = raw[exc.start:exc.start + 4]
+        raise BoundsError(f"invalid UTF-8 at byte {exc.start} ({bad!r})", value=repr(bad)) from None
 
-    Iterative and linear (brackets inside strings ignored); a payload with at most MAX_DEPTH
+
+def check_depth(raw: bytes, max_depth: int = MAX_DEPTH) -> None:
+    """Raise BoundsError when JSON arrays/objects in ``raw`` nest deeper than ``max_depth``."""
+    depth = too_deep(raw, max_depth)
+    if depth:
+        raise BoundsError(f"JSON nested {depth} levels deep; at most {max_depth} allowed", value=str(depth))
+
+
+def too_deep(raw: bytes, max_depth: int = MAX_DEPTH) -> int:
+    """The nesting depth of JSON arrays/objects in ``raw`` when above ``max_depth``, else 0.
+
+    Iterative and linear (brackets inside strings ignored); a payload with at most ``max_depth``
     brackets in all is answered without scanning. Unbalanced input is left to the decoder.
     """
-    if raw.count(b"{") + raw.count(b"[") <= MAX_DEPTH:
+    if raw.count(b"{") + raw.count(b"[") <= max_depth:
         return 0
     depth = deepest = 0
     for bracket in _BRACKETS.findall(_STRING.sub(b'""', raw)):
@@ -85,7 +96,7 @@ def too_deep(raw: bytes) -> int:
             deepest = max(deepest, depth)
         else:
             depth -= 1
-    return deepest if deepest > MAX_DEPTH else 0
+    return deepest if deepest > max_depth else 0
 
 
 def named(exc: msgspec.ValidationError, raw: bytes | None = None, *, prefix: str = "invalid") -> BoundsError:
