@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from events.bounds import MAX_MILLI_TFLOPS, MAX_VRAM_BYTES
 from events.quantity import QuantityError, to_milli, to_value
 from events.values import Resources
 from services.autoscaler.config import CronScalingRule, ResourcesSpec
@@ -62,12 +63,23 @@ def is_active(rule: CronScalingRule, now: datetime, *, default_tz: tzinfo = UTC)
 
 
 def to_request_limit(spec: ResourcesSpec, *, rule: str = "") -> RequestLimit:
-    """A TensorFusion ``Resources`` as per-GPU milli-TFLOPS and bytes (``compute`` % is ignored)."""
+    """A TensorFusion ``Resources`` as per-GPU milli-TFLOPS and bytes (``compute`` % is ignored).
+
+    CronError for a malformed quantity or one above the contract's per-GPU bounds
+    (:mod:`events.bounds`: 10^7 TFLOPS, 4 TiB), so a recommendation the allocator would refuse is
+    refused here, naming the field.
+    """
     def one(tflops: str, vram: str, where: str) -> Resources:
         try:
-            return Resources(milli_tflops=to_milli(tflops) if tflops else 0, vram_bytes=to_value(vram) if vram else 0)
+            res = Resources(milli_tflops=to_milli(tflops) if tflops else 0, vram_bytes=to_value(vram) if vram else 0)
         except QuantityError as exc:
             raise CronError(f"cron scaling rule {rule!r}: desiredResources.{where}: {exc}") from exc
+        for name, value, most in (("tflops", res.milli_tflops, MAX_MILLI_TFLOPS),
+                                  ("vram", res.vram_bytes, MAX_VRAM_BYTES)):
+            if value > most:
+                raise CronError(f"cron scaling rule {rule!r}: desiredResources.{where}.{name}: "
+                                f"{tflops if name == 'tflops' else vram!r} above the per-GPU bound")
+        return res
 
     return RequestLimit(request=one(spec.requests.tflops, spec.requests.vram, "requests"),
                         limit=one(spec.limits.tflops, spec.limits.vram, "limits"))

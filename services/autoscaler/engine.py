@@ -19,7 +19,8 @@ from datetime import UTC, datetime, timedelta, tzinfo
 import msgspec
 import structlog
 
-from events import decisions, intents
+from events import decisions, guard, intents
+from events.bounds import BoundsError
 from events.metrics import SampleError, UsageSample, check_sample
 from services.autoscaler import config as cfg
 from services.autoscaler import cron, external, recommender
@@ -243,10 +244,25 @@ class Engine:
         for worker in workers:
             if worker.spec.attributes.get(cfg.DEDICATED_GPU_ANNOTATION, "").lower() == "true":
                 continue
-            intent = self.tracker.apply(worker, worker_target(rec, worker, compute=compute, vram=vram), now=now)
+            target = worker_target(rec, worker, compute=compute, vram=vram)
+            if not self._within_bounds(worker, target):
+                continue
+            intent = self.tracker.apply(worker, target, now=now)
             if intent is not None:
                 result.append(intent)
         return result
+
+    def _within_bounds(self, worker: Worker, target: RequestLimit) -> bool:
+        """Refuse (log and count) a target the allocator would reject as beyond the contract's bounds."""
+        for side, res in (("request", target.request), ("limit", target.limit)):
+            try:
+                guard.check_message(res)
+            except BoundsError as exc:
+                self.dropped["resize_out_of_bounds"] += 1
+                log.warning("resize refused", allocation_id=worker.spec.allocation_id, field=f"{side}.{exc.field}",
+                            error=str(exc))
+                return False
+        return True
 
     def on_event(self, event: decisions.AnyEvent, *, now: datetime) -> list[intents.ResizeAllocation]:
         """Fold an allocator event; a ResizeRejected may yield one capped retry."""

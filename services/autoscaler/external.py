@@ -17,6 +17,8 @@ from typing import Any
 import aiohttp
 import msgspec
 
+from events import guard
+from events.bounds import BoundsError
 from events.quantity import format_bytes, format_milli
 from services.autoscaler.config import ExternalScaler, ResourcesSpec
 from services.autoscaler.cron import CronError, to_request_limit
@@ -25,6 +27,10 @@ from services.autoscaler.recommender import Processor
 
 TIMEOUT_S = 10.0
 SECRET_KEYS = ("apiKey", "token", "key")
+
+
+MAX_ANSWER_BYTES = 64 * 1024
+"""Largest external scaler answer read (a real one is a few hundred bytes)."""
 
 
 class ExternalError(RuntimeError):
@@ -69,14 +75,15 @@ async def ask(session: aiohttp.ClientSession, scaler: ExternalScaler, *, workloa
     try:
         async with session.post(scaler.url, json=body, headers=headers,
                                 timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as resp:
-            data = await resp.read()
+            data = await resp.content.read(MAX_ANSWER_BYTES + 1)  # bounded: one byte over is refused
             if resp.status != 200:
                 raise ExternalError(f"external scaler {scaler.url} answered {resp.status}: {data[:200]!r}")
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise ExternalError(f"external scaler {scaler.url} failed: {exc!r}") from exc
     try:
-        return msgspec.json.decode(data, type=ExternalAnswer)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raw = guard.check_payload(data, limit=MAX_ANSWER_BYTES)
+        return msgspec.json.decode(raw, type=ExternalAnswer)
+    except (msgspec.DecodeError, BoundsError) as exc:  # BoundsError: size, UTF-8, nesting
         raise ExternalError(f"external scaler {scaler.url}: bad answer: {exc}") from exc
 
 

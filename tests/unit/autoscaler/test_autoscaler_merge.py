@@ -131,3 +131,29 @@ def test_recommend_never_shows_a_traceback(tmp_path: Path, which: str, content: 
     code, out = _invoke("--samples", str(samples), "--config", str(profile), "--json")
     error = json.loads(out)
     assert code == 2 and error["field"] == field and text in error["error"], out
+
+
+def test_recommendations_beyond_the_per_gpu_bounds_are_refused_naming_the_field() -> None:
+    from services.autoscaler.config import ResourceAmount, ResourcesSpec
+    from services.autoscaler.cron import CronError, to_request_limit
+
+    ok = to_request_limit(ResourcesSpec(requests=ResourceAmount(tflops="10M", vram="4Ti")), rule="r")
+    assert ok.request.vram_bytes == 4 * 2**40
+    for req, field in ((ResourceAmount(tflops="1", vram="8Ei"), "requests.vram"),
+                       (ResourceAmount(tflops="10000001", vram="1Gi"), "requests.tflops")):
+        with pytest.raises(CronError, match=field.replace(".", r"\.")):
+            to_request_limit(ResourcesSpec(requests=req), rule="r")
+
+
+def test_a_target_beyond_bounds_is_refused_before_the_tracker_sees_it() -> None:
+    from services.autoscaler.recommendation import RequestLimit
+    from services.autoscaler.view import Worker
+
+    engine = Engine(new_id=lambda: "r")
+    engine.on_event(node(gpu("gpu-0")), now=T0)
+    engine.on_event(granted(spec("a-0", pod="llama-0")), now=T0)
+    worker: Worker = engine.view.workers["a-0"]
+    huge = RequestLimit(request=worker.current.request, limit=type(worker.current.limit)(vram_bytes=2**50))
+    assert not engine._within_bounds(worker, huge)
+    assert engine.dropped["resize_out_of_bounds"] == 1
+    assert engine._within_bounds(worker, worker.current)
