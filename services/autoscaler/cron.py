@@ -1,6 +1,6 @@
 """Cron scaling rules: time windows that set resources and act as scale-down floors.
 
-TensorFusion ``cron_recommender.go`` (spec autoscaler_discovery.md §A.10): a rule is active
+TensorFusion internal/autoscaler/recommender/cron_recommender.go: a rule is active
 when its next end fire comes no later than its next start fire (a half-open window
 ``[start, end)`` at second resolution, robfig/cron v3 semantics; overnight windows work). Five
 fields only; ``TZ=``/``CRON_TZ=`` prefixes select a zone, descriptors such as ``@daily`` are
@@ -54,7 +54,7 @@ def next_fire(expr: str, after: datetime, *, default_tz: tzinfo = UTC) -> dateti
 
 
 def is_active(rule: CronScalingRule, now: datetime, *, default_tz: tzinfo = UTC) -> bool:
-    """Whether ``rule``'s window holds ``now`` (spec A17); CronError on a bad rule."""
+    """Whether ``rule``'s window holds ``now`` (TensorFusion cron_recommender.go); CronError on a bad rule."""
     if rule.start.strip() == rule.end.strip():
         raise CronError(f"cron scaling rule {rule.name!r}: start and end are the same ({rule.start!r})")
     next_start = next_fire(rule.start, now, default_tz=default_tz)
@@ -87,7 +87,7 @@ def to_request_limit(spec: ResourcesSpec, *, rule: str = "") -> RequestLimit:
 
 def active_rule(rules: tuple[CronScalingRule, ...], now: datetime, *,
                 default_tz: tzinfo = UTC) -> CronScalingRule | None:
-    """The one enabled rule active at ``now``; CronError when two are (spec A16)."""
+    """The one enabled rule active at ``now``; CronError when two are (TensorFusion cron_recommender.go)."""
     found: CronScalingRule | None = None
     for rule in rules:
         if not rule.enable or not rule.name or not rule.start or not rule.end:
@@ -102,7 +102,7 @@ def active_rule(rules: tuple[CronScalingRule, ...], now: datetime, *,
 def recommend(rules: tuple[CronScalingRule, ...], *, previous: CronScalingRule | None, original: RequestLimit,
               current: RequestLimit, processor: Processor | None, now: datetime,
               default_tz: tzinfo = UTC) -> tuple[Outcome | None, CronScalingRule | None]:
-    """The cron recommender (spec A14-A16, A30): ``(outcome, new active rule)``; CronError aborts.
+    """The cron recommender (TensorFusion cron_recommender.go): ``(outcome, new active rule)``; CronError aborts.
 
     ``previous`` is the rule active after the last round (TensorFusion activeCronScalingRule).
     """

@@ -2,7 +2,7 @@
 
 Owns the per-workload state (histograms, the in-memory recommendation that becomes the next
 round's "current", the active cron rule, the last condition) and one round of TensorFusion
-``processSingleWorkload`` (spec autoscaler_discovery.md §A.3, §A.9-§A.14): percentile, then cron,
+``processSingleWorkload`` (TensorFusion internal/autoscaler/autoscaler.go): percentile, then cron,
 then merge, then apply to every non-dedicated worker. A worker's samples of one minute are merged
 by max before the histograms (:mod:`services.autoscaler.merge`, as TensorFusion's metrics query),
 and a round flushes the merged samples of its workload first. Malformed (out-of-bounds, see
@@ -135,7 +135,7 @@ class Engine:
         return agg
 
     def due(self, now: datetime) -> list[WorkloadKey]:
-        """Workloads whose interval has passed since their last round (spec A.3 per-workload loop)."""
+        """Workloads whose interval has passed since their last round (TensorFusion autoscaler.go)."""
         result = []
         for key in self.view.workloads():
             state = self.states.get(key)

@@ -1,6 +1,6 @@
 """The external recommender: an HTTP service that proposes resources (TensorFusion ``externalScaler``).
 
-Spec autoscaler_discovery.md §A.11: ``POST url`` with ``{"workloadName", "namespace",
+TensorFusion internal/autoscaler/recommender/external_recommender.go: ``POST url`` with ``{"workloadName", "namespace",
 "currentResources"}`` (10 s timeout, ``Authorization: Bearer <key>`` when ``apiKeySecretRef`` is
 set); the answer ``{"needScaleUp", "needScaleDown", "reason", "recommendedResources"}`` becomes an
 outcome: neither flag -> NoScalingNeeded (a no-op), an all-zero proposal -> nothing, otherwise the
@@ -88,7 +88,7 @@ async def ask(session: aiohttp.ClientSession, scaler: ExternalScaler, *, workloa
 
 
 def outcome(answer: ExternalAnswer, *, current: RequestLimit, processor: Processor | None) -> Outcome | None:
-    """The external recommender's result (spec A.11); ExternalError for bad quantities."""
+    """The external recommender's result (TensorFusion external_recommender.go); ExternalError for bad quantities."""
     if not answer.need_scale_up and not answer.need_scale_down:
         return Outcome(resources=RequestLimit(), has_applied=True, reason="NoScalingNeeded",
                        message=answer.reason or "external scaler: no scaling needed")

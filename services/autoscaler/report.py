@@ -1,6 +1,6 @@
 """What ``gpuledger recommend`` prints: estimates, the recommendation and why, for one workload.
 
-Owns the report shape (DESIGN.md "CLI output contracts"): ``{"workload", "namespace",
+Owns the report shape (the CLI's JSON output contract, docs/operations.md): ``{"workload", "namespace",
 "tflops": {"lower", "target", "upper"}, "vram": {...}, "request": {"tflops", "vram"},
 "limit": {...}, "applied", "reason", "message", "samples"}`` with canonical Kubernetes quantity
 strings, and the offline computation from a samples file and a WorkloadProfile (the same

@@ -29,7 +29,7 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 COUNT_LABEL = "nvidia.com/gpu.count"
 MEMORY_LABEL = "nvidia.com/gpu.memory"
 MAX_GPUS_PER_NODE = 64
-"""TensorFusion reads at most 64 devices per node (spec B.9)."""
+"""TensorFusion reads at most 64 devices per node (TensorFusion node discovery)."""
 
 
 class NodeLabelError(ValueError):
@@ -67,7 +67,7 @@ def _allocatable(node: str, status: dict[str, Any]) -> tuple[int, int]:
 
 
 def is_schedulable(obj: dict[str, Any]) -> bool:
-    """False when cordoned (``spec.unschedulable``) or the Ready condition is not True (spec B16)."""
+    """False when cordoned (``spec.unschedulable``) or the Ready condition is not True."""
     if (obj.get("spec") or {}).get("unschedulable"):
         return False
     conditions = (obj.get("status") or {}).get("conditions") or []

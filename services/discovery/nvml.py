@@ -4,7 +4,7 @@
 fake in unit tests) and returns :class:`GpuReading` per device: uuid (lowercased, as TensorFusion
 keys GPUs), NVML name (model lookup via the table's normalisation), total memory bytes, index
 and NUMA node (``nvmlDeviceGetNumaNodeId``, else the PCI device's sysfs ``numa_node``; -1 or
-unavailable -> None). At most 64 devices (spec B.3). ``node_report`` adds the host's CPU and
+unavailable -> None). At most 64 devices (TensorFusion node discovery). ``node_report`` adds the host's CPU and
 memory. NVML errors other than on optional fields propagate as the module's NVMLError.
 """
 
