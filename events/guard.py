@@ -36,8 +36,9 @@ M = TypeVar("M", bound=msgspec.Struct)
 _VALUE_ECHO = 256
 """Bytes of an offending value quoted in an error (the whole payload is never quoted)."""
 
-_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKETS = re.compile(rb"[\[\]{}]")
+_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
+"""A JSON string (the unrolled form: runs of plain bytes are matched in one step)."""
+_NOT_BRACKETS = bytes(range(256)).translate(None, b"[]{}")
 _PATH = re.compile(r" - at `(?P<key>key` in `)?\$(?P<path>[^`]*)`$")
 _MISSING = re.compile(r"missing required field `(?P<name>[^`]+)`")
 _STEP = re.compile(r"\.([^.\[]+)|\[(\d+)\]")
@@ -97,8 +98,8 @@ def too_deep(raw: bytes, max_depth: int = MAX_DEPTH) -> int:
     if raw.count(b"{") + raw.count(b"[") <= max_depth:
         return 0
     depth = deepest = 0
-    for bracket in _BRACKETS.findall(_STRING.sub(b'""', raw)):
-        if bracket in (b"{", b"["):
+    for bracket in _STRING.sub(b"", raw).translate(None, _NOT_BRACKETS):
+        if bracket in b"[{":
             depth += 1
             deepest = max(deepest, depth)
         else:
