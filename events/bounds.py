@@ -117,7 +117,7 @@ MAX_ID_LENGTH = 512
 MAX_TEXT_LENGTH = 1024
 """Free text: release reasons, discovery source names."""
 
-MAX_LABELS = 256
+MAX_LABELS = 1024
 """Node labels per RegisterNode."""
 
 MAX_ATTRIBUTES = 64

@@ -38,7 +38,7 @@ console = Console()
 def read_samples(path: Path) -> list[UsageSample]:
     """Usage samples of a JSONL file; BadInput names the line of the first bad one."""
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_bytes().splitlines()  # each line's UTF-8 is checked by decode_sample
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}", field="samples") from exc
     samples = []
@@ -55,10 +55,12 @@ def read_samples(path: Path) -> list[UsageSample]:
 def read_profile(path: Path) -> ProfileSettings:
     """The WorkloadProfile YAML (the object or its spec); BadInput names the bad field."""
     try:
-        obj = yaml.safe_load(path.read_text())
+        obj = yaml.safe_load(path.read_bytes().decode("utf-8"))
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}", field="config") from exc
-    except yaml.YAMLError as exc:
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path} is not UTF-8 text (byte {exc.start})", field="config") from None
+    except (yaml.YAMLError, RecursionError) as exc:
         raise BadInput(f"{path} is not YAML: {exc}", field="config") from exc
     if not isinstance(obj, dict):
         raise BadInput(f"{path}: want a WorkloadProfile mapping", field="config")
