@@ -15,6 +15,9 @@ from tests.deploy.conftest import OVERLAYS, Obj, container_env, find, pod_spec, 
 CREATED_BY_OPERATORS = {
     ("Secret", "gpuledger-admission-tls"): "cert-manager, from Certificate gpuledger-admission",
     ("Secret", "gpuledger-db-app"): "CloudNativePG, from Cluster gpuledger-db (prod)",
+    ("Secret", "gpuledger-nats-tls"): "cert-manager, from Certificate gpuledger-nats",
+    ("Secret", "gpuledger-nats-auth"): "the operator, with generated passwords (prod; docs/deploy.md)",
+    ("Secret", "gpuledger-api-token"): "the operator, with a generated token (prod; docs/deploy.md)",
 }
 
 
@@ -45,8 +48,9 @@ def test_every_referenced_object_exists(rendered: dict[str, list[Obj]], overlay:
     missing = {ref for w in workloads(objects) for ref in _refs(pod_spec(w))} - present
     unexplained = {ref for ref in missing if ref not in CREATED_BY_OPERATORS}
     assert not unexplained, f"{overlay}: referenced but not rendered: {sorted(unexplained)}"
-    if overlay == "dev":  # no operator makes the database Secret in dev: the overlay must
-        assert ("Secret", "gpuledger-db-app") in present
+    if overlay == "dev":  # no operator makes these Secrets in dev: the overlay must
+        for name in ("gpuledger-db-app", "gpuledger-nats-auth", "gpuledger-api-token"):
+            assert ("Secret", name) in present, name
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
