@@ -11,12 +11,14 @@ the dedupe window and the allocator drops them beyond it).
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import msgspec
 import structlog
+from nats import errors as nats_errors
 from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -118,7 +120,8 @@ async def ensure_streams(js: JetStreamContext, settings: StreamSettings | None =
     """Create GPULEDGER_INTENTS and GPULEDGER_EVENTS, or update them to ``settings``; idempotent.
 
     Without ``settings`` (producers) missing streams are created with the defaults and existing ones
-    are left as they are, so a producer never scales the allocator's R3 streams down to R1.
+    are left as they are, so a producer never scales the allocator's R3 streams down to R1; a
+    producer not permitted to create a stream waits until the allocator has.
     """
     explicit = settings is not None
     settings = settings or StreamSettings()
@@ -130,10 +133,28 @@ async def ensure_streams(js: JetStreamContext, settings: StreamSettings | None =
         try:
             await js.stream_info(name)
         except NotFoundError:
-            await js.add_stream(config)
+            await (js.add_stream(config) if explicit else _create_or_wait(js, config))
         else:
             if explicit:
                 await js.update_stream(config)
+
+
+async def _create_or_wait(js: JetStreamContext, config: StreamConfig, *, poll_s: float = 1.0) -> None:
+    """A producer creates a missing stream, or, when its NATS user may not (deploy/base/auth.conf:
+    only the allocator manages streams; the denied request is never answered), waits until it exists."""
+    try:
+        await js.add_stream(config)
+        return
+    except nats_errors.TimeoutError:
+        log.warning("cannot create the stream (not permitted?); waiting for the allocator to create it",
+                    stream=config.name)
+    while True:
+        await asyncio.sleep(poll_s)
+        try:
+            await js.stream_info(str(config.name))
+            return
+        except (NotFoundError, nats_errors.TimeoutError):
+            continue
 
 
 async def publish_intent(js: JetStreamContext, intent: Intent, *, timeout: float = 5.0) -> int:

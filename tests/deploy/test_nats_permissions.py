@@ -216,3 +216,18 @@ async def test_anonymous_wrong_password_and_unverified_tls_logins_are_refused(se
         url, user="admission", password=secured.passwords["admission"])
     async with session(secured, "admission") as admission:
         assert admission.client.is_connected
+
+
+async def test_a_producer_started_before_the_allocator_waits_for_its_streams(
+        secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Discovery may not create streams: ``ensure_streams`` waits until the allocator has made them."""
+    monkeypatch.setenv("GPULEDGER_NATS_TLS_CA", secured.ca_file)
+    async with session(secured, "discovery") as discovery:
+        waiting = asyncio.create_task(messaging.ensure_streams(discovery.client.jetstream()))
+        await asyncio.sleep(1)
+        assert not waiting.done()
+        async with allocator(secured):
+            await asyncio.wait_for(waiting, 30)
+            await messaging.publish_intent(discovery.client.jetstream(), register_node("node-a"))
+        denied = f"$JS.API.STREAM.CREATE.{subjects.INTENT_STREAM}".lower()
+        assert any(denied in e.lower() for e in discovery.errors), discovery.errors
