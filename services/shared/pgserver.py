@@ -135,11 +135,6 @@ class PgServer:
         secret = f":{quote(self.password, safe='')}" if self.password else ""
         return f"postgresql://{SUPERUSER}{secret}@{self.host}:{self.port}/{database}"
 
-    @property
-    def hba_path(self) -> Path:
-        """The cluster's client authentication file."""
-        return self.data_dir / "pg_hba.conf"
-
     def start(self) -> PgServer:
         """Initialise the cluster if needed and start the server; returns self.
 
@@ -182,7 +177,7 @@ class PgServer:
 
     def trusts(self) -> bool:
         """True when pg_hba.conf admits some connection without a password (``trust``)."""
-        return any(_hba_method(line) == "trust" for line in self.hba_path.read_text().splitlines())
+        return any(_hba_method(line) == "trust" for line in (self.data_dir / "pg_hba.conf").read_text().splitlines())
 
     def _require_password(self) -> None:
         """Move a trust-authenticated cluster to :attr:`password` (scram-sha-256); see the module."""
@@ -195,8 +190,8 @@ class PgServer:
             conn.execute("SET password_encryption = 'scram-sha-256'")
             conn.execute(sql.SQL("ALTER ROLE {} PASSWORD {}").format(sql.Identifier(SUPERUSER),
                                                                    sql.Literal(self.password)))
-        lines = self.hba_path.read_text().splitlines()
-        self.hba_path.write_text("".join(_scram(line) + "\n" for line in lines))
+        hba = self.data_dir / "pg_hba.conf"
+        hba.write_text("".join(_scram(line) + "\n" for line in hba.read_text().splitlines()))
         self._run("pg_ctl", "-D", str(self.data_dir), "reload")
 
     def stop(self, *, timeout_s: float = 60.0) -> None:
@@ -285,10 +280,8 @@ def _hba_method(line: str) -> str | None:
     """The authentication method of a pg_hba.conf record (``local`` has 3 fields before it, the
     others 4); None for comments, blank lines and includes."""
     fields = line.split("#", 1)[0].split()
-    if not fields or fields[0].startswith("include"):
-        return None
-    index = 3 if fields[0] == "local" else 4
-    return fields[index] if len(fields) > index else None
+    index = 3 if fields[:1] == ["local"] else 4
+    return fields[index] if len(fields) > index and not fields[0].startswith("include") else None
 
 
 def _scram(line: str) -> str:
@@ -296,6 +289,5 @@ def _scram(line: str) -> str:
     if _hba_method(line) != "trust":
         return line
     fields = line.split("#", 1)[0].split()
-    index = 3 if fields[0] == "local" else 4
-    fields[index] = "scram-sha-256"
+    fields[3 if fields[0] == "local" else 4] = "scram-sha-256"
     return "\t".join(fields)

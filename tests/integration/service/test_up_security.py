@@ -48,7 +48,10 @@ def test_up_refuses_anonymous_nats_and_wrong_passwords(tmp_path: Path, data_dir:
         assert _mode(data_dir / "endpoints.json") == 0o600 and _mode(data_dir / "secrets") == 0o700
         assert all(_mode(data_dir / "secrets" / name) == 0o600 for name in secrets)
         nats_url, database_url = urlsplit(found["nats_url"]), urlsplit(found["database_url"])
-        assert nats_url.hostname == database_url.hostname == "127.0.0.1"
+        listeners = [nats_url, database_url, urlsplit(found["allocator_http"])]
+        if found["webhook_https"]:
+            listeners.append(urlsplit(found["webhook_https"]))
+        assert {url.hostname for url in listeners} == {"127.0.0.1"}, found
         assert nats_url.password == secrets["nats-password"]
         assert database_url.password == secrets["postgres-password"]
 
