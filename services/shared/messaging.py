@@ -61,13 +61,15 @@ def tls_context(security: NatsSecurity) -> ssl.SSLContext:
     try:
         context = ssl.create_default_context(cafile=security.tls_ca or None)
     except (ssl.SSLError, OSError) as exc:
-        raise SettingsError(f"GPULEDGER_NATS_TLS_CA: {security.tls_ca} is not a PEM CA bundle: {exc}") from exc
+        raise SettingsError(f"GPULEDGER_NATS_TLS_CA: {security.tls_ca} is not a PEM CA bundle: {exc}",
+                            field="GPULEDGER_NATS_TLS_CA") from exc
     if security.tls_cert:
         try:
             context.load_cert_chain(security.tls_cert, security.tls_key)
         except (ssl.SSLError, OSError) as exc:
             raise SettingsError(f"GPULEDGER_NATS_TLS_CERT/GPULEDGER_NATS_TLS_KEY: {security.tls_cert} and "
-                                f"{security.tls_key} are not a matching PEM certificate and key: {exc}") from exc
+                                f"{security.tls_key} are not a matching PEM certificate and key: {exc}",
+                                field="GPULEDGER_NATS_TLS_CERT") from exc
     return context
 
 

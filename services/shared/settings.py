@@ -20,7 +20,11 @@ NATS_URL_ENV = "GPULEDGER_NATS_URL"
 
 
 class SettingsError(ValueError):
-    """An environment variable holds a value of the wrong type; the message names it."""
+    """An environment variable holds a bad value; the message names it, ``field`` too when known."""
+
+    def __init__(self, message: str, *, field: str = "") -> None:
+        super().__init__(message)
+        self.field = field
 
 
 def env_name(prefix: str, field: str) -> str:
@@ -97,7 +101,7 @@ def _read_secret(variable: str, path: str) -> str:
     """The stripped content of secret file ``path``; SettingsError naming ``variable`` otherwise."""
     content = _read_file(variable, path).strip()
     if not content:
-        raise SettingsError(f"{variable}: file {path} is empty")
+        raise SettingsError(f"{variable}: file {path} is empty", field=variable)
     return content
 
 
@@ -106,7 +110,7 @@ def _read_file(variable: str, path: str) -> str:
         with open(path, encoding="utf-8") as handle:
             return handle.read()
     except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"{variable}: cannot read {path}: {exc}") from exc
+        raise SettingsError(f"{variable}: cannot read {path}: {exc}", field=variable) from exc
 
 
 def _nats_var(field: str) -> str:
@@ -127,7 +131,8 @@ def nats_security(environ: Mapping[str, str] | None = None, **overrides: object)
         path = getattr(loaded, secret_file)
         if path:
             if getattr(loaded, secret):
-                raise SettingsError(f"{_nats_var(secret)} and {_nats_var(secret_file)} are both set: use one")
+                raise SettingsError(f"{_nats_var(secret)} and {_nats_var(secret_file)} are both set: use one",
+                                    field=_nats_var(secret_file))
             changes[secret] = _read_secret(_nats_var(secret_file), path)
     for field in ("nkey_seed_file", "creds_file", "tls_ca", "tls_cert", "tls_key"):
         if getattr(loaded, field):
@@ -135,17 +140,17 @@ def nats_security(environ: Mapping[str, str] | None = None, **overrides: object)
     security = msgspec.structs.replace(loaded, **changes)
     if security.user and not security.password:
         raise SettingsError(f"{_nats_var('user')} is set but neither {_nats_var('password')} "
-                            f"nor {_nats_var('password_file')}")
+                            f"nor {_nats_var('password_file')}", field=_nats_var("password"))
     if security.password and not security.user:
-        raise SettingsError(f"a NATS password is set but {_nats_var('user')} is not")
+        raise SettingsError(f"a NATS password is set but {_nats_var('user')} is not", field=_nats_var("user"))
     if bool(security.tls_cert) != bool(security.tls_key):
         missing = "tls_key" if security.tls_cert else "tls_cert"
         raise SettingsError(f"{_nats_var(missing)} is not set: a client certificate needs both "
-                            f"{_nats_var('tls_cert')} and {_nats_var('tls_key')}")
+                            f"{_nats_var('tls_cert')} and {_nats_var('tls_key')}", field=_nats_var(missing))
     if len(_identities(security)) > 1:
         raise SettingsError(f"more than one NATS identity is set ({', '.join(_identities(security))}): "
                             f"set one of {_nats_var('user')}, {_nats_var('token')}, "
-                            f"{_nats_var('nkey_seed_file')}, {_nats_var('creds_file')}")
+                            f"{_nats_var('nkey_seed_file')}, {_nats_var('creds_file')}", field=_nats_var("user"))
     return security
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import trustme
 
-from services.shared import messaging, secretfile
+from services.shared import lifecycle, messaging, secretfile
 from services.shared.settings import NatsSecurity, SettingsError, nats_security, redact_url
 
 
@@ -27,8 +27,9 @@ def test_a_missing_file_is_an_error_naming_its_variable(variable: str, tmp_path:
     environ = {variable: str(tmp_path / "absent"), "GPULEDGER_NATS_USER": "admission"}
     if variable != "GPULEDGER_NATS_PASSWORD_FILE":
         environ.pop("GPULEDGER_NATS_USER")
-    with pytest.raises(SettingsError, match=rf"^{variable}: cannot read {tmp_path / 'absent'}"):
+    with pytest.raises(SettingsError, match=rf"^{variable}: cannot read {tmp_path / 'absent'}") as caught:
         nats_security(environ)
+    assert caught.value.field == variable
 
 
 def test_an_unreadable_or_empty_secret_file_is_named(tmp_path: Path) -> None:
@@ -108,3 +109,17 @@ def test_a_generated_secret_is_private_and_kept(tmp_path: Path) -> None:
     path.write_text("")
     with pytest.raises(secretfile.SecretFileError, match="is empty"):
         secretfile.ensure(path)
+
+
+def test_a_service_with_a_bad_nats_setting_exits_2_before_starting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    started: list[bool] = []
+
+    async def main(stop: object) -> None:
+        started.append(True)
+
+    monkeypatch.setenv("GPULEDGER_NATS_NKEY_SEED_FILE", str(tmp_path / "absent.nk"))
+    with pytest.raises(SystemExit) as caught:
+        lifecycle.run_service(main)
+    assert caught.value.code == 2 and not started
+    assert "(field: GPULEDGER_NATS_NKEY_SEED_FILE)" in capsys.readouterr().err
