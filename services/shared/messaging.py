@@ -86,6 +86,8 @@ def connect_options(security: NatsSecurity) -> dict[str, Any]:
         options["user_credentials"] = security.creds_file
     if security.tls:
         options["tls"] = tls_context(security)
+    if security.inbox_prefix:
+        options["inbox_prefix"] = security.inbox_prefix
     return options
 
 

@@ -8,6 +8,7 @@ the variable.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from typing import TypeVar
 
@@ -49,6 +50,9 @@ def load(
         raise SettingsError(f"invalid setting ({prefix}*): {exc}") from exc
 
 
+INBOX_PREFIX = re.compile(r"[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*")
+"""What a reply-inbox prefix may be: subject tokens without wildcards."""
+
 NATS_PREFIX = "GPULEDGER_NATS_"
 """Prefix of the NATS security settings, the same for every service and the CLI."""
 
@@ -60,8 +64,11 @@ class NatsSecurity(msgspec.Struct, kw_only=True, frozen=True):
     ``token_file``), ``nkey_seed_file`` (an NKey seed, ``SU...``) or ``creds_file`` (a JWT
     ``.creds`` file of an operator-mode account). TLS: ``tls_ca`` (PEM bundle the server's
     certificate must chain to; setting it turns TLS on), ``tls_cert`` + ``tls_key`` (a client
-    certificate for servers that verify clients). Paths are files; empty means unset. Loaded by
-    :func:`nats_security`, which reads every file once and names the variable of a bad one.
+    certificate for servers that verify clients). ``inbox_prefix``: the first subject token of this
+    client's reply inboxes (default ``_INBOX``); a distinct prefix per user lets the server's
+    permissions keep each service's JetStream replies from the others (deploy/base/auth.conf).
+    Paths are files; empty means unset. Loaded by :func:`nats_security`, which reads every file
+    once and names the variable of a bad one.
     """
 
     user: str = ""
@@ -74,6 +81,7 @@ class NatsSecurity(msgspec.Struct, kw_only=True, frozen=True):
     tls_ca: str = ""
     tls_cert: str = ""
     tls_key: str = ""
+    inbox_prefix: str = ""
 
     def __repr__(self) -> str:
         shown = {f: ("***" if f in ("password", "token") else getattr(self, f))
@@ -147,6 +155,9 @@ def nats_security(environ: Mapping[str, str] | None = None, **overrides: object)
         missing = "tls_key" if security.tls_cert else "tls_cert"
         raise SettingsError(f"{_nats_var(missing)} is not set: a client certificate needs both "
                             f"{_nats_var('tls_cert')} and {_nats_var('tls_key')}", field=_nats_var(missing))
+    if security.inbox_prefix and not INBOX_PREFIX.fullmatch(security.inbox_prefix):
+        raise SettingsError(f"{_nats_var('inbox_prefix')}={security.inbox_prefix!r}: letters, digits, '_' and '-' "
+                            "in dot-separated tokens, no wildcards", field=_nats_var("inbox_prefix"))
     if len(_identities(security)) > 1:
         raise SettingsError(f"more than one NATS identity is set ({', '.join(_identities(security))}): "
                             f"set one of {_nats_var('user')}, {_nats_var('token')}, "

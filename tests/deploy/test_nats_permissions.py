@@ -69,7 +69,8 @@ async def session(secured: Secured, user: str) -> AsyncIterator[Session]:
     async def on_error(exc: Exception) -> None:
         errors.append(str(exc))
 
-    security = NatsSecurity(user=user, password=secured.passwords[user], tls_ca=secured.ca_file)
+    inbox = "" if user == "operator" else f"_INBOX_{user}"  # as the manifests set GPULEDGER_NATS_INBOX_PREFIX
+    security = NatsSecurity(user=user, password=secured.passwords[user], tls_ca=secured.ca_file, inbox_prefix=inbox)
     client = await messaging.connect(secured.server.url, name=user, security=security, error_cb=on_error)
     try:
         yield Session(client=client, errors=errors)
@@ -85,17 +86,28 @@ async def _refused_publish(who: Session, subject: str, *, jetstream: bool = True
     else:
         await who.client.publish(subject, b"{}")
         await who.client.flush()
+    await _violation(who, f'publish to "{subject}"')
+
+
+async def _violation(who: Session, what: str) -> None:
+    """Wait for the server's permissions violation for ``what`` (``publish to "subject"``)."""
     for _ in range(50):
-        if any(f'permissions violation for publish to "{subject}"'.lower() in e.lower() for e in who.errors):
+        if any(f"permissions violation for {what}".lower() in e.lower() for e in who.errors):
             return
         await asyncio.sleep(0.05)
-    raise AssertionError(f"no permissions violation for {subject}: {who.errors}")
+    raise AssertionError(f"no permissions violation for {what}: {who.errors}")
 
 
 async def _messages(client: NATS) -> dict[str, int]:
     js = client.jetstream()
     return {name: (await js.stream_info(name)).state.messages
             for name in (subjects.INTENT_STREAM, subjects.EVENT_STREAM)}
+
+
+def _allocator_environment(secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The allocator's NATS settings as its manifest sets them (its URL carries user and password)."""
+    monkeypatch.setenv("GPULEDGER_NATS_TLS_CA", secured.ca_file)
+    monkeypatch.setenv("GPULEDGER_NATS_INBOX_PREFIX", "_INBOX_allocator")
 
 
 @contextlib.asynccontextmanager
@@ -127,7 +139,7 @@ async def _next_event(sub: Any, tag: str) -> dict[str, Any]:
 
 
 async def test_each_service_can_do_what_its_code_does(secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GPULEDGER_NATS_TLS_CA", secured.ca_file)  # the allocator reads its settings
+    _allocator_environment(secured, monkeypatch)
     async with (allocator(secured), session(secured, "discovery") as discovery,
                 session(secured, "admission") as admission, session(secured, "autoscaler") as autoscaler,
                 session(secured, "operator") as operator):
@@ -163,7 +175,7 @@ async def test_each_service_can_do_what_its_code_does(secured: Secured, monkeypa
 
 async def test_forbidden_publishes_and_stream_changes_are_refused(secured: Secured,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("GPULEDGER_NATS_TLS_CA", secured.ca_file)
+    _allocator_environment(secured, monkeypatch)
     async with (allocator(secured), session(secured, "discovery") as discovery,
                 session(secured, "admission") as admission, session(secured, "autoscaler") as autoscaler,
                 session(secured, "agent") as agent, session(secured, "operator") as operator):
@@ -189,6 +201,12 @@ async def test_forbidden_publishes_and_stream_changes_are_refused(secured: Secur
         await agent.client.publish(subjects.metrics_subject("node-a"), b"{}")
         await agent.client.flush()
         assert await _messages(operator.client) == before
+        # Reading another service's replies (the allocator's pulled intents) or the events directly.
+        for who, subject in ((admission, "_INBOX_allocator.>"), (autoscaler, "_INBOX.>"),
+                             (discovery, subjects.event_subject("allocation_granted")), (agent, "_INBOX.>")):
+            await who.client.subscribe(subject)
+            await who.client.flush()
+            await _violation(who, f'subscription to "{subject}"')
 
 
 async def _login_refused(url: str, **options: Any) -> str:
@@ -221,7 +239,7 @@ async def test_anonymous_wrong_password_and_unverified_tls_logins_are_refused(se
 async def test_a_producer_started_before_the_allocator_waits_for_its_streams(
         secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
     """Discovery may not create streams: ``ensure_streams`` waits until the allocator has made them."""
-    monkeypatch.setenv("GPULEDGER_NATS_TLS_CA", secured.ca_file)
+    _allocator_environment(secured, monkeypatch)
     async with session(secured, "discovery") as discovery:
         waiting = asyncio.create_task(messaging.ensure_streams(discovery.client.jetstream()))
         await asyncio.sleep(1)

@@ -95,6 +95,7 @@ def test_every_service_logs_in_to_nats_as_its_own_user_over_tls(rendered: dict[s
             continue
         user = NATS_USERS[service]
         assert env.get("GPULEDGER_NATS_USER") == user, f"{where}: NATS user {env.get('GPULEDGER_NATS_USER')}"
+        assert env.get("GPULEDGER_NATS_INBOX_PREFIX") == f"_INBOX_{user}", f"{where}: the inbox auth.conf allows"
         password = env.get("GPULEDGER_NATS_PASSWORD", "")
         if where.startswith("compose"):
             assert password == f"${{GPULEDGER_{user.upper()}_NATS_PASSWORD:?{COMPOSE_SECRET_HINT}}}", where

@@ -58,6 +58,8 @@ def test_secret_files_are_read_and_stripped(tmp_path: Path) -> None:
     ({"GPULEDGER_NATS_TOKEN": "t", "GPULEDGER_NATS_TOKEN_FILE": "/etc/hostname"},
      "GPULEDGER_NATS_TOKEN and GPULEDGER_NATS_TOKEN_FILE are both set"),
     ({"GPULEDGER_NATS_TLS_CERT": "/etc/hostname"}, "GPULEDGER_NATS_TLS_KEY is not set"),
+    ({"GPULEDGER_NATS_INBOX_PREFIX": "_INBOX.>"}, r"GPULEDGER_NATS_INBOX_PREFIX='_INBOX\.>': .* no wildcards"),
+    ({"GPULEDGER_NATS_INBOX_PREFIX": "_INBOX."}, "GPULEDGER_NATS_INBOX_PREFIX"),
 ])
 def test_inconsistent_settings_are_refused_naming_the_variables(environ: dict[str, str], message: str) -> None:
     with pytest.raises(SettingsError, match=message):
@@ -71,6 +73,8 @@ def test_each_identity_maps_to_its_nats_py_option(tmp_path: Path) -> None:
     assert messaging.connect_options(NatsSecurity(token="t")) == {"token": "t"}
     assert messaging.connect_options(NatsSecurity(nkey_seed_file=seed)) == {"nkeys_seed": seed}
     assert messaging.connect_options(NatsSecurity(creds_file=creds)) == {"user_credentials": creds}
+    assert messaging.connect_options(nats_security({"GPULEDGER_NATS_INBOX_PREFIX": "_INBOX_admission"})) == {
+        "inbox_prefix": "_INBOX_admission"}
 
 
 def test_tls_settings_build_a_verifying_context_with_the_client_certificate(tmp_path: Path) -> None:
