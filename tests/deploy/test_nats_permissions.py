@@ -160,6 +160,7 @@ async def test_each_service_can_do_what_its_code_does(secured: Secured, monkeypa
         kv = await checkpoint.open_bucket(autoscaler.client.jetstream(), "gpuledger_autoscaler")
         await kv.put("w.test", b"state")
         assert (await kv.get("w.test")).value == b"state"
+        assert await kv.keys() == ["w.test"]  # checkpoint.load lists the keys (an ordered consumer)
 
         async def answer(msg: Any) -> None:
             await msg.respond(b"recommendation")
