@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import msgspec
 import nats
 import pytest
@@ -117,14 +118,14 @@ async def allocator(secured: Secured) -> AsyncIterator[Any]:
     stop, ready = asyncio.Event(), asyncio.get_running_loop().create_future()
     leases = InMemoryLeaseStore()
     task = asyncio.create_task(bootstrap.serve(settings, stop, store=InMemoryEventStore(leases), leases=leases,
-                                               on_ready=lambda a, _port: ready.set_result(a)))
+                                               on_ready=lambda a, port: ready.set_result((a, port))))
     try:
         done, _ = await asyncio.wait([task, ready], timeout=30, return_when=asyncio.FIRST_COMPLETED)
         assert ready in done, task.exception() if task.done() else "allocator not ready"
-        serving = ready.result()
+        serving, port = ready.result()
         while not serving.keeper.is_leader:
             await asyncio.sleep(0.05)
-        yield serving
+        yield f"http://127.0.0.1:{port}"
     finally:
         stop.set()
         await asyncio.wait_for(task, 30)
@@ -140,7 +141,7 @@ async def _next_event(sub: Any, tag: str) -> dict[str, Any]:
 
 async def test_each_service_can_do_what_its_code_does(secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
     _allocator_environment(secured, monkeypatch)
-    async with (allocator(secured), session(secured, "discovery") as discovery,
+    async with (allocator(secured) as api, session(secured, "discovery") as discovery,
                 session(secured, "admission") as admission, session(secured, "autoscaler") as autoscaler,
                 session(secured, "operator") as operator):
         await messaging.ensure_streams(discovery.client.jetstream())  # info only: the streams exist
@@ -170,8 +171,12 @@ async def test_each_service_can_do_what_its_code_does(secured: Secured, monkeypa
         reply = await operator.client.request(subjects.AUTOSCALER_RECOMMEND_SUBJECT, b"{}", timeout=5)
         assert reply.data == b"recommendation"
         assert not (discovery.errors + admission.errors + autoscaler.errors + operator.errors)
+        # A write of the allocator's HTTP API: published and its outcome read back as user allocator.
+        async with aiohttp.ClientSession() as http, http.delete(f"{api}/api/v1/allocations/pod-1?wait=10") as answer:
+            assert answer.status == 200, await answer.text()
+            assert (await answer.json())["type"] == "allocation_released"
         counts = await _messages(operator.client)
-        assert counts[subjects.INTENT_STREAM] == 4 and counts[subjects.EVENT_STREAM] >= 2
+        assert counts[subjects.INTENT_STREAM] == 5 and counts[subjects.EVENT_STREAM] >= 3
 
 
 async def test_forbidden_publishes_and_stream_changes_are_refused(secured: Secured,
