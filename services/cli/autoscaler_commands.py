@@ -106,7 +106,7 @@ def recommend(
     """Estimates and the recommended request/limit of a workload, and why."""
     try:
         report = _recommend(workload, namespace, samples, config, timeout, data_dir)
-    except (BadInput, endpoints.EndpointsError) as exc:
+    except (BadInput, endpoints.EndpointsError, shared_settings.SettingsError) as exc:
         fail(str(exc), field=exc.field, code=2, as_json=as_json)
     except cron.CronError as exc:
         fail(str(exc), field="spec.autoScalingConfig.cronScalingRules", code=2, as_json=as_json)
