@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 from aiohttp import web
 
-from services.allocator import simulation, views
+from services.allocator import dashboard, simulation, views
 from services.allocator.service import Allocator
 from services.podspec import PodSpecError
 
@@ -98,6 +98,7 @@ def build_app(allocator: Allocator) -> web.Application:
     app.router.add_get("/api/v1/allocations", allocations)
     app.router.add_get("/api/v1/status", status)
     app.router.add_post("/api/v1/simulate", simulate)
+    dashboard.mount(app, allocator)  # the web dashboard under /ui/ (services/allocator/dashboard)
     return app
 
 
