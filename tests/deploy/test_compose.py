@@ -96,8 +96,8 @@ def test_leader_and_standby_are_distinct_replicas(compose: dict[str, Any]) -> No
 
 
 def _host_port(mapping: str) -> str:
-    """The published host port of ``"${VAR:-8480}:8480"`` or ``"8480:8480"``."""
-    host = mapping.rsplit(":", 1)[0]
+    """The published host port of ``"${VAR:-8480}:8480"`` or ``"8480:8480"`` (optionally after ``127.0.0.1:``)."""
+    host = mapping.rsplit(":", 1)[0].removeprefix("127.0.0.1:")
     match = re.fullmatch(r"\$\{\w+:-(\d+)\}|(\d+)", host)
     assert match, f"unexpected port mapping {mapping!r}"
     return match[1] or match[2]

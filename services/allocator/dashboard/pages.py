@@ -170,6 +170,7 @@ def build(allocator: Allocator, *, token: str | None = None) -> web.Application:
     return app
 
 
-def mount(app: web.Application, allocator: Allocator) -> None:
-    """Serve the dashboard of ``allocator`` under ``/ui/`` of ``app`` (the allocator's HTTP app)."""
-    app.add_subapp(auth.PREFIX, build(allocator))
+def mount(app: web.Application, allocator: Allocator, *, token: str | None = None) -> None:
+    """Serve the dashboard of ``allocator`` under ``/ui/`` of ``app`` (the allocator's HTTP app);
+    ``token`` as in :func:`build` (pass the API's, so both take the same one)."""
+    app.add_subapp(auth.PREFIX, build(allocator, token=token))
