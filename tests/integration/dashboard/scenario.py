@@ -26,6 +26,7 @@ from events import intents
 from events.values import AllocationSpec, GpuSpec, Resources
 from services.discovery import static
 from services.shared import messaging
+from services.trace import openb
 
 CLI = [sys.executable, "-c", "from services.cli.main import run; run()"]
 GIB = 1 << 30
@@ -149,6 +150,15 @@ def history(stack: Stack) -> None:
     time.sleep(1.5)  # let its heartbeat TTL run out, then ask for the check
     stack.publish(intents.CheckHeartbeats(intent_id="check-heartbeats-1"))
     stack.wait("the lost node", lambda s: any(n["name"] == LOST_NODE and n["phase"] == "Lost" for n in s["nodes"]))
+
+
+def trace_load(stack: Stack, count: int) -> None:
+    """Request the first ``count`` GPU pods of the openb trace (Alibaba, default pod list) and wait
+    until each is decided (one outcome event or more per request)."""
+    specs = openb.pods()[:count]
+    start = stack.get("/api/v1/status")["position"]
+    stack.publish(*(intents.RequestAllocation(intent_id=f"trace-{s.allocation_id}", spec=s) for s in specs))
+    stack.wait(f"{len(specs)} trace pods decided", lambda s: s["position"] >= start + len(specs), timeout_s=300)
 
 
 def scale_nodes() -> list[intents.RegisterNode]:
