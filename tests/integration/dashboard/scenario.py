@@ -86,11 +86,11 @@ class Stack:
         with ThreadPoolExecutor(1) as worker:
             worker.submit(asyncio.run, _publish(self.nats, items)).result()
 
-    def wait(self, what: str, predicate: Any, timeout_s: float = 60) -> Any:
-        """Poll ``/api/v1/status`` until ``predicate(status)``; returns that status."""
+    def wait(self, what: str, predicate: Any, timeout_s: float = 60, path: str = "/api/v1/status") -> Any:
+        """Poll ``path`` (JSON) until ``predicate(document)``; returns that document."""
         deadline = time.monotonic() + timeout_s
         while True:
-            status = self.get("/api/v1/status")
+            status = self.get(path)
             if predicate(status):
                 return status
             if time.monotonic() > deadline:
@@ -149,7 +149,7 @@ def history(stack: Stack) -> None:
     stack.publish(msgspec.structs.replace(node, intent_id=f"ttl-{LOST_NODE}", heartbeat_ttl_s=1.0))
     time.sleep(1.5)  # let its heartbeat TTL run out, then ask for the check
     stack.publish(intents.CheckHeartbeats(intent_id="check-heartbeats-1"))
-    stack.wait("the lost node", lambda s: any(n["name"] == LOST_NODE and n["phase"] == "Lost" for n in s["nodes"]))
+    stack.wait("the lost node", lambda n: n["phase"] == "Lost", path=f"/api/v1/nodes/{LOST_NODE}")
 
 
 def trace_load(stack: Stack, count: int) -> None:

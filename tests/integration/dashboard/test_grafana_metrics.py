@@ -29,17 +29,6 @@ DASHBOARD = ROOT / "dashboards/gpuledger.json"
 DATASOURCES = ROOT / "provisioning/datasources/prometheus.yaml"
 
 NOT_YET_EXPORTED = {
-    # in the allocator HTTP API work (issue 14, services/allocator/metrics.py and api/gauges.py):
-    "gpuledger_allocation_outcomes": "issue 14 (api)",
-    "gpuledger_queue_wait_seconds": "issue 14 (api)",
-    "gpuledger_intents_pending": "issue 14 (api; renames gpuledger_queue_depth)",
-    "gpuledger_pool_capacity_tflops": "issue 14 (api)",
-    "gpuledger_pool_allocated_tflops": "issue 14 (api)",
-    "gpuledger_pool_capacity_vram_bytes": "issue 14 (api)",
-    "gpuledger_pool_allocated_vram_bytes": "issue 14 (api)",
-    "gpuledger_pool_queued": "issue 14 (api)",
-    "gpuledger_pool_gpus": "issue 14 (api)",
-    # not planned anywhere yet:
     "gpuledger_append_latency_seconds": "nobody yet: histogram of the fenced append of a batch",
     "gpuledger_relay_lag_events": "nobody yet: gauge, log position minus the last relayed position",
 }
