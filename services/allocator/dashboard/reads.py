@@ -18,8 +18,7 @@ from datetime import datetime
 
 import msgspec
 
-from services.allocator import domain
-from services.allocator.domain.allocate import summarize
+from services.allocator import reasons
 from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState
 from services.allocator.domain.plugins.liveness import READY
 from services.allocator.domain.state import ClusterState
@@ -210,30 +209,28 @@ def allocation(state: ClusterState, allocation_id: str) -> AllocationState | Non
 
 
 class Waiting(msgspec.Struct, frozen=True, kw_only=True):
-    """A queued request in grant order: rank (1 = next), record, stored reason, live explanation."""
+    """A queued request in grant order: rank (1 = next), record, and its current reason (code and
+    text of ``reasons.current``; empty when not computed)."""
 
     rank: int
     allocation: AllocationState
+    code_now: str
     explanation: str
     waiting_since: datetime
 
 
 def queue(state: ClusterState, *, offset: int = 0, limit: int = 100, explain: int = 50) -> tuple[list[Waiting], int]:
-    """Queued requests ranked in grant order (QoS, then arrival), ``limit`` from ``offset``, and the
-    total. The first ``explain`` of the page carry the live filter explanation (domain.explain:
-    how many GPUs each filter removes now); the rest an empty string (the cost is O(pool GPUs))."""
-    ids = list(state.queue)
+    """Queued requests ranked in grant order (QoS, then arrival; ``reasons.queued``), ``limit`` from
+    ``offset``, and the total. The first ``explain`` of the page carry their current reason, the
+    one the API gives (``reasons.current``: the request decided again now, nothing written; cost
+    one ``decide`` each); the rest empty strings."""
+    waiting = reasons.queued(state)
     out: list[Waiting] = []
-    for rank, allocation_id in enumerate(ids[offset:offset + limit], start=offset + 1):
-        record = state.allocations.get(allocation_id)
-        if record is None:
-            continue
-        text = ""
-        if len(out) < explain:
-            filters = domain.explain(state, record.spec)
-            text = summarize(filters, sum(f.removed for f in filters), record.spec.pool)
-        out.append(Waiting(rank=rank, allocation=record, explanation=text, waiting_since=record.requested_at))
-    return out, len(ids)
+    for rank, record in enumerate(waiting[offset:offset + limit], start=offset + 1):
+        now = reasons.current(state, record.spec) if len(out) < explain else None
+        out.append(Waiting(rank=rank, allocation=record, code_now=now.code if now else "",
+                           explanation=now.reason if now else "", waiting_since=record.requested_at))
+    return out, len(waiting)
 
 
 def position(state: ClusterState) -> int:

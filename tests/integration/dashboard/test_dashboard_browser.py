@@ -117,7 +117,7 @@ def test_queue_shows_the_waiting_pod_and_its_reason(stack: scenario.Stack, page:
     assert rows.count() == 1
     assert "train-d" in rows.first.inner_text()
     reason = rows.first.locator("td.reason").inner_text()
-    recorded, _, now = reason.partition("now:")
+    recorded, _, now = reason.partition("now (capacity):")
     assert recorded.startswith("capacity 0/") and "GPUs fit in pool default" in recorded  # as queued
     assert now.strip().startswith("0/") and "GPUModelFilter removed" in now  # explained against the state now
     rows.first.locator("a", has_text="train-d").click()

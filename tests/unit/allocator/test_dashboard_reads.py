@@ -89,9 +89,12 @@ def test_queue_is_in_grant_order_and_explains_the_first_ones() -> None:
     assert total == 4
     assert [w.allocation.spec.allocation_id for w in waiting] == ["critical-1", "high-1", "low-1", "low-2"]
     assert [w.rank for w in waiting] == [1, 2, 3, 4]
-    assert waiting[0].explanation.startswith("0/1 GPUs fit in pool q:") and not waiting[2].explanation
+    assert waiting[0].explanation.startswith("0/1 GPUs fit in pool q:") and waiting[0].code_now == "capacity"
+    assert not waiting[2].explanation and not waiting[2].code_now
+    c.release("fill")  # the queue drains: critical-1 takes the GPU, the others still wait
+    assert [w.allocation.spec.allocation_id for w in reads.queue(c.state)[0]] == ["high-1", "low-1", "low-2"]
     page, _ = reads.queue(c.state, offset=2, limit=1)
-    assert [(w.rank, w.allocation.spec.allocation_id) for w in page] == [(3, "low-1")]
+    assert [(w.rank, w.allocation.spec.allocation_id) for w in page] == [(3, "low-2")]
 
 
 async def _stored(c: Cluster) -> InMemoryEventStore:
