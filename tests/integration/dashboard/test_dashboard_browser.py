@@ -85,6 +85,32 @@ def test_the_token_is_required_and_the_login_link_sets_a_cookie(stack: scenario.
     assert [c["name"] for c in page.context.cookies()] == ["gpuledger_token"]
 
 
+def test_every_page_loads_only_from_the_allocator(stack: scenario.Stack, page: Any) -> None:
+    requested: list[str] = []
+    errors: list[str] = []
+
+    def on_request(request: Any) -> None:
+        requested.append(request.url)
+
+    def on_console(message: Any) -> None:
+        if message.type == "error":
+            errors.append(message.text)
+
+    page.on("request", on_request)
+    page.on("console", on_console)
+    try:
+        for path in ("/ui/", "/ui/queue", "/ui/quality", "/ui/allocations/train-c",
+                     f"/ui/nodes/{scenario.LOST_NODE}"):
+            page.goto(stack.http + path)
+            assert page.locator("header nav").count() == 1 and page.locator("main h1").count() == 1, path
+    finally:
+        page.remove_listener("request", on_request)
+        page.remove_listener("console", on_console)
+    assert {url.split("/ui/")[0] for url in requested} == {stack.http}  # no CDN, nothing external
+    assert any(url.endswith("/ui/static/dashboard.css") for url in requested)
+    assert not errors, errors  # the Content-Security-Policy refused nothing
+
+
 def test_cluster_page_shows_pools_and_every_gpu(stack: scenario.Stack, page: Any) -> None:
     page.goto(f"{stack.http}/ui/?per_page=2000")
     row = page.locator("table.pools tbody tr", has_text="default")
