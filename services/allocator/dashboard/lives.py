@@ -1,14 +1,16 @@
 """One allocation's life read from the event log: every event that names its allocation id, in order.
 
-On PostgreSQL the ``allocations`` read model bounds the search: each life of the id spans
-log positions ``id`` (its first outcome event) to ``last_position`` (open lives: to the end), so
-only that range of ``events`` is scanned. The in-memory twin scans its log. Each event becomes
+On PostgreSQL the ``allocations`` read model bounds the search: each life of the id spans log
+positions ``id`` (its first outcome event) to ``last_position`` (its latest grant, resize or
+release), so only that range of ``events`` is scanned; a rejected resize (which changes no row)
+is found through the partial index ``ix_events_resize``. The in-memory twin scans its log. Each event becomes
 a :class:`Step` with a one-line description (quantities as Kubernetes strings).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 import msgspec
 
@@ -23,15 +25,17 @@ from services.allocator.ports import EventStore, StoredEvent
 MAX_STEPS = 500
 """At most this many events of one allocation are shown (the oldest first)."""
 
-_LIVES = "SELECT id, last_position, status FROM allocations WHERE allocation_id = $1 ORDER BY id"
-_EVENTS = """
-SELECT position, recorded_at, epoch, intent_id, type, data::text FROM events
+_LIVES = "SELECT id, last_position FROM allocations WHERE allocation_id = $1 ORDER BY id"
+_COLUMNS = "SELECT position, recorded_at, epoch, intent_id, type, data::text FROM events"
+_EVENTS = f"""{_COLUMNS}
 WHERE position BETWEEN $2 AND $3
   AND (data ->> 'allocation_id' = $1 OR data -> 'spec' ->> 'allocation_id' = $1)
 ORDER BY position LIMIT $4
 """
-_OPEN = ("queued", "granted")
-_END = 2**63 - 1
+_RESIZES = f"""{_COLUMNS}
+WHERE type IN ('allocation_resized', 'resize_rejected') AND (data ->> 'allocation_id') = $1
+ORDER BY position LIMIT $2
+"""
 
 
 class Step(msgspec.Struct, frozen=True, kw_only=True):
@@ -66,15 +70,13 @@ async def events_of(store: EventStore, allocation_id: str, *, limit: int = MAX_S
 
 
 async def _pg_events(store: PostgresEventStore, allocation_id: str, limit: int) -> list[StoredEvent]:
-    out: list[StoredEvent] = []
+    rows: dict[int, Any] = {}
     async with store.pool.acquire() as conn:
         for life in await conn.fetch(_LIVES, allocation_id):
-            last = _END if life["status"] in _OPEN else int(life["last_position"])
-            rows = await conn.fetch(_EVENTS, allocation_id, int(life["id"]), last, limit - len(out))
-            out.extend(decode_row(*row) for row in rows)
-            if len(out) >= limit:
-                break
-    return out
+            found = await conn.fetch(_EVENTS, allocation_id, int(life["id"]), int(life["last_position"]), limit)
+            rows.update((int(row[0]), row) for row in found)
+        rows.update((int(row[0]), row) for row in await conn.fetch(_RESIZES, allocation_id, limit))
+    return [decode_row(*rows[position]) for position in sorted(rows)[:limit]]
 
 
 def _res(value: Resources) -> str:

@@ -13,12 +13,18 @@ from __future__ import annotations
 import os
 import time
 from typing import Any
+from urllib.parse import quote
 
+import asyncpg
+import structlog
 from aiohttp import web
 
 from services.allocator.dashboard import auth, lives, reads, render
 from services.allocator.dashboard.timeline import QualityTimeline
+from services.allocator.ports import CorruptEventError
 from services.allocator.service import Allocator
+
+log = structlog.get_logger(__name__)
 
 ALLOCATOR = web.AppKey("dashboard_allocator", Allocator)
 TIMELINE = web.AppKey("dashboard_timeline", QualityTimeline)
@@ -96,7 +102,7 @@ async def find_allocation(request: web.Request) -> web.Response:
     wanted = request.query.get("id", "").strip()
     if not wanted or len(wanted) > MAX_NAME:
         raise BadQuery(f"id must be an allocation id of 1 to {MAX_NAME} characters", field="id")
-    raise web.HTTPSeeOther(f"{auth.PREFIX}/allocations/{wanted}")
+    raise web.HTTPSeeOther(f"{auth.PREFIX}/allocations/{quote(wanted, safe='')}")
 
 
 async def allocation(request: web.Request) -> web.Response:
@@ -146,17 +152,22 @@ async def live(request: web.Request) -> web.Response:
 
 
 @web.middleware
-async def _bad_query(request: web.Request, handler: auth.Handler) -> web.StreamResponse:
+async def _problems(request: web.Request, handler: auth.Handler) -> web.StreamResponse:
+    """BadQuery -> 400 naming the field; the event log unreachable or unreadable -> 503."""
     try:
         return await handler(request)
     except BadQuery as exc:
         return render.problem(str(exc), field=exc.field)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, CorruptEventError) as exc:
+        log.warning("dashboard could not read the event log", path=request.path, error=repr(exc))
+        return render.problem(f"the event log cannot be read now ({type(exc).__name__}); try again",
+                              field="", status=503)
 
 
 def build(allocator: Allocator, *, token: str | None = None) -> web.Application:
     """The dashboard sub-application for ``allocator``; ``token`` defaults to GPULEDGER_API_TOKEN."""
     secret = os.environ.get("GPULEDGER_API_TOKEN", "") if token is None else token
-    app = web.Application(middlewares=[auth.middleware(secret), _bad_query])
+    app = web.Application(middlewares=[auth.middleware(secret), _problems])
     app[ALLOCATOR] = allocator
     app[TIMELINE] = QualityTimeline()
     app.router.add_get("/", cluster)

@@ -1,5 +1,6 @@
 """The dashboard's test and benchmark stack: ``gpuledger up`` on the openb inventory plus a scripted
-history (grants, a capacity queue, a release that grants from the queue, a resize, a lost node),
+history (grants, a capacity queue, a release that grants from the queue, a resize, a rejected resize,
+a lost node),
 and the 10,412-GPU extension (525 more 8-GPU nodes in pool ``scale``). Also finds the browser.
 
 Shared by tests/integration/dashboard and benchmarks/bench_dashboard.py.
@@ -141,9 +142,12 @@ def history(stack: Stack) -> None:
                   request("train-c", A10, models=("A10",)), request("train-d", A10, models=("A10",), qos="low"))
     stack.wait("train-d queued", lambda s: s["allocations"]["queued"] >= 2)
     half = Resources(milli_tflops=100_000, vram_bytes=20 * GIB)
+    too_big = Resources(milli_tflops=200_000, vram_bytes=24 * GIB)
     stack.publish(release("train-a"),
                   intents.ResizeAllocation(intent_id="resize-train-c", allocation_id="train-c", request=half,
-                                           limit=A10, pool="default"))
+                                           limit=A10, pool="default"),
+                  intents.ResizeAllocation(intent_id="resize-train-b", allocation_id="train-b", request=too_big,
+                                           limit=too_big, pool="default"))
     stack.wait("train-c granted from the queue", lambda s: s["allocations"]["queued"] == 1)
     node = next(n for n in static.load_inventory(OPENB) if n.node == LOST_NODE)
     stack.publish(msgspec.structs.replace(node, intent_id=f"ttl-{LOST_NODE}", heartbeat_ttl_s=1.0))

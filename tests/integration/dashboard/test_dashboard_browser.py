@@ -162,6 +162,9 @@ def test_allocation_page_lists_its_life_in_log_order(stack: scenario.Stack, page
     page.goto(f"{stack.http}/ui/allocations/train-a")
     assert [t.inner_text() for t in page.locator("ol.life li.step .type").all()] == [
         "allocation_granted", "allocation_released"]
+    page.goto(f"{stack.http}/ui/allocations/train-b")  # a rejected resize changes no read-model row
+    assert [t.inner_text() for t in page.locator("ol.life li.step .type").all()] == [
+        "allocation_granted", "resize_rejected"]
     page.goto(f"{stack.http}/ui/allocations/no-such-pod")
     assert "no allocation" in page.locator("p.error").inner_text()
 
