@@ -111,6 +111,21 @@ def test_every_page_loads_only_from_the_allocator(stack: scenario.Stack, page: A
     assert not errors, errors  # the Content-Security-Policy refused nothing
 
 
+def test_bad_query_values_answer_4xx_naming_the_field(stack: scenario.Stack) -> None:
+    bearer = {"Authorization": f"Bearer {TOKEN}"}
+    for path, status, field in (("/ui/?per_page=0", 400, "per_page"), ("/ui/?per_page=2001", 400, "per_page"),
+                                ("/ui/?page=abc", 400, "page"), ("/ui/queue?page=-1", 400, "page"),
+                                ("/ui/?show=%3Cscript%3E", 400, "show"), (f"/ui/nodes/{'n' * 600}", 400, "name"),
+                                ("/ui/nodes/no-such-node", 404, "name"), ("/ui/allocations?id=", 400, "id")):
+        try:
+            urllib.request.urlopen(urllib.request.Request(stack.http + path, headers=bearer), timeout=30)
+            raise AssertionError(f"{path} answered 2xx")
+        except urllib.error.HTTPError as exc:
+            body = exc.read().decode()
+            assert exc.code == status, path
+            assert f'data-field="{field}"' in body and "<script>" not in body, path
+
+
 def test_cluster_page_shows_pools_and_every_gpu(stack: scenario.Stack, page: Any) -> None:
     page.goto(f"{stack.http}/ui/?per_page=2000")
     row = page.locator("table.pools tbody tr", has_text="default")
