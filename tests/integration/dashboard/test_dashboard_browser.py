@@ -144,6 +144,9 @@ def test_cluster_filters_narrow_the_map(stack: scenario.Stack, page: Any) -> Non
     page.select_option("select[name=model]", "A10")
     page.click("form.filters button")
     assert page.locator("#gpu-map i.c").count() == 2
+    page.locator("#gpu-map i.c").first.click()  # a GPU cell opens its node's page
+    page.wait_for_url("**/ui/nodes/openb-node-103*")
+    assert "A10" in page.locator("table.gpus").inner_text()
     page.goto(f"{stack.http}/ui/?show=fragmented")
     fragmented = page.locator("#gpu-map i.c")
     assert fragmented.count() > 0

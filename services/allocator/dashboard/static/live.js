@@ -1,5 +1,6 @@
 // gpuledger dashboard live refresh: poll /ui/live.json; when the log position moved, fetch this
 // page again and swap its <main> in place (no reload, scroll kept). Stops while the tab is hidden.
+// Also: a click on a GPU map cell opens its node's page.
 (function () {
   "use strict";
   var PERIOD_MS = 2000;
@@ -32,4 +33,11 @@
       .then(function () { busy = false; });
   }
   setInterval(tick, PERIOD_MS);
+  // GPU map: a click on a node's box (any of its GPU cells) opens that node's page.
+  document.addEventListener("click", function (event) {
+    var box = event.target.closest ? event.target.closest(".map .n") : null;
+    if (!box || event.target.closest("a")) { return; }
+    var link = box.querySelector("a");
+    if (link) { window.location.href = link.href; }
+  });
 })();
