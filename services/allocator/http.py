@@ -22,6 +22,7 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from services.allocator import dashboard
 from services.allocator.api import context, gauges, guard, openapi, probes, reads, writes
 from services.allocator.api.keeper import ReasonKeeper
 from services.allocator.api.outcomes import OutcomeWaiter
@@ -130,6 +131,7 @@ def build_app(allocator: Allocator, *, token: str = "") -> web.Application:
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
     app.cleanup_ctx.append(_background)
+    dashboard.mount(app, allocator, token=token)  # the web dashboard under /ui/ (services/allocator/dashboard)
     return app
 
 
