@@ -97,11 +97,7 @@ def test_leader_and_standby_are_distinct_replicas(compose: dict[str, Any]) -> No
 
 
 def _host_port(mapping: str) -> str:
-<<<<<<< HEAD
     """The published host port of ``"127.0.0.1:${VAR:-8480}:8480"`` or ``"127.0.0.1:8480:8480"``."""
-=======
-    """The published host port of ``"${VAR:-8480}:8480"`` or ``"8480:8480"`` (optionally after ``127.0.0.1:``)."""
->>>>>>> wip/dash
     host = mapping.rsplit(":", 1)[0].removeprefix("127.0.0.1:")
     match = re.fullmatch(r"\$\{\w+:-(\d+)\}|(\d+)", host)
     assert match, f"unexpected port mapping {mapping!r}"
