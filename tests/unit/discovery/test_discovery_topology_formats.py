@@ -91,5 +91,5 @@ def test_gfd_mig_capable_label_sets_the_capabilities(value: str | None, expected
 
 
 def test_a_malformed_mig_capable_label_names_node_label_and_value() -> None:
-    with pytest.raises(k8s.NodeLabelError, match="nvidia.com/mig.capable='maybe'.*true or false"):
+    with pytest.raises(k8s.NodeLabelError, match=r"nvidia\.com/mig\.capable='maybe'.*true or false"):
         _report({k8s.MIG_CAPABLE_LABEL: "maybe"})
