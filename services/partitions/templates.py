@@ -19,6 +19,8 @@ from pathlib import Path
 
 import msgspec
 
+from events.values import Resources
+
 PROFILES_FILE = Path(__file__).with_name("mig_profiles.yaml")
 """The shipped table."""
 
@@ -178,3 +180,15 @@ def free_starts(profile: MigProfile, taken: Iterable[tuple[int, int]]) -> tuple[
     busy = tuple(taken)
     return tuple(start for start, end in profile.placements()
                  if all(end <= lo or start >= hi for lo, hi in busy))
+
+
+def charge(family: MigFamily, profile: MigProfile, capacity: Resources) -> Resources:
+    """What one ``profile`` instance takes of a GPU of ``family`` with ``capacity``.
+
+    milli-TFLOPS: ``capacity.milli_tflops * profile.compute_slices // family.compute_slices``
+    (rounded down, so the instances of any valid placement never sum above the capacity);
+    bytes: the profile's memory (GB x 10^9), at most the GPU's VRAM. TensorFusion charges a
+    partition at its template's size, not at the request (internal/gpuallocator/partition_strategy.go).
+    """
+    return Resources(milli_tflops=capacity.milli_tflops * profile.compute_slices // family.compute_slices,
+                     vram_bytes=min(profile.memory_bytes, capacity.vram_bytes))

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from events.values import Resources
 from services.discovery.catalog import ModelTable
 from services.partitions import templates
 from services.partitions.templates import MigFamily, MigProfile, TemplateError, TemplateTable
@@ -142,3 +143,33 @@ def test_loader_errors_name_the_file_and_the_entry(tmp_path: Path) -> None:
                    " profiles: [], colour: red}\n")
     with pytest.raises(TemplateError, match="colour"):
         TemplateTable.load(bad)
+
+
+@given(st.data())
+def test_charges_of_any_valid_packing_never_exceed_the_gpu(data: st.DataObject) -> None:
+    family = data.draw(st.sampled_from(TABLE.families))
+    row = MODELS.find(data.draw(st.sampled_from(family.models)))
+    assert row is not None
+    capacity = Resources(milli_tflops=row.milli_tflops, vram_bytes=row.vram_bytes)
+    taken: list[tuple[int, int]] = []
+    total = Resources()
+    for _ in range(family.memory_slices):
+        profile = data.draw(st.sampled_from(family.profiles))
+        starts = templates.free_starts(profile, taken)
+        if not starts:
+            continue
+        start = data.draw(st.sampled_from(starts))
+        taken.append((start, start + profile.memory_slices))
+        used = templates.charge(family, profile, capacity)
+        total = Resources(milli_tflops=total.milli_tflops + used.milli_tflops,
+                          vram_bytes=total.vram_bytes + used.vram_bytes)
+    assert total.milli_tflops <= capacity.milli_tflops and total.vram_bytes <= capacity.vram_bytes
+
+
+def test_a_charge_is_the_templates_size_on_a_real_h100() -> None:
+    family = TABLE.family_of("H100_SXM")
+    assert family is not None
+    capacity = Resources(milli_tflops=989_000, vram_bytes=CAPTURE["device"]["memory_total_bytes"])
+    three = family.profile("3g.40gb")
+    assert three is not None
+    assert templates.charge(family, three, capacity) == Resources(milli_tflops=423_857, vram_bytes=40 * 10**9)
