@@ -31,7 +31,7 @@ def read_devices(nvml: Any, *, sysfs: Path = SYSFS_PCI) -> list[GpuReading]:
     """Init NVML, read every device (up to 64), shut NVML down. Raises ``nvml.NVMLError``.
 
     NUMA node, NVLink group and isolation capabilities come from :mod:`nvml_topology`; a GPU
-    whose PCI info cannot be read gets none of them (unknown), the others are unaffected.
+    whose PCI info cannot be read gets no NUMA node and no group (unknown), the others are unaffected.
     """
     nvml.nvmlInit()
     try:

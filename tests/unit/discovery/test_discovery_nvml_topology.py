@@ -176,3 +176,21 @@ def test_an_unexpected_mig_error_is_unknown_not_a_claim() -> None:
 def test_interconnect_groups_ignore_gpus_that_only_reach_themselves() -> None:
     assert nvml_topology.interconnect_groups({"a": ["a"], "b": [], "c": ["s"], "d": ["s"]}) == {
         "a": "", "b": "", "c": "c", "d": "c"}
+
+
+def test_a_gpu_without_pci_info_has_no_numa_or_group_and_its_peer_is_unaffected() -> None:
+    devices = _box(["18:00.0", "1B:00.0", "2A:00.0"], {0: ["0000:1b:00.0"], 1: ["0000:18:00.0"]})
+    devices[2]["bus"] = None  # nvmlDeviceGetPciInfo fails for this one
+    fake = FakeNvml(devices)
+    original = fake.nvmlDeviceGetPciInfo
+
+    def pci(h: dict[str, Any]) -> SimpleNamespace:
+        if h["bus"] is None:
+            raise NVMLError(NOT_SUPPORTED)
+        return original(h)
+
+    fake.nvmlDeviceGetPciInfo = pci  # type: ignore[method-assign]
+    readings = nvml.read_devices(fake, sysfs=Path("/nonexistent"))
+    assert [(r.numa_node, r.interconnect_group) for r in readings] == [
+        (0, "0000:18:00.0"), (0, "0000:18:00.0"), (None, "")]
+    assert readings[2].isolation_capabilities == ("shared", "soft", "hard", "partitioned")
