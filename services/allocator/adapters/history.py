@@ -1,6 +1,6 @@
 """History queries over the read models (``gpuledger history``); docs/sql.md has the SQL for more.
 
-Owns the allocation-history filter (namespace, pod, node, since, at) and the JSON shape of a
+Owns the allocation-history filter (namespace, pod, node, status, since, at) and the JSON shape of a
 history row: quantities as canonical Kubernetes strings, times as ISO-8601 UTC.
 """
 
@@ -23,6 +23,7 @@ class HistoryFilter(msgspec.Struct, frozen=True, kw_only=True):
     namespace: str | None = None
     pod: str | None = None
     node: str | None = None
+    status: str | None = None
     since: datetime | None = None
     at: datetime | None = None
     limit: int = 50
@@ -32,7 +33,7 @@ def allocations_sql(flt: HistoryFilter) -> tuple[str, list[Any]]:
     """The SELECT for ``flt`` with its asyncpg parameters (newest lives first)."""
     where: list[str] = []
     args: list[Any] = []
-    for column, value in (("namespace", flt.namespace), ("pod", flt.pod), ("node", flt.node)):
+    for column, value in (("namespace", flt.namespace), ("pod", flt.pod), ("node", flt.node), ("status", flt.status)):
         if value is not None:
             args.append(value)
             where.append(f"{column} = ${len(args)}")
