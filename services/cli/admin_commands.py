@@ -22,6 +22,7 @@ STRATEGY_NAMES = ("best-fit", "compact-first", "fgd", "frag-cpu", "low-load-firs
 (services.allocator.domain.profile.STRATEGIES; a test keeps them equal). A constant here so that
 ``--help`` does not import the domain."""
 
+_POOL_KEYS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node")
 _STRATEGIES_HELP = "Placement strategy: " + ", ".join(STRATEGY_NAMES) + "."
 
 
@@ -89,13 +90,15 @@ def quota_set(
     guarded(as_json, body)
 
 
-def quota_list(data_dir: DataDir = None, as_json: JsonOut = False) -> None:
+def quota_list(show_all: Annotated[bool, typer.Option("--all", help="Also namespaces with usage but no quota.")]
+               = False, data_dir: DataDir = None, as_json: JsonOut = False) -> None:
     """List quotas.
 
     Every namespace quota with its usage."""
 
     def body() -> None:
         rows = list(_api(data_dir).items("/api/v1/quotas"))
+        rows = [row for row in rows if row.get("quota") is not None] if not show_all else rows
         if as_json:
             output.emit_json(rows)
             return
@@ -106,13 +109,22 @@ def quota_list(data_dir: DataDir = None, as_json: JsonOut = False) -> None:
 
 
 def _quota_row(row: dict[str, Any]) -> list[str]:
-    spec = row.get("spec", row)
-    used = row.get("usage") or row.get("used") or {}
-    return [row.get("namespace", ""), output.request_text(spec.get("total_requests"), unset=True),
-            output.request_text(spec.get("total_limits"), unset=True),
+    spec = row.get("quota") or {}
+    used = row.get("usage") or {}
+    return [row.get("namespace", ""), _bound(spec.get("total_requests")), _bound(spec.get("total_limits")),
             "unset" if spec.get("max_workers") is None else str(spec.get("max_workers")),
             "unset" if spec.get("max_gpu_count") is None else str(spec.get("max_gpu_count")),
-            output.request_text(used.get("requests", used)) if used else "-"]
+            (output.request_text(used.get("requests")) + f", {used.get('workers', 0)} workers")
+            if used.get("requests") else "-"]
+
+
+def _bound(amount: dict[str, Any] | None) -> str:
+    """A quota amount: each dimension in human units, ``unset`` (unbounded) when absent or null."""
+    if not amount:
+        return "unset"
+    tflops = amount.get("tflops")
+    vram = amount.get("vram")
+    return f"{'unset' if tflops is None else output.tflops(tflops)}, {'unset' if vram is None else output.vram(vram)}"
 
 
 def quota_remove(namespace: Annotated[str, typer.Argument(help="Namespace whose quota goes.")],
@@ -178,17 +190,20 @@ def pool_configure(
     def body() -> None:
         if strategy is not None and strategy not in STRATEGY_NAMES:
             raise BadInput(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGY_NAMES)}", field="strategy")
-        config = {key: value for key, value in (("placement", strategy), ("vram_weight", vram_weight),
-                                                ("tflops_weight", tflops_weight),
-                                                ("max_workers_per_node", max_workers_per_node)) if value is not None}
-        if not config:
+        changes = {key: value for key, value in (("placement", strategy), ("vram_weight", vram_weight),
+                                                 ("tflops_weight", tflops_weight),
+                                                 ("max_workers_per_node", max_workers_per_node)) if value is not None}
+        if not changes:
             raise BadInput("give at least one of --strategy, --vram-weight, --tflops-weight, --max-workers-per-node",
                            field="strategy")
-        answer = _api(data_dir).request("PUT", f"/api/v1/pools/{client.quoted(pool)}", body=config)
+        api = _api(data_dir)
+        current = next((p.get("config") or {} for p in api.items("/api/v1/pools") if p.get("name") == pool), {})
+        config = {key: current[key] for key in _POOL_KEYS if key in current} | changes
+        answer = api.request("PUT", f"/api/v1/pools/{client.quoted(pool)}", body=config)
         if as_json:
             output.emit_json(answer)
         else:
-            typer.echo(f"pool {pool} configured: " + ", ".join(f"{k} {v}" for k, v in config.items()))
+            typer.echo(f"pool {pool} configured: " + ", ".join(f"{k} {v}" for k, v in changes.items()))
         _rejected_exit(answer)
 
     guarded(as_json, body)
@@ -247,7 +262,7 @@ def nodes_show(name: Annotated[str, typer.Argument(help="Node name.")],
         output.lines([("node", node.get("name", name)), ("pool", node.get("pool", "")),
                       ("phase", node.get("phase", "")), ("last heartbeat", node.get("last_heartbeat") or "-"),
                       ("source", node.get("source") or "-")])
-        gpus = [g for g in node.get("gpus", []) if isinstance(g, dict)]
+        gpus = [g for g in node.get("gpu_list", []) if isinstance(g, dict)]
         output.table(("GPU", "model", "phase", "TFLOPS", "TFLOPS free", "VRAM", "VRAM free", "allocations"),
                      [[g.get("name", ""), g.get("model", ""), g.get("phase", ""),
                        output.tflops((g.get("capacity") or {}).get("tflops")),
@@ -255,6 +270,12 @@ def nodes_show(name: Annotated[str, typer.Argument(help="Node name.")],
                        output.vram((g.get("capacity") or {}).get("vram")),
                        output.vram((g.get("available") or {}).get("vram")),
                        ",".join(g.get("allocations", []))] for g in gpus], title="GPUs")
+        allocations = [a for a in node.get("allocation_list", []) if isinstance(a, dict)]
+        if allocations:
+            output.table(("allocation", "namespace", "pod", "status", "GPUs", "request"),
+                         [[a.get("allocation_id", ""), a.get("namespace", ""), a.get("pod", ""), a.get("status", ""),
+                           ",".join(a.get("gpus") or []), output.request_text(a.get("request"))] for a in allocations],
+                         title="allocations")
 
     guarded(as_json, body)
 

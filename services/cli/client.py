@@ -31,6 +31,10 @@ class StackUnreachable(RuntimeError):
     """Nothing answers at the API URL (refused, timed out, not HTTP): exit code 1."""
 
 
+class Pending(RuntimeError):
+    """The API published the intent but had no decision within its wait (HTTP 202): exit code 1."""
+
+
 class ApiError(RuntimeError):
     """The API answered an error: ``status`` (HTTP), ``field`` (None unless the input was bad)."""
 
@@ -91,7 +95,13 @@ class Api:
             raise StackUnreachable(self._unreachable(exc)) from None
         finally:
             conn.close()
-        return self._decode(response.status, raw)
+        answer = self._decode(response.status, raw)
+        if response.status == 202:
+            intent = answer.get("intent_id", "?") if isinstance(answer, dict) else "?"
+            raise Pending(f"no decision yet for intent {intent}"
+                          " (the allocator may be busy or standing by); it will still be decided: check with "
+                          "`gpuledger events` or `gpuledger why`")
+        return answer
 
     def _unreachable(self, exc: BaseException) -> str:
         why = "connection refused" if isinstance(exc, ConnectionRefusedError) else (
@@ -107,7 +117,7 @@ class Api:
             data = {"error": raw[:200].decode(errors="replace")}
         if status < 400:
             return data
-        error = data.get("error") if isinstance(data, dict) else None
+        error = (data.get("error") or data.get("reason")) if isinstance(data, dict) else None
         field = data.get("field") if isinstance(data, dict) else None
         message = str(error or f"HTTP {status}")
         if status in (401, 403):

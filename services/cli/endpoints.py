@@ -3,7 +3,8 @@
 Resolution order for a command: an explicit ``--data-dir`` (its endpoints.json must exist), then
 ``GPULEDGER_NATS_URL`` / ``GPULEDGER_DATABASE_URL`` / ``GPULEDGER_API_URL``, then the default data
 dir's endpoints.json. The allocator's HTTP API token (optional) comes from ``GPULEDGER_API_TOKEN``,
-else endpoints.json's ``api_token``, else the file ``D/api-token``.
+else the file ``GPULEDGER_API_TOKEN_FILE`` names, else endpoints.json's ``api_token``, else the
+file ``D/api-token``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from services.shared.settings import DATABASE_URL_ENV, NATS_URL_ENV
 
 API_URL_ENV = "GPULEDGER_API_URL"
 API_TOKEN_ENV = "GPULEDGER_API_TOKEN"
+API_TOKEN_FILE_ENV = "GPULEDGER_API_TOKEN_FILE"
 API_TOKEN_FILES = ("api-token", "api_token")
 
 DEFAULT_DATA_DIR = Path(".gpuledger")
@@ -87,6 +89,12 @@ def resolve(data_dir: Path | None, environ: dict[str, str] | None = None) -> End
     found = _locate(data_dir, env)
     if env.get(API_TOKEN_ENV):
         found.api_token = env[API_TOKEN_ENV]
+    elif env.get(API_TOKEN_FILE_ENV):
+        try:
+            found.api_token = Path(env[API_TOKEN_FILE_ENV]).read_text().strip()
+        except OSError as exc:
+            raise EndpointsError(f"{API_TOKEN_FILE_ENV}={env[API_TOKEN_FILE_ENV]}: {exc.strerror}",
+                                 field=API_TOKEN_FILE_ENV) from None
     return found
 
 

@@ -34,7 +34,7 @@ def guarded(as_json: bool, action: Callable[[], T]) -> T:
         fail(str(exc), field=exc.field, as_json=as_json, code=BAD_INPUT)
     except endpoints.EndpointsError as exc:
         fail(str(exc), field=exc.field, as_json=as_json, code=OTHER)
-    except client.StackUnreachable as exc:
+    except (client.StackUnreachable, client.Pending) as exc:
         fail(str(exc), field=None, as_json=as_json, code=OTHER)
     except client.ApiError as exc:
         bad = exc.field is not None or exc.status in (400, 404, 409, 422)

@@ -84,12 +84,10 @@ def resize(target: Target,
             raise BadInput("give at least one of --tflops, --vram, --tflops-limit, --vram-limit", field="tflops")
         api = client.connect(data_dir)
         allocation = find_allocation(api, target)
-        request = dict(allocation.get("request") or {})
-        limit = dict(allocation.get("limit") or {})
+        request = {k: v for k, v in (allocation.get("request") or {}).items() if k in ("tflops", "vram")}
+        limit = {k: v for k, v in (allocation.get("limit") or {}).items() if k in ("tflops", "vram")}
         request.update({k: v for k, v in (("tflops", tflops), ("vram", vram)) if v is not None})
         limit.update({k: v for k, v in (("tflops", tflops_limit), ("vram", vram_limit)) if v is not None})
-        if tflops is not None:
-            request.pop("compute_percent", None)
         answer = api.request("POST", f"/api/v1/allocations/{client.quoted(allocation['allocation_id'])}/resize",
                              body={"request": request, "limit": limit})
         rejected = isinstance(answer, dict) and str(answer.get("type", "")).endswith("rejected")
@@ -122,7 +120,8 @@ def queue(pool: Annotated[str | None, typer.Option("--pool", help="Only this poo
             output.emit_json(rows)
             return
         output.table(("#", "namespace", "pod", "pool", "QoS", "request", "waiting since", "reason"),
-                     [[str(i), r.get("namespace", ""), r.get("pod", ""), r.get("pool", ""), r.get("qos", ""),
+                     [[str(r.get("rank", i - 1) + 1), r.get("namespace", ""), r.get("pod", ""), r.get("pool", ""),
+                       r.get("qos", ""),
                        output.request_text(r.get("request")), (r.get("requested_at") or "")[:19].replace("T", " "),
                        r.get("reason", "")] for i, r in enumerate(rows, 1)],
                      title=f"queue ({len(rows)} waiting)")

@@ -8,7 +8,6 @@ Exit codes: 0 done/granted, 1 stack unreachable or other failure, 2 bad input (`
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -20,6 +19,9 @@ from services.cli.output import BadInput, fail
 
 ENABLED_LABEL = "tensor-fusion.ai/enabled"
 """The label that makes the admission webhook handle a pod (services.podspec.keys.ENABLED)."""
+
+MAX_WAIT_S = 60.0
+"""Longest decision wait the API accepts (``?wait=``)."""
 
 PodFile = Annotated[Path, typer.Argument(metavar="POD.yaml", help="A Pod manifest (YAML or JSON).")]
 
@@ -48,7 +50,8 @@ def read_pod(path: Path) -> dict[str, Any]:
 
 def labelled(pod: dict[str, Any], *, force: bool) -> dict[str, Any]:
     """``pod`` when it carries ``tensor-fusion.ai/enabled: "true"`` (the admission webhook skips
-    others); with ``force`` a copy with the label added. Raises BadInput otherwise."""
+    others) or ``force`` is given (the API is then asked with ``?force=true``); raises BadInput
+    otherwise."""
     metadata = _mapping(pod.get("metadata"))
     labels = _mapping(metadata.get("labels"))
     if labels.get(ENABLED_LABEL) == "true":
@@ -58,7 +61,7 @@ def labelled(pod: dict[str, Any], *, force: bool) -> dict[str, Any]:
                        f"{ENABLED_LABEL}: \"true\"; the admission webhook would let it run without a GPU "
                        "allocation. Add the label, or pass --force to submit it anyway",
                        field=f"metadata.labels.{ENABLED_LABEL}")
-    return {**pod, "metadata": {**metadata, "labels": {**labels, ENABLED_LABEL: "true"}}}
+    return pod
 
 
 def _mapping(value: Any) -> dict[str, Any]:
@@ -66,8 +69,12 @@ def _mapping(value: Any) -> dict[str, Any]:
 
 
 def outcome_code(view: dict[str, Any]) -> int:
-    """The exit code of a ``submit`` answer: granted 0, queued 3, rejected 4, intent_rejected 2."""
-    return output.OUTCOME_CODES.get(str(view.get("type") or view.get("status") or ""), output.OTHER)
+    """The exit code of a ``submit`` answer: granted 0, queued 3, rejected 4, intent_rejected 2; an
+    ``existing`` live allocation (a repeated submit) by its status."""
+    kind = str(view.get("type") or "")
+    if kind in ("", "existing"):
+        kind = str(view.get("status") or "")
+    return output.OUTCOME_CODES.get(kind, output.OTHER)
 
 
 def print_outcome(view: dict[str, Any]) -> None:
@@ -161,8 +168,8 @@ def submit(pod_file: PodFile,
     def body() -> dict[str, Any]:
         pod = labelled(read_pod(pod_file), force=force)
         api = client.connect(data_dir, timeout_s=timeout + 5)
-        view: dict[str, Any] = api.request("POST", "/api/v1/allocations", body=pod, query={"timeout": timeout},
-                                           timeout_s=timeout + 5)
+        query = {"wait": f"{min(timeout, MAX_WAIT_S):g}", "force": "true" if force else None}
+        view: dict[str, Any] = api.request("POST", "/api/v1/allocations", body=pod, query=query)
         return view
 
     view = guarded(as_json, body)
@@ -173,38 +180,38 @@ def submit(pod_file: PodFile,
 def status(data_dir: DataDir = None, as_json: JsonOut = False) -> None:
     """Show capacity and usage.
 
-    Per pool capacity and usage, nodes and GPUs by phase, allocation counts (--json adds every
-    node and GPU)."""
+    Per pool capacity, free and used TFLOPS/VRAM, nodes and GPUs by phase, allocation counts
+    (`nodes` and `gpuledger nodes show` list them one by one)."""
     view = guarded(as_json, lambda: client.connect(data_dir).get("/api/v1/status"))
     output.emit_json(view) if as_json else print_status(view)
 
 
 def print_status(view: dict[str, Any]) -> None:
-    """Text of ``status``: a pools table, then nodes and GPUs by phase and in use, then allocations."""
+    """Text of ``status``: a pools table (capacity, free, used %), nodes and GPUs by phase, allocations."""
     rows = []
     for pool in view.get("pools", []):
         cap, free = pool.get("capacity") or {}, pool.get("available") or {}
         cap_t, free_t = output.quantity(cap.get("tflops")), output.quantity(free.get("tflops"))
         cap_v, free_v = output.quantity(cap.get("vram")), output.quantity(free.get("vram"))
-        rows.append([pool.get("name", ""), str(pool.get("gpus", "")), output.tflops(cap.get("tflops")),
-                     output.tflops(free.get("tflops")),
+        counts = pool.get("allocations") or {}
+        rows.append([pool.get("name", ""), str(pool.get("nodes", "")), str(pool.get("gpus", "")),
+                     output.tflops(cap.get("tflops")), output.tflops(free.get("tflops")),
                      output.usage(None if cap_t is None or free_t is None else cap_t - free_t, cap_t),
                      output.vram(cap.get("vram")), output.vram(free.get("vram")),
-                     output.usage(None if cap_v is None or free_v is None else cap_v - free_v, cap_v)])
-    output.table(("pool", "GPUs", "TFLOPS", "TFLOPS free", "TFLOPS used", "VRAM", "VRAM free", "VRAM used"), rows,
-                 title="pools")
-    nodes, gpus = view.get("nodes", []), view.get("gpus", [])
-    typer.echo(f"nodes: {len(nodes)} ({_by_phase(nodes)})")
-    in_use = sum(1 for gpu in gpus if gpu.get("allocations"))
-    typer.echo(f"GPUs:  {len(gpus)} ({_by_phase(gpus)}); {in_use} in use, {len(gpus) - in_use} idle")
+                     output.usage(None if cap_v is None or free_v is None else cap_v - free_v, cap_v),
+                     f"{counts.get('granted', 0)}/{counts.get('queued', 0)}"])
+    output.table(("pool", "nodes", "GPUs", "TFLOPS", "TFLOPS free", "TFLOPS used", "VRAM", "VRAM free", "VRAM used",
+                  "granted/queued"), rows, title="pools")
+    typer.echo(f"nodes: {_by_phase(view.get('nodes_by_phase') or {})}")
+    typer.echo(f"GPUs:  {_by_phase(view.get('gpus_by_phase') or {})}")
     counts = view.get("allocations", {})
     typer.echo(f"allocations: {counts.get('granted', 0)} granted, {counts.get('queued', 0)} queued; "
                f"log position {view.get('position', 0)}")
 
 
-def _by_phase(items: list[dict[str, Any]]) -> str:
-    counts = Counter(str(item.get("phase", "")) for item in items)
-    return ", ".join(f"{n:,} {phase}" for phase, n in sorted(counts.items())) or "none"
+def _by_phase(counts: dict[str, int]) -> str:
+    total = sum(counts.values())
+    return f"{total:,}" + (f" ({', '.join(f'{n:,} {phase}' for phase, n in sorted(counts.items()))})" if counts else "")
 
 
 def simulate(pod_file: PodFile, data_dir: DataDir = None, as_json: JsonOut = False) -> None:

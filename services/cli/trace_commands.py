@@ -144,7 +144,7 @@ def replay(
         typer.echo(json.dumps(msgspec.to_builtins(report)))
     else:
         typer.echo(report.summary())
-    if not report.verified:
+    if report.interrupted or not report.verified:
         raise typer.Exit(1)
 
 

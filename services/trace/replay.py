@@ -214,6 +214,6 @@ async def replay_trace(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], 
         decisions_per_s=round(len(tracker.latency) / wall, 1) if wall else 0.0,
         latency_ms=percentiles(tracker.latency), queue_wait_ms=percentiles(tracker.queue_wait),
         final_states=tracker.final_counts(), multiple_outcomes=tracker.multiple_outcomes(),
-        allocation_pct_over_time=samples, verified=ok and complete and not stop.is_set(), digest=digest,
+        allocation_pct_over_time=samples, verified=ok and complete, digest=digest,
         position=position, problems=problems, interrupted=stop.is_set(), released_on_interrupt=released,
     )
