@@ -165,3 +165,11 @@ def test_interrupted_trace_replay_releases_and_leaves_the_default_pool(stack: Pa
     assert pools["default"] == default_before
     nodes_now = as_json(cli(stack, "nodes", "--pool", "default", "--json"))
     assert [n["name"] for n in nodes_now] == ["node-a", "node-b"]
+
+
+def test_sql_runs_a_query_through_the_shipped_psql(stack: Path) -> None:
+    done = cli(stack, "sql", "SELECT count(*) AS gpu_rows FROM gpus WHERE pool = 'default'")
+    assert done.returncode == 0, done.stderr
+    assert "gpu_rows" in done.stdout and " 3" in done.stdout
+    bad = cli(stack, "sql", "SELECT no_such_column FROM gpus")
+    assert bad.returncode != 0 and "no_such_column" in bad.stderr
