@@ -230,6 +230,10 @@ def simulate(pod_file: PodFile, data_dir: DataDir = None, as_json: JsonOut = Fal
         return
     if result.get("outcome") is not None:
         print_outcome(result["outcome"])
+    else:
+        asked = result.get("allocation_request") or {}
+        typer.echo(f"no new decision for {asked.get('namespace', '')}/{asked.get('pod', '')}: it already has a live "
+                   f"allocation (`gpuledger why {asked.get('namespace', '')}/{asked.get('pod', '')}` explains it)")
     for item in result.get("filters", []):
         typer.echo(f"  filter {item['name']}: removed {item['removed']} GPUs")
 
