@@ -1,10 +1,11 @@
 """Benchmark: start-up time of the ``gpuledger`` CLI against a bare ``python -c pass``.
 
 Runs each command N times as a fresh process (the way a user runs it) and prints the median wall
-seconds and the ratio to the bare interpreter's median. The target (issue 14) is every ``--help``
-within 8x ``python -c pass``. Commands that need a stack (``status --json``, ``queue --json``) are
-timed against ``--data-dir D`` when given (a running ``gpuledger up``), else against a data dir
-whose endpoints refuse connections (the fast-failure path).
+seconds and the median CPU seconds (user + system of the child: far less disturbed by other
+tenants of a shared VM than wall time), each with its ratio to the bare interpreter's. The
+target (issue 14) is every ``--help`` within 8x ``python -c pass``. Commands that need a stack
+(``status --json``, ``queue --json``) are timed against ``--data-dir D`` when given (a running
+``gpuledger up``), else against a data dir whose endpoints refuse connections (fast failure).
 
     python3 benchmarks/bench_cli.py [--runs 15] [--data-dir .gpuledger]
 """
@@ -15,6 +16,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import socket
 import statistics
 import subprocess
@@ -31,15 +33,18 @@ HELPS = [["--help"], ["submit", "--help"], ["status", "--help"], ["quota", "set"
 READS = [["status", "--json"], ["queue", "--json"], ["nodes", "--json", "--limit", "10"]]
 
 
-def median_s(argv: list[str], runs: int) -> float:
-    """Median wall seconds of ``argv`` run ``runs`` times (output discarded)."""
+def medians(argv: list[str], runs: int) -> tuple[float, float]:
+    """(median wall seconds, median child CPU seconds) of ``argv`` run ``runs`` times (output discarded)."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    times = []
+    walls, cpus = [], []
     for _ in range(runs):
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, check=False)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+        walls.append(time.perf_counter() - start)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return statistics.median(walls), statistics.median(cpus)
 
 
 def refusing_data_dir() -> Path:
@@ -59,14 +64,15 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=None)
     args = parser.parse_args()
     data_dir = args.data_dir or refusing_data_dir()
-    bare = median_s([sys.executable, "-c", "pass"], args.runs)
-    print(f"# {platform.node()} {platform.python_version()} {os.cpu_count()} CPUs; median of {args.runs} runs")
-    print(f"{'command':<44} {'median s':>9} {'x bare':>7}")
-    print(f"{'python -c pass':<44} {bare:>9.3f} {1.0:>7.1f}")
+    bare_wall, bare_cpu = medians([sys.executable, "-c", "pass"], args.runs)
+    print(f"# {platform.node()} {platform.python_version()} {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; "
+          f"median of {args.runs} runs")
+    print(f"{'command':<46} {'wall s':>7} {'x bare':>7} {'CPU s':>7} {'x bare':>7}")
+    print(f"{'python -c pass':<46} {bare_wall:>7.3f} {1.0:>7.1f} {bare_cpu:>7.3f} {1.0:>7.1f}")
     for command in [*HELPS, *[[*r, "--data-dir", str(data_dir)] for r in READS]]:
-        seconds = median_s([*CLI, *command], args.runs)
+        wall, cpu = medians([*CLI, *command], args.runs)
         label = "gpuledger " + " ".join(c if c != str(data_dir) else "D" for c in command)
-        print(f"{label:<44} {seconds:>9.3f} {seconds / bare:>7.1f}")
+        print(f"{label:<46} {wall:>7.3f} {wall / bare_wall:>7.1f} {cpu:>7.3f} {cpu / bare_cpu:>7.1f}")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,7 @@ app = typer.Typer(
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,  # plain click help: rendering it with Rich costs more than the whole start-up
+    add_completion=False,  # its two root options make Typer import pydantic for every sub-command
 )
 
 for _area in (stack_commands, lifecycle_commands, events_command, admin_commands, log_commands, admission_commands,
