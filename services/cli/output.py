@@ -138,8 +138,10 @@ def is_terminal() -> bool:
 
 
 def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str = "") -> None:
-    """Print ``rows`` under ``columns``: a Rich table on a terminal (long cells fold; narrow
-    terminals keep every column readable), tab-separated full values otherwise (no title)."""
+    """Print ``rows`` under ``columns``. Through a pipe: tab-separated full values, one header line
+    (no title). On a terminal: a Rich table when every cell fits on one line in the terminal's
+    width, else one record per row (``column: value`` lines, like psql's expanded mode), so that
+    nothing is squeezed or cut at 80 columns."""
     cells = [["" if cell is None else str(cell) for cell in row] for row in rows]
     if not is_terminal():
         typer.echo("\t".join(columns))
@@ -149,12 +151,21 @@ def table(columns: Sequence[str], rows: Sequence[Sequence[Any]], *, title: str =
     from rich.console import Console
     from rich.table import Table
 
+    console = Console(highlight=False)
+    widths = [max([len(column), *(len(row[i]) for row in cells)]) for i, column in enumerate(columns)]
+    if sum(widths) + 3 * len(columns) > console.width:
+        if title:
+            console.print(title, style="bold", markup=False)
+        for row in cells:
+            console.print()
+            lines(list(zip(columns, row, strict=False)))
+        return
     grid = Table(title=title or None, show_edge=False, pad_edge=False, expand=False)
     for column in columns:
-        grid.add_column(column, overflow="fold", min_width=min(len(column), 8))
+        grid.add_column(column, no_wrap=True)
     for row in cells:
-        grid.add_row(*row, end_section=False)
-    Console(highlight=False).print(grid)
+        grid.add_row(*row)
+    console.print(grid)
 
 
 def lines(pairs: Sequence[tuple[str, Any]]) -> None:

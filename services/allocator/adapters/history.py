@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from events.quantity import format_bytes, format_milli
+from events.quantity import format_bytes, format_milli, format_percent_milli
 from services.allocator.adapters.projection import Row
 
 
@@ -58,14 +58,21 @@ def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
 
+def _request(row: Row) -> dict[str, str]:
+    """The per-GPU request; a compute share (``compute_percent``, e.g. ``"50"``) when it is one."""
+    request = {"tflops": format_milli(row["request_milli_tflops"]), "vram": format_bytes(row["request_vram_bytes"])}
+    if row.get("request_compute_milli_percent"):
+        request["compute_percent"] = format_percent_milli(row["request_compute_milli_percent"])
+    return request
+
+
 def to_json(row: Row) -> dict[str, Any]:
     """A history row in the CLI's JSON shape (quantities as Kubernetes strings, e.g. ``"100"``, ``"10Gi"``)."""
     return {
         "allocation_id": row["allocation_id"], "namespace": row["namespace"], "pod": row["pod"],
         "workload": row["workload"], "pool": row["pool"], "status": row["status"], "qos": row["qos"],
         "node": row["node"] or "", "gpus": list(row["gpus"]), "gpu_count": row["gpu_count"],
-        "request": {"tflops": format_milli(row["request_milli_tflops"]),
-                    "vram": format_bytes(row["request_vram_bytes"])},
+        "request": _request(row),
         "limit": {"tflops": format_milli(row["limit_milli_tflops"]), "vram": format_bytes(row["limit_vram_bytes"])},
         "requested_at": _iso(row["requested_at"]), "queued_at": _iso(row["queued_at"]),
         "granted_at": _iso(row["granted_at"]), "resized_at": _iso(row["resized_at"]),

@@ -173,3 +173,15 @@ def test_sql_runs_a_query_through_the_shipped_psql(stack: Path) -> None:
     assert "gpu_rows" in done.stdout and " 3" in done.stdout
     bad = cli(stack, "sql", "SELECT no_such_column FROM gpus")
     assert bad.returncode != 0 and "no_such_column" in bad.stderr
+
+
+def test_a_compute_share_reads_as_percent_in_history(stack: Path) -> None:
+    path = stack.parent / "share.yaml"
+    path.write_text(POD.format(name="share", namespace="team-s", tflops="1").replace(
+        'tensor-fusion.ai/tflops-request: "1"', 'tensor-fusion.ai/compute-percent-request: "50"'))
+    assert cli(stack, "submit", str(path)).returncode == 0
+    rows = as_json(cli(stack, "history", "--pod", "share", "--json"))
+    assert rows[0]["request"]["compute_percent"] == "50"
+    text = cli(stack, "history", "--pod", "share")
+    assert "50 %, 4 GiB" in text.stdout
+    assert cli(stack, "release", "team-s/share").returncode == 0

@@ -70,3 +70,26 @@ def test_outcome_exit_codes() -> None:
     assert outcome_code({"type": "intent_rejected"}) == 2
     assert outcome_code({"type": "existing", "status": "queued"}) == 3
     assert outcome_code({"type": "existing", "status": "granted"}) == 0
+
+
+def test_a_wide_table_on_an_80_column_terminal_prints_records_with_full_values(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(output, "is_terminal", lambda: True)
+    monkeypatch.setenv("COLUMNS", "80")
+    columns = ("namespace", "pod", "node", "gpus", "request", "requested", "granted", "released", "reason")
+    row = ["team-a", "demo", "openb-node-0000", "openb-node-0000-gpu-0", "10 TFLOPS, 4 GiB", "2026-11-24 12:52:59",
+           "2026-11-24 12:52:59", "2026-11-24 12:53:53", "released through the HTTP API"]
+    output.table(columns, [row], title="allocations")
+    text = capsys.readouterr().out
+    assert all(len(line) <= 80 for line in text.splitlines())
+    for column, value in zip(columns, row, strict=True):
+        assert any(line.startswith(column + ":") and line.endswith(value) for line in text.splitlines())
+
+
+def test_a_narrow_table_on_a_terminal_stays_a_table(capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(output, "is_terminal", lambda: True)
+    monkeypatch.setenv("COLUMNS", "80")
+    output.table(("pool", "GPUs", "TFLOPS"), [["default", "3", "315 TFLOPS"]], title="pools")
+    lines = capsys.readouterr().out.splitlines()
+    assert any("default" in line and "315 TFLOPS" in line for line in lines)

@@ -64,7 +64,7 @@ def gpuledger(*args: str, cwd: Path | None = None) -> subprocess.CompletedProces
     ["release", "team-a/demo"], ["resize", "team-a/demo", "--tflops", "20"], ["queue"], ["why", "team-a/demo"],
     ["nodes"], ["nodes", "show", "n1"], ["pool", "list"], ["pool", "configure", "default", "--strategy", "fgd"],
     ["quota", "list"], ["quota", "set", "team-a", "--total-tflops", "10"], ["quota", "remove", "team-a"],
-    ["events"], ["history"], ["replay"], ["trace", "replay", "--limit", "5"],
+    ["events"], ["history"], ["replay"], ["trace", "replay", "--limit", "5"], ["recommend", "web"],
 ], ids=lambda c: " ".join(c))
 def test_stack_down_fails_fast_naming_the_url(down: Path, command: list[str]) -> None:
     done = gpuledger(*[part.format(d=down) for part in command], "--data-dir", str(down))
