@@ -15,6 +15,7 @@ import typer
 
 from services.cli import client, endpoints
 from services.cli.output import BAD_INPUT, OTHER, BadInput, fail
+from services.shared.settings import SettingsError
 
 T = TypeVar("T")
 
@@ -34,6 +35,8 @@ def guarded(as_json: bool, action: Callable[[], T]) -> T:
         fail(str(exc), field=exc.field, as_json=as_json, code=BAD_INPUT)
     except endpoints.EndpointsError as exc:
         fail(str(exc), field=exc.field, as_json=as_json, code=OTHER)
+    except SettingsError as exc:
+        fail(str(exc), field="settings", as_json=as_json, code=BAD_INPUT)
     except (client.StackUnreachable, client.Pending) as exc:
         fail(str(exc), field=None, as_json=as_json, code=OTHER)
     except client.ApiError as exc:

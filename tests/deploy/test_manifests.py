@@ -125,7 +125,7 @@ def test_kustomize_failure_is_reported_with_its_message(tmp_path: Path) -> None:
                          ids=lambda p: str(p.parent.relative_to(DEPLOY)))
 def test_every_kustomization_lists_only_existing_files_and_every_manifest_beside_it(path: Path) -> None:
     (kustomization,) = load_yaml_documents(path)
-    assert kustomization["kind"] == "Kustomization"
+    assert kustomization["kind"] in ("Kustomization", "Component")
     listed = set(kustomization.get("resources") or [])
     for resource in listed:
         assert (path.parent / resource).exists(), f"{path}: {resource} does not exist"
