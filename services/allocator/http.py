@@ -22,6 +22,7 @@ import structlog
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from services.allocator import dashboard
 from services.allocator.api import context, gauges, guard, openapi, probes, reads, writes
 from services.allocator.api.keeper import ReasonKeeper
 from services.allocator.api.outcomes import OutcomeWaiter
@@ -76,7 +77,9 @@ def _auth_middleware(token: str) -> Middleware:
 
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if token and request.path not in OPEN_PATHS:
+        # A route of a sub-application (the dashboard under /ui) is checked by that application's own
+        # middleware, which also takes the token from its login cookie; routing decides, not the path text.
+        if token and request.path not in OPEN_PATHS and len(request.match_info.apps) <= 1:
             given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
             if not hmac.compare_digest(given, expected):
                 return web.json_response({"error": "a bearer token is required (Authorization: Bearer <token>)",
@@ -130,6 +133,7 @@ def build_app(allocator: Allocator, *, token: str = "") -> web.Application:
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
     app.cleanup_ctx.append(_background)
+    dashboard.mount(app, allocator, token=token)  # the web dashboard under /ui/ (services/allocator/dashboard)
     return app
 
 

@@ -94,7 +94,9 @@ class Engine:
             key = (worker.spec.namespace, worker.spec.workload or worker.spec.pod)
         elif not self.view.workload_workers(key):
             return self._drop("unknown_workload", sample)
-        merger = self.mergers.setdefault(key, SampleMerger())
+        merger = self.mergers.get(key)
+        if merger is None:
+            merger = self.mergers[key] = SampleMerger()
         taken, done = merger.add(sample.allocation_id or sample.pod, milli_tflops=sample.milli_tflops_used,
                                  vram_bytes=sample.vram_bytes_used, at=sample.at)
         if not taken:

@@ -33,9 +33,12 @@ class MergedSample(msgspec.Struct, kw_only=True):
 
 
 def window_of(at: datetime) -> datetime:
-    """The start of ``at``'s UTC minute (``at`` timezone-aware)."""
-    utc = at.astimezone(UTC)
-    return utc.replace(second=0, microsecond=0)
+    """The start of ``at``'s minute (``at`` timezone-aware; every real UTC offset is whole minutes,
+    so this is the start of its UTC minute too, as an instant)."""
+    offset = at.utcoffset()
+    if offset and offset % MERGE_WINDOW:  # a seconds offset: go through UTC
+        at = at.astimezone(UTC)
+    return at.replace(second=0, microsecond=0)
 
 
 class SampleMerger:

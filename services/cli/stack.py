@@ -196,6 +196,7 @@ def _print_urls(console: Console, found: endpoints.Endpoints, data_dir: Path) ->
     console.print(f"NATS:      {redact_url(found.nats_url)}")
     console.print(f"database:  {redact_url(found.database_url)}")
     console.print(f"allocator: {found.allocator_http}  (/readyz /metrics /api/v1/status)")
+    console.print(f"dashboard: {found.allocator_http}/ui/")
     if found.webhook_https:
         console.print(f"webhook:   {found.webhook_https}")
     console.print(f"endpoints: {data_dir / endpoints.ENDPOINTS_FILE}")

@@ -24,7 +24,8 @@ KUSTOMIZATIONS = ("kustomization.yaml", "kustomization.yml", "Kustomization")
 
 
 def _manifest_files() -> list[Path]:
-    return sorted(p for p in DEPLOY.rglob("*.y*ml") if p.name not in KUSTOMIZATIONS)
+    not_kubernetes = DEPLOY / "grafana"  # Prometheus and Grafana configs of the compose profile
+    return sorted(p for p in DEPLOY.rglob("*.y*ml") if p.name not in KUSTOMIZATIONS and not_kubernetes not in p.parents)
 
 
 def _label(obj: Obj) -> str:

@@ -116,9 +116,9 @@ def _invoke(*args: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize(("which", "content", "field", "text"), [
-    ("samples", "été\n".encode("latin-1"), "samples", "UTF-8"),
+    ("samples", "été\n".encode("latin-1"), "samples", "byte 0"),
     ("samples", encode_sample(sample()).replace(b"2026-03-05", b"9999-12-31"), "samples", "$.at"),
-    ("samples", b"[" * 3000, "samples", "nested"),
+    ("samples", b'{"x":' + b"[" * 1500 + b"]" * 1500 + b"}", "samples", "nested"),
     ("samples", b"[" * 100_000, "samples", "exceeds"),
     ("config", PROFILE.replace("llama", "été").encode("latin-1"), "config", "UTF-8"),
     ("config", b"a: " + b"[" * 5000 + b"]" * 5000, "config", "YAML"),
