@@ -110,7 +110,8 @@ def replay(
     speedup: Annotated[float | None, typer.Option("--speedup", min=1e-6, help="Compress trace time by K "
                                                   "(default: from --duration).")] = None,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Data dir of `gpuledger up`.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for outcomes at the end.")] = 60.0,
+    timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Give up when no decision came for this "
+                                           "many seconds (node registration, the last outcomes).")] = 60.0,
     as_json: JsonOut = False,
 ) -> None:
     """Replay the trace with real arrivals and departures through NATS → allocator → PostgreSQL, in

@@ -82,10 +82,14 @@ def trace_span(pods: Sequence[TracePod]) -> int:
     return max(1, max(times, default=0) - min(times, default=0))
 
 
-async def _wait(condition: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
+async def _wait(ids: Sequence[str], tracker: Tracker, stall_s: float) -> bool:
+    """Wait until every intent of ``ids`` is decided; False when no new decision came for ``stall_s``
+    seconds (a busy allocator that keeps deciding is waited for, a stalled one is not)."""
+    last_done, last_change = -1, time.monotonic()
+    while (done := sum(1 for i in ids if i in tracker.decided)) < len(ids):
+        if done != last_done:
+            last_done, last_change = done, time.monotonic()
+        elif time.monotonic() - last_change > stall_s:
             return False
         await asyncio.sleep(0.05)
     return True
@@ -148,7 +152,7 @@ async def _release_live(js: JetStreamContext, tracker: Tracker, timeout_s: float
         intent = _release(aid, "interrupted", "trace replay interrupted")
         ids.append(intent.intent_id)
         await _publish(js, intent, tracker)
-    await _wait(lambda: all(i in tracker.decided for i in ids), timeout_s)
+    await _wait(ids, tracker, timeout_s)
     return len(live)
 
 
@@ -165,8 +169,8 @@ async def _register_nodes(js: JetStreamContext, nodes: Sequence[RegisterNode], t
                           *, timeout_s: float) -> None:
     for intent in nodes:
         await _publish(js, intent, tracker)
-    if not await _wait(lambda: all(i.intent_id in tracker.decided for i in nodes), timeout_s):
-        raise ReplayError(f"the allocator did not register {len(nodes)} nodes within {timeout_s}s")
+    if not await _wait([i.intent_id for i in nodes], tracker, timeout_s):
+        raise ReplayError(f"the allocator stopped registering the {len(nodes)} nodes (no decision for {timeout_s}s)")
     tracker.latency.clear()
 
 
@@ -199,7 +203,7 @@ async def replay_trace(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], 
         samples = await _drive(js, events, tracker, speedup=speedup, stop=stop, progress=progress,
                                capacity_milli=1000 * sum(len(n.gpus) for n in nodes))
         intents = [i for i in tracker.sent if i.endswith(("-req", "-rel"))]
-        complete = await _wait(lambda: all(i in tracker.decided for i in intents), timeout_s)
+        complete = await _wait(intents, tracker, timeout_s)
         wall = time.monotonic() - started
         if stop.is_set():
             released = await _release_live(js, tracker, timeout_s)
@@ -208,7 +212,7 @@ async def replay_trace(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], 
     ok, digest, position, problems = await _verify(database_url)
     decided = sum(1 for i in intents if i in tracker.decided)
     if not complete:
-        problems.append(f"{len(intents) - decided} intents had no decision within {timeout_s}s")
+        problems.append(f"{len(intents) - decided} intents had no decision (none came for {timeout_s}s)")
     return ReplayReport(
         pods=len(pods), intents=len(intents), decided=decided, seconds=round(wall, 3), speedup=speedup,
         decisions_per_s=round(len(tracker.latency) / wall, 1) if wall else 0.0,
