@@ -72,6 +72,7 @@ async def _stream(url: str, where: str, *, last: int, follow: bool, flt: EventFi
 
     from events import subjects
     from services.cli import bus
+    from services.cli.client import StackUnreachable
 
     client = await bus.connect(url, name="gpuledger-events", where=where)
     try:
@@ -84,11 +85,18 @@ async def _stream(url: str, where: str, *, last: int, follow: bool, flt: EventFi
         sub = await js.subscribe(f"{subjects.EVENT_SUBJECT_PREFIX}.>", ordered_consumer=True,
                                  config=ConsumerConfig(deliver_policy=DeliverPolicy.BY_START_SEQUENCE,
                                                        opt_start_seq=start))
+        idle = 0.0
         while True:
             try:
-                msg = await sub.next_msg(timeout=None if follow else 5.0)
+                msg = await sub.next_msg(timeout=1.0)
             except TimeoutError:
-                return
+                idle += 1.0
+                if not client.is_connected:
+                    raise StackUnreachable(f"lost the NATS connection to {bus.redacted(url)}") from None
+                if not follow and idle >= 5.0:
+                    return
+                continue
+            idle = 0.0
             _print(msg, flt, as_json)
             if not follow and msg.metadata.sequence.stream >= end:
                 return
