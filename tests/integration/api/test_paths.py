@@ -36,3 +36,17 @@ async def test_ui_without_its_slash_redirects_keeping_the_query(api: Api) -> Non
     async with api.session.get(api.base + "/api/v1/nodes/") as r:  # no slash games on the API
         assert r.status == 404
 
+
+
+async def test_a_resize_keeps_the_dimensions_it_leaves_out(api: Api) -> None:
+    await api.publish(register_node("n1", gpus=1))
+    _, granted = await api.send("POST", "/api/v1/allocations", pod("p1", tflops="20", vram="4Gi"))
+    status, resized = await api.send("POST", "/api/v1/allocations/team-a/p1/resize", {"request": {"tflops": "5"}})
+    assert status == 200 and resized["type"] == "allocation_resized", resized
+    _, found = await api.get("/api/v1/allocations/team-a/p1")
+    assert found["request"] == {"tflops": "5", "vram": "4Gi"}, found  # was 0 VRAM: the omitted field zeroed it
+    assert found["limit"] == {"tflops": "5", "vram": "4Gi"}  # limit still defaults to the request
+    status, _ = await api.send("POST", "/api/v1/allocations/team-a/p1/resize",
+                               {"request": {"vram": "2Gi"}, "limit": {"tflops": "8"}})
+    _, found = await api.get("/api/v1/allocations/team-a/p1")
+    assert found["request"] == {"tflops": "5", "vram": "2Gi"} and found["limit"] == {"tflops": "8", "vram": "4Gi"}
