@@ -48,4 +48,4 @@ def run() -> None:
 
 
 if __name__ == "__main__":  # `python3 -m services.cli.main ...` runs the CLI from a checkout without installing it
-    run()
+    app(prog_name="gpuledger")
