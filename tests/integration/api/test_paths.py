@@ -40,7 +40,8 @@ async def test_ui_without_its_slash_redirects_keeping_the_query(api: Api) -> Non
 
 async def test_a_resize_keeps_the_dimensions_it_leaves_out(api: Api) -> None:
     await api.publish(register_node("n1", gpus=1))
-    _, granted = await api.send("POST", "/api/v1/allocations", pod("p1", tflops="20", vram="4Gi"))
+    status, granted = await api.send("POST", "/api/v1/allocations", pod("p1", tflops="20", vram="4Gi"))
+    assert status == 200 and granted["request"] == {"tflops": "20", "vram": "4Gi"}, granted
     status, resized = await api.send("POST", "/api/v1/allocations/team-a/p1/resize", {"request": {"tflops": "5"}})
     assert status == 200 and resized["type"] == "allocation_resized", resized
     _, found = await api.get("/api/v1/allocations/team-a/p1")
