@@ -118,6 +118,24 @@ class AllocationState(msgspec.Struct, kw_only=True):
     usage: QuotaUsage | None = None
 
 
+class RequestShape(msgspec.Struct, frozen=True, array_like=True):
+    """What one arriving request asked per GPU: CPU millicores, milli-TFLOPS or milli-percent,
+    GPU count and allowed models (the inputs of a pool's learned target workload)."""
+
+    cpu_milli: int
+    milli_tflops: int
+    milli_percent: int
+    count: int
+    models: tuple[str, ...] = ()
+
+
+class RecentRequests(msgspec.Struct, kw_only=True):
+    """A pool's recent request shapes, oldest first (bounded), and how many requests ever arrived."""
+
+    arrivals: int = 0
+    shapes: list[RequestShape] = []
+
+
 class StateSnapshot(msgspec.Struct, kw_only=True):
     """The serialisable whole of :class:`ClusterState` (what ``snapshots`` stores), minus indexes."""
 
@@ -129,3 +147,4 @@ class StateSnapshot(msgspec.Struct, kw_only=True):
     usage: dict[str, QuotaUsage] = {}
     pools: dict[str, PoolConfig] = {}
     queue_seq: int = 0
+    recent: dict[str, RecentRequests] = {}

@@ -65,12 +65,10 @@ def test_unallocated_curve_rejects_bad_input() -> None:
 
 
 def test_cluster_fragmentation_of_a_two_node_cluster() -> None:
-    state = cluster("best-fit", node("a", gpus=2, cpu=12_000))
-    assert request(state, pod("x", milli=700, cpu=2000)) == ("a", ("a-gpu-0",))
-    from services.allocator.domain import process
-    from tests.unit.trace.cluster import NOW
-    process(state, node("b", gpus=2, cpu=64_000), NOW)
-    frag = cluster_fragmentation(state, (SMALL, WHOLE))
+    sim = cluster("best-fit", node("a", gpus=2, cpu=12_000))
+    assert request(sim, pod("x", milli=700, cpu=2000)) == ("a", ("a-gpu-0",))
+    sim.add(node("b", gpus=2, cpu=64_000))
+    frag = cluster_fragmentation(sim.state, (SMALL, WHOLE))
     # a: free [300, 1000], cpu 10000 -> 800 (as above); b: empty and roomy -> 0
     assert frag.frag_milli == pytest.approx(800)
     assert frag.idle_milli == 3300

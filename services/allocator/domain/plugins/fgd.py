@@ -11,8 +11,8 @@ typical pods in the experiment, :data:`DEFAULT_WORKLOAD` (openb's mix) in the se
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from collections.abc import Sequence
+from typing import ClassVar, Self
 
 from events.values import PoolConfig
 from services.allocator.domain.model import GpuState, NodeState
@@ -20,8 +20,7 @@ from services.allocator.domain.need import Need
 from services.allocator.domain.plugins.fragmentation import FragmentCache, Workload
 from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD
 from services.allocator.domain.strategies_paper import (
-    Pair,
-    ScanStrategy,
+    PaperStrategy,
     cpu_free,
     cpu_only,
     free_milli,
@@ -49,24 +48,23 @@ class Option:
         self.gpus = gpus
 
 
-class Fgd(ScanStrategy):
+class Fgd(PaperStrategy):
     """Fragmentation gradient descent against the workload ``workload`` (task classes, Σ p = 1)."""
 
     name: ClassVar[str] = "fgd"
     cpu_aware: ClassVar[bool] = False
+    targets_workload: ClassVar[bool] = True
 
     def __init__(self, workload: Workload = DEFAULT_WORKLOAD) -> None:
         self.workload = workload
         self.cache = FragmentCache(workload, cpu_aware=self.cpu_aware)
 
-    def with_workload(self, workload: Workload) -> Fgd:
+    def with_workload(self, workload: Workload) -> Self:
         """A fresh instance (empty cache) of this strategy against ``workload``."""
         return type(self)(workload)
 
-    def option(self, node: NodeState, cands: Sequence[GpuState], need: Need,
-               gpus: Mapping[str, GpuState]) -> Option:
+    def option(self, node: NodeState, members: Sequence[GpuState], cands: Sequence[GpuState], need: Need) -> Option:
         """The placement on ``node`` with the least fragmentation increase."""
-        members = [gpus[n] for n in node.gpus]
         free = [free_milli(g) for g in members]
         model = members[0].spec.model if members else ""
         cpu = cpu_free(node)
@@ -96,19 +94,12 @@ class Fgd(ScanStrategy):
         assert best is not None
         return best
 
-    def rank(self, option: Option, node: NodeState, need: Need, gpus: Mapping[str, GpuState]) -> tuple[float, ...]:
-        """Sort key of a node's option, higher first: the simulator's integer score."""
-        return (sigmoid_score(option.delta),)
+    def rank(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,
+             config: PoolConfig, allocation_id: str) -> tuple[float, ...]:
+        """The simulator's integer score ⌊100·sigmoid(−Δ/1000)⌋ of the node's best option."""
+        return (sigmoid_score(self.option(node, members, candidates, need).delta),)
 
-    def choose(self, feasible: Sequence[Pair], need: Need, config: PoolConfig,
-               *, gpus: Mapping[str, GpuState], allocation_id: str = "") -> Pair | None:
-        """The node whose best option ranks highest, first in order on ties."""
-        best: tuple[tuple[float, ...], NodeState, Option] | None = None
-        for node, cands in feasible:
-            opt = self.option(node, cands, need, gpus)
-            key = self.rank(opt, node, need, gpus)
-            if best is None or key > best[0]:
-                best = (key, node, opt)
-        if best is None:
-            return None
-        return best[1], best[2].gpus
+    def pick(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,
+             config: PoolConfig, allocation_id: str) -> list[GpuState]:
+        """The GPUs of the node's best option."""
+        return self.option(node, members, candidates, need).gpus

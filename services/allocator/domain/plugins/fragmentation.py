@@ -17,26 +17,10 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 
-import msgspec
+from services.allocator.domain.taskclass import MILLI_GPU, TaskClass, Workload
 
-MILLI_GPU = 1000
-"""Milli-GPU in one whole GPU."""
-
-
-class TaskClass(msgspec.Struct, frozen=True, kw_only=True):
-    """One class of the target workload: popularity ``weight`` (the p_m, Σ = 1 over a workload),
-    per-GPU share ``milli`` (0-1000), ``count`` GPUs (0 = CPU-only), ``cpu_milli`` and the allowed
-    GPU ``models`` (empty: any)."""
-
-    weight: float
-    milli: int
-    count: int
-    cpu_milli: int = 0
-    models: tuple[str, ...] = ()
-
-
-Workload = tuple[TaskClass, ...]
-"""A target workload M: task classes whose weights sum to 1."""
+__all__ = ["MILLI_GPU", "FragmentCache", "TaskClass", "Workload", "class_fragment", "class_fragment_cpu",
+           "node_fragment"]
 
 
 def class_fragment(free: Sequence[int], *, cpu_free: int, model: str, task: TaskClass) -> int:

@@ -1,0 +1,114 @@
+"""RankCache: scan strategies' node ranks kept per request shape, re-ranked only where evolve touched.
+
+A scan strategy whose rank does not read the allocation id (``per_request = False``) ranks a
+node from the node's own records and the request shape alone. So per (pool, request shape) the
+feasible nodes are kept sorted by rank (ties by node name, the scan's tie order); a node evolve
+touched is marked stale in every entry and re-ranked (or dropped, when it no longer fits) the
+next time that shape is decided. The best feasible node is then the first entry: the same
+answer as scanning every node (tests: ReferenceScheduler equivalence), at the cost of the
+touched nodes only. Entries are built on first use by one full scan; at most :data:`LIMIT`
+shapes are kept (least recently used dropped first).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+
+from sortedcontainers import SortedList
+
+from events.values import AllocationSpec
+from services.allocator.domain.framework import Chain, Context
+from services.allocator.domain.model import GpuState, NodeState
+from services.allocator.domain.need import Need, ShapeKey, shape_key
+from services.allocator.domain.state import ClusterState
+from services.allocator.domain.strategies import ScanStrategy
+
+LIMIT = 1024
+"""Request shapes with a cached ranking."""
+
+Ranked = tuple[tuple[float, ...], str]
+"""Sort key of a node in an entry: its negated rank, then its name."""
+Fit = Callable[[str], list[GpuState] | None]
+"""A node's candidates for the request when enough pass every filter, else None."""
+
+
+class _Entry:
+    __slots__ = ("keys", "order", "pool", "stale")
+
+    def __init__(self, pool: str) -> None:
+        self.pool = pool
+        self.order = SortedList()
+        self.keys: dict[str, Ranked] = {}
+        self.stale: set[str] = set()
+
+    def put(self, name: str, key: Ranked | None) -> None:
+        old = self.keys.pop(name, None)
+        if old is not None:
+            self.order.remove(old)
+        if key is not None:
+            self.keys[name] = key
+            self.order.add(key)
+
+
+class RankCache:
+    """(pool, request shape) -> feasible nodes in rank order, with the nodes to re-rank."""
+
+    __slots__ = ("_entries",)
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[ShapeKey, _Entry] = OrderedDict()
+
+    def clear(self) -> None:
+        """Forget every ranking (a new state)."""
+        self._entries.clear()
+
+    def drop_pool(self, pool: str) -> None:
+        """Forget the rankings of ``pool`` (its strategy or target workload changed)."""
+        for key in [k for k, e in self._entries.items() if e.pool == pool]:
+            del self._entries[key]
+
+    def touched(self, names: Iterable[str]) -> None:
+        """Mark ``names`` stale in every ranking."""
+        names = list(names)
+        if names:
+            for entry in self._entries.values():
+                entry.stale.update(names)
+
+    def best(self, state: ClusterState, strategy: ScanStrategy, spec: AllocationSpec, need: Need, chain: Chain,
+             ctx: Context, fit: Fit) -> tuple[NodeState, list[GpuState]] | None:
+        """The node ``strategy`` ranks first among the feasible ones, and the GPUs it picks there."""
+        key = shape_key(spec)
+        entry = self._entries.get(key)
+        if entry is None:
+            entry = _Entry(need.pool)
+            entry.stale = set(state.pool_nodes.get(need.pool, ()))
+            if len(self._entries) >= LIMIT:
+                self._entries.popitem(last=False)
+            self._entries[key] = entry
+        else:
+            self._entries.move_to_end(key)
+        aid = spec.allocation_id
+        for name in entry.stale:
+            entry.put(name, self._rank(state, strategy, name, need, ctx, fit, aid))
+        entry.stale.clear()
+        if not entry.order:
+            return None
+        name = entry.order[0][1]
+        node = state.nodes[name]
+        members = [state.gpus[g] for g in node.gpus]
+        cands = chain.node_candidates(node, state.gpus, need, ctx)
+        return node, strategy.pick(node, members, cands, need, ctx.config, aid)
+
+    @staticmethod
+    def _rank(state: ClusterState, strategy: ScanStrategy, name: str, need: Need, ctx: Context, fit: Fit,
+              aid: str) -> Ranked | None:
+        node = state.nodes.get(name)
+        if node is None or node.pool != need.pool:
+            return None
+        cands = fit(name)
+        if cands is None:
+            return None
+        members = [state.gpus[g] for g in node.gpus]
+        rank = strategy.rank(node, members, cands, need, ctx.config, aid)
+        return tuple(-k for k in rank), name
