@@ -28,7 +28,7 @@ from services.allocator.domain.model import (
 )
 from services.allocator.domain.placement import usage_on
 from services.allocator.domain.state import ClusterState
-from services.allocator.domain.target import KEPT
+from services.allocator.domain.target import EPOCH, WINDOW, learned
 
 _EMPTY_USAGE = QuotaUsage()
 
@@ -72,15 +72,20 @@ def _granted(state: ClusterState, e: ev.AllocationGranted) -> None:
 
 
 def _arrived(state: ClusterState, spec: AllocationSpec) -> None:
-    """Record a request's shape in its pool's recent requests (bounded: services.allocator.domain.target)."""
+    """Record a request's shape in its pool's recent requests; adopt a learned mix at an epoch
+    crossing (rule: services.allocator.domain.target)."""
     recent = state.recent.get(spec.pool)
     if recent is None:
         recent = state.recent[spec.pool] = RecentRequests()
     recent.arrivals += 1
     recent.shapes.append(RequestShape(spec.cpu_milli, spec.request.milli_tflops, spec.request.compute_milli_percent,
                                       spec.gpu_count, spec.gpu_models))
-    if len(recent.shapes) > KEPT:
+    if len(recent.shapes) > WINDOW:
         del recent.shapes[0]
+    if recent.arrivals % EPOCH == 0:
+        mix = learned(state, spec.pool, recent)
+        if mix is not None:
+            recent.mix = mix
 
 
 def _queued(state: ClusterState, e: ev.AllocationQueued) -> None:

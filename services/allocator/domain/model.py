@@ -13,6 +13,7 @@ from datetime import datetime
 import msgspec
 
 from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaSpec, Resources
+from services.allocator.domain.taskclass import TaskClass
 
 GRANTED = "granted"
 QUEUED = "queued"
@@ -130,10 +131,12 @@ class RequestShape(msgspec.Struct, frozen=True, array_like=True):
 
 
 class RecentRequests(msgspec.Struct, kw_only=True):
-    """A pool's recent request shapes, oldest first (bounded), and how many requests ever arrived."""
+    """A pool's recent request shapes, oldest first (bounded), how many requests ever arrived, and
+    the target workload learned from them (None: the built-in prior; domain/target.py)."""
 
     arrivals: int = 0
     shapes: list[RequestShape] = []
+    mix: tuple[TaskClass, ...] | None = None
 
 
 class StateSnapshot(msgspec.Struct, kw_only=True):

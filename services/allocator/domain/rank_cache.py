@@ -76,13 +76,16 @@ class RankCache:
                 entry.stale.update(names)
 
     def best(self, state: ClusterState, strategy: ScanStrategy, spec: AllocationSpec, need: Need, chain: Chain,
-             ctx: Context, fit: Fit) -> tuple[NodeState, list[GpuState]] | None:
-        """The node ``strategy`` ranks first among the feasible ones, and the GPUs it picks there."""
+             ctx: Context, fit: Fit, may_hold: Callable[[], Iterable[str]]) -> tuple[NodeState, list[GpuState]] | None:
+        """The node ``strategy`` ranks first among the feasible ones, and the GPUs it picks there.
+
+        ``may_hold`` lists the pool's nodes that may hold the request (a superset of the feasible
+        ones: the node index's free classes), read when a ranking is built."""
         key = shape_key(spec)
         entry = self._entries.get(key)
         if entry is None:
             entry = _Entry(need.pool)
-            entry.stale = set(state.pool_nodes.get(need.pool, ()))
+            entry.stale = set(may_hold())
             if len(self._entries) >= LIMIT:
                 self._entries.popitem(last=False)
             self._entries[key] = entry

@@ -20,7 +20,6 @@ from services.allocator.domain.plugins.affinity import preference_weight
 from services.allocator.domain.scheduler import Found, Scheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies import IndexedStrategy, Strategy
-from services.allocator.domain.target import TargetMix
 
 
 class ReferenceScheduler(Scheduler):
@@ -30,9 +29,8 @@ class ReferenceScheduler(Scheduler):
         """Nothing to catch up with (nothing is kept)."""
 
     def strategy(self, state: ClusterState, pool: str) -> Strategy:
-        """A fresh strategy instance for the pool's configuration and target workload."""
+        """A fresh strategy instance for the pool's configuration and target workload (no reuse)."""
         self._strategies.clear()
-        self.mix = TargetMix(fixed=self.mix.fixed)
         return super().strategy(state, pool)
 
     def prepare(self, spec: AllocationSpec) -> tuple[Need, Chain]:

@@ -25,7 +25,7 @@ from services.allocator.domain.profile import DEFAULT_PROFILE, Profile
 from services.allocator.domain.rank_cache import RankCache
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies import IndexedStrategy, ScanStrategy, Strategy
-from services.allocator.domain.target import TargetMix
+from services.allocator.domain.target import mix_of
 
 Found = tuple[NodeState, list[GpuState]]
 """The chosen node and its GPUs in pick order."""
@@ -42,13 +42,13 @@ class Scheduler:
     """Decisions' derived data for one state at a time (a new state object is indexed afresh).
 
     ``target`` fixes the target workload of every workload-aware strategy (the trace experiment
-    passes the trace's typical pods, the paper's setting); None learns it per pool from the
-    pool's recent requests (:mod:`services.allocator.domain.target`).
+    passes the trace's typical pods, the paper's setting); None takes each pool's learned mix
+    from the state (:mod:`services.allocator.domain.target`).
     """
 
     def __init__(self, profile: Profile = DEFAULT_PROFILE, *, target: Workload | None = None) -> None:
         self.profile = profile
-        self.mix = TargetMix(fixed=target)
+        self.target = target
         self.index = NodeIndex()
         self._state: ClusterState | None = None
         self._mark = 0
@@ -64,7 +64,6 @@ class Scheduler:
         changes = state.changes
         if state is not self._state:
             self._state = state
-            self.mix = TargetMix(fixed=self.mix.fixed)
             self.index = NodeIndex()
             self._strategies.clear()
             self.ranks.clear()
@@ -93,7 +92,7 @@ class Scheduler:
         """The pool's strategy instance, built from its configuration (and target workload)."""
         config = state.pool_config(pool)
         cls = self.profile.strategy_class(config.placement)
-        mix = self.mix.for_pool(state, pool) if getattr(cls, "targets_workload", False) else None
+        mix = (self.target or mix_of(state, pool)) if getattr(cls, "targets_workload", False) else None
         found = self._strategies.get(pool)
         if found is not None and found[0] is config and found[1] is mix:
             return found[2]
@@ -149,7 +148,7 @@ class Scheduler:
             return self._indexed(state, strategy, names, need, chain, ctx)
         if restrict is None and not strategy.per_request:
             return self.ranks.best(state, strategy, spec, need, chain, ctx,
-                                   lambda name: self.node_fit(state, name, need, chain, ctx))
+                                   lambda name: self.node_fit(state, name, need, chain, ctx), lambda: names)
         return self._scan(state, strategy, names, spec, need, chain, ctx)
 
     def _indexed(self, state: ClusterState, strategy: IndexedStrategy, names: Iterable[str], need: Need,

@@ -1,31 +1,34 @@
 """The target workload M a pool's fragmentation-aware strategy scores against, learned from the
 pool's own recent requests.
 
-Rule (a pure function of the state, so replays and restarts from a snapshot decide the same):
+Rule (a record of the projection, so replays and restarts from a snapshot decide the same):
 ``evolve`` records the shape of every request that arrives in a pool (granted at once or
-queued; :class:`~services.allocator.domain.model.RecentRequests`, the last :data:`KEPT`). The
-learned M changes only when the pool's arrival count crosses a multiple of :data:`EPOCH`: it is
-the typical pods (``plugins.workload.typical_workload``, the simulator's rule) of the last
-:data:`WINDOW` shapes that had arrived at that crossing. A share in milli-TFLOPS is converted to
-milli-GPU with the most common GPU capacity of the pool. Until the first :data:`EPOCH` requests
-have arrived, the built-in prior (``plugins.workload.DEFAULT_WORKLOAD``, the openb mix) is used.
+queued; :class:`~services.allocator.domain.model.RecentRequests`, the last :data:`WINDOW`).
+Each time the pool's arrival count reaches a multiple of :data:`EPOCH`, the typical pods of the
+window (``plugins.workload.typical_workload``, the simulator's rule; a share in milli-TFLOPS is
+converted to milli-GPU with the pool's most common GPU capacity) are compared with the pool's
+current M, and adopted when they moved by more than :data:`SHIFT` (total variation distance,
+the share of the load that changed class). So sampling noise of a steady workload does not
+reshuffle every cached rank, while a real shift is followed within one epoch. Until a mix is
+adopted the built-in prior (``plugins.workload.DEFAULT_WORKLOAD``, the openb mix) is M.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 
-from services.allocator.domain.model import RequestShape
+from services.allocator.domain.model import RecentRequests, RequestShape
 from services.allocator.domain.plugins.fragmentation import MILLI_GPU, Workload
 from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD, PodKey, typical_workload
 from services.allocator.domain.state import ClusterState
 
-WINDOW = 2000
-"""Request shapes the learned mix is derived from."""
+WINDOW = 5000
+"""Request shapes kept per pool; the learned mix is derived from them."""
 EPOCH = 1000
-"""Arrivals between two derivations (the mix, and every cached rank, changes at most this often)."""
-KEPT = WINDOW + EPOCH
-"""Shapes a pool keeps: the window as of the last crossing plus the arrivals since."""
+"""Arrivals between two derivations."""
+SHIFT = 0.15
+"""Total variation distance beyond which a derived mix replaces the current one: a change of M
+re-ranks every cached request shape of the pool (one scan each), so noise must not trigger it."""
 
 
 def pod_key(shape: RequestShape, capacity_milli_tflops: int) -> PodKey:
@@ -41,12 +44,6 @@ def pod_key(shape: RequestShape, capacity_milli_tflops: int) -> PodKey:
     return (shape.cpu_milli, milli, count, shape.models)
 
 
-def window_at_crossing(shapes: list[RequestShape], arrivals: int) -> list[RequestShape]:
-    """The last :data:`WINDOW` shapes as they were when ``arrivals`` last crossed a multiple of EPOCH."""
-    end = len(shapes) - arrivals % EPOCH
-    return shapes[max(0, end - WINDOW):end]
-
-
 def common_capacity(state: ClusterState, pool: str) -> int:
     """The most common GPU TFLOPS capacity among the pool's GPUs (milli-TFLOPS; the largest on ties; 0: none)."""
     counts = Counter(state.gpus[g].spec.capacity.milli_tflops
@@ -54,33 +51,24 @@ def common_capacity(state: ClusterState, pool: str) -> int:
     return max(counts, key=lambda c: (counts[c], c)) if counts else 0
 
 
-class TargetMix:
-    """Per pool, the learned M (memoised by arrival epoch and capacity), or one ``fixed`` M."""
+def distance(a: Workload, b: Workload) -> float:
+    """Total variation distance of two workloads over their classes (0: same mix, 1: disjoint)."""
+    weights: dict[tuple[int, int, int, tuple[str, ...]], list[float]] = {}
+    for k, mix in enumerate((a, b)):
+        for t in mix:
+            weights.setdefault((t.milli, t.count, t.cpu_milli, t.models), [0.0, 0.0])[k] += t.weight
+    return sum(abs(x - y) for x, y in weights.values()) / 2
 
-    __slots__ = ("_capacity", "_mixes", "fixed")
 
-    def __init__(self, *, fixed: Workload | None = None) -> None:
-        self.fixed = fixed
-        self._capacity: dict[str, tuple[int, int]] = {}
-        self._mixes: dict[str, tuple[int, int, Workload]] = {}
+def learned(state: ClusterState, pool: str, recent: RecentRequests) -> Workload | None:
+    """The mix to adopt at an epoch crossing, or None to keep the current one."""
+    capacity = common_capacity(state, pool)
+    fresh = typical_workload(pod_key(s, capacity) for s in recent.shapes[-WINDOW:])
+    current = recent.mix if recent.mix is not None else DEFAULT_WORKLOAD
+    return fresh if distance(fresh, current) > SHIFT else None
 
-    def for_pool(self, state: ClusterState, pool: str) -> Workload:
-        """M for ``pool`` now (the same object while it does not change)."""
-        if self.fixed is not None:
-            return self.fixed
-        recent = state.recent.get(pool)
-        if recent is None or recent.arrivals < EPOCH:
-            return DEFAULT_WORKLOAD
-        epoch = recent.arrivals // EPOCH
-        inventory = state.changes.inventory
-        known = self._capacity.get(pool)
-        if known is None or known[0] != inventory:
-            known = self._capacity[pool] = (inventory, common_capacity(state, pool))
-        capacity = known[1]
-        cached = self._mixes.get(pool)
-        if cached is not None and cached[0] == epoch and cached[1] == capacity:
-            return cached[2]
-        window = window_at_crossing(recent.shapes, recent.arrivals)
-        mix = typical_workload(pod_key(s, capacity) for s in window)
-        self._mixes[pool] = (epoch, capacity, mix)
-        return mix
+
+def mix_of(state: ClusterState, pool: str) -> Workload:
+    """M for ``pool`` now: its adopted mix, else the prior (the same object while it does not change)."""
+    recent = state.recent.get(pool)
+    return recent.mix if recent is not None and recent.mix is not None else DEFAULT_WORKLOAD
