@@ -3,8 +3,8 @@
 A scan strategy whose rank does not read the allocation id (``per_request = False``) ranks a
 node from the node's own records and the request shape alone. So per (pool, request shape) the
 feasible nodes are kept sorted by rank (ties by node name, the scan's tie order); a node evolve
-touched is marked stale in every entry and re-ranked (or dropped, when it no longer fits) the
-next time that shape is decided. The best feasible node is then the first entry: the same
+touched (``ClusterState.changes`` since the entry's mark) is re-ranked, or dropped when it no
+longer fits, the next time that shape is decided. The best feasible node is then the first entry: the same
 answer as scanning every node (tests: ReferenceScheduler equivalence), at the cost of the
 touched nodes only. Entries are built on first use by one full scan; at most :data:`LIMIT`
 shapes are kept (least recently used dropped first).
@@ -34,13 +34,13 @@ Fit = Callable[[str], list[GpuState] | None]
 
 
 class _Entry:
-    __slots__ = ("keys", "order", "pool", "stale")
+    __slots__ = ("keys", "mark", "order", "pool")
 
-    def __init__(self, pool: str) -> None:
+    def __init__(self, pool: str, mark: int) -> None:
         self.pool = pool
+        self.mark = mark
         self.order = SortedList()
         self.keys: dict[str, Ranked] = {}
-        self.stale: set[str] = set()
 
     def put(self, name: str, key: Ranked | None) -> None:
         old = self.keys.pop(name, None)
@@ -68,13 +68,6 @@ class RankCache:
         for key in [k for k, e in self._entries.items() if e.pool == pool]:
             del self._entries[key]
 
-    def touched(self, names: Iterable[str]) -> None:
-        """Mark ``names`` stale in every ranking."""
-        names = list(names)
-        if names:
-            for entry in self._entries.values():
-                entry.stale.update(names)
-
     def best(self, state: ClusterState, strategy: ScanStrategy, spec: AllocationSpec, need: Need, chain: Chain,
              ctx: Context, fit: Fit, may_hold: Callable[[], Iterable[str]]) -> tuple[NodeState, list[GpuState]] | None:
         """The node ``strategy`` ranks first among the feasible ones, and the GPUs it picks there.
@@ -82,19 +75,21 @@ class RankCache:
         ``may_hold`` lists the pool's nodes that may hold the request (a superset of the feasible
         ones: the node index's free classes), read when a ranking is built."""
         key = shape_key(spec)
+        changes = state.changes
         entry = self._entries.get(key)
         if entry is None:
-            entry = _Entry(need.pool)
-            entry.stale = set(may_hold())
+            entry = _Entry(need.pool, changes.seq)
+            stale: Iterable[str] = list(may_hold())
             if len(self._entries) >= LIMIT:
                 self._entries.popitem(last=False)
             self._entries[key] = entry
         else:
             self._entries.move_to_end(key)
+            stale = list(changes.nodes_since(entry.mark))
+            entry.mark = changes.seq
         aid = spec.allocation_id
-        for name in entry.stale:
+        for name in stale:
             entry.put(name, self._rank(state, strategy, name, need, ctx, fit, aid))
-        entry.stale.clear()
         if not entry.order:
             return None
         name = entry.order[0][1]

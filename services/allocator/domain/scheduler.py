@@ -13,6 +13,7 @@ that against :class:`services.allocator.domain.reference.ReferenceScheduler`).
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import cast
 
 from events.values import AllocationSpec, FilterCount, PoolConfig
 from services.allocator.domain.framework import Chain, Context
@@ -56,6 +57,7 @@ class Scheduler:
         self._prepared: dict[ShapeKey, tuple[Need, Chain]] = {}
         self._static: dict[ShapeKey, tuple[list[FilterCount], int]] = {}
         self._strategies: dict[str, tuple[PoolConfig, object, Strategy]] = {}
+        self._indexed: dict[type, bool] = {}
         self.ranks = RankCache()
 
     def sync(self, state: ClusterState) -> None:
@@ -73,7 +75,6 @@ class Scheduler:
             return
         else:
             touched = list(changes.nodes_since(self._mark))
-            self.ranks.touched(touched)
         for name in touched:
             node = state.nodes.get(name)
             if node is None:
@@ -81,7 +82,7 @@ class Scheduler:
                 continue
             config = state.pool_config(node.pool)
             strategy = self.strategy(state, node.pool)
-            score = strategy.node_gpu_score if isinstance(strategy, IndexedStrategy) else _zero
+            score = strategy.node_gpu_score if self.indexed(strategy) else _zero  # type: ignore[union-attr]
             self.index.refresh(node, state.gpus, score, config)
         if changes.inventory != self._inventory:
             self._inventory = changes.inventory
@@ -97,7 +98,7 @@ class Scheduler:
         if found is not None and found[0] is config and found[1] is mix:
             return found[2]
         strategy: Strategy = cls()
-        if isinstance(strategy, ScanStrategy) and mix is not None:
+        if mix is not None and isinstance(strategy, ScanStrategy):
             strategy = strategy.with_workload(mix)
         if found is not None:
             self.ranks.drop_pool(pool)
@@ -144,14 +145,23 @@ class Scheduler:
         else:
             names = sorted((n for n in restrict if n in state.nodes and state.nodes[n].pool == pool),
                            key=self.index.sort_key)
-        if isinstance(strategy, IndexedStrategy):
-            return self._indexed(state, strategy, names, need, chain, ctx)
+        if self.indexed(strategy):
+            return self._walk(state, cast(IndexedStrategy, strategy), names, need, chain, ctx)
+        strategy = cast(ScanStrategy, strategy)
         if restrict is None and not strategy.per_request:
             return self.ranks.best(state, strategy, spec, need, chain, ctx,
                                    lambda name: self.node_fit(state, name, need, chain, ctx), lambda: names)
         return self._scan(state, strategy, names, spec, need, chain, ctx)
 
-    def _indexed(self, state: ClusterState, strategy: IndexedStrategy, names: Iterable[str], need: Need,
+    def indexed(self, strategy: Strategy) -> bool:
+        """Whether ``strategy`` is an IndexedStrategy (memoised per class: Protocol checks are slow)."""
+        cls = type(strategy)
+        known = self._indexed.get(cls)
+        if known is None:
+            known = self._indexed[cls] = isinstance(strategy, IndexedStrategy)
+        return known
+
+    def _walk(self, state: ClusterState, strategy: IndexedStrategy, names: Iterable[str], need: Need,
                  chain: Chain, ctx: Context) -> Found | None:
         if need.affinity is None or not need.affinity.preferred:
             for name in names:
