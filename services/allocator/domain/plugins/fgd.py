@@ -4,8 +4,10 @@ For every feasible node, the hypothetical placement that raises the node's fragm
 F_n(M) (plugins/fragmentation.py) the least: a share tries each fitting GPU (lowest index on
 ties), whole GPUs take the lowest-index free ones, a CPU-only request takes only CPU. The node
 score is the simulator's integer ⌊100·sigmoid(−Δ/1000)⌋ (Δ in milli-GPU), highest wins, first
-node in order on ties. The target workload M is the strategy's configuration: the trace's
-typical pods in the experiment, :data:`DEFAULT_WORKLOAD` (openb's mix) in the service.
+node in name order on ties. The target workload M comes from the Scheduler (``with_workload``):
+the pool's learned mix in the service (domain/target.py), the trace's typical pods in the
+experiment. Ranks read only the node and the request shape, so the Scheduler caches them per
+shape and re-ranks only nodes evolve touched (rank_cache.py).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Pure arithmetic over a node's free state: per-GPU free milli-GPU (1000 = one whole GPU), free
 CPU millicores and GPU model. The rule is the simulator's ``NodeGpuShareFragAmount``
-(``pkg/utils/frag.go`` in hkust-adsl/kubernetes-scheduler-simulator; spec/fgd.md §4):
+(``pkg/utils/frag.go`` in hkust-adsl/kubernetes-scheduler-simulator):
 for one task class m with per-GPU share d (milli-GPU), GPU count k, CPU c and allowed models T,
 
 - k = 0 (CPU-only), or T non-empty and the node's model not in T: every free milli is fragment;
