@@ -43,8 +43,11 @@ class _Entry:
         self.keys: dict[str, Ranked] = {}
 
     def put(self, name: str, key: Ranked | None) -> None:
-        old = self.keys.pop(name, None)
+        old = self.keys.get(name)
+        if old == key:
+            return
         if old is not None:
+            del self.keys[name]
             self.order.remove(old)
         if key is not None:
             self.keys[name] = key

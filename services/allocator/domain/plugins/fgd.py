@@ -75,12 +75,12 @@ class Fgd(PaperStrategy):
         if cpu_only(need):
             after = self.cache.get(free, cpu_free=cpu_after, model=model)
             return Option(after - before, pick_default(cands, need))
-        position = {g.spec.name: i for i, g in enumerate(members)}
         if need.count > 1 or need.shared or need.percent >= 100_000:
             chosen = pick_default(cands, need)
-            for g in chosen:
-                free[position[g.spec.name]] -= share_milli(need, g)
+            taken = {g.spec.name: share_milli(need, g) for g in chosen}
+            free = [r - taken[g.spec.name] if g.spec.name in taken else r for r, g in zip(free, members, strict=True)]
             return Option(self.cache.get(free, cpu_free=cpu_after, model=model) - before, chosen)
+        position = {g.spec.name: i for i, g in enumerate(members)}
         best: Option | None = None
         seen: set[int] = set()
         for g in sorted(cands, key=gpu_order):

@@ -26,5 +26,5 @@ class NodeReadyFilter:
         return True
 
     def filter(self, node: NodeState, need: Need, ctx: Context) -> Status:
-        """True for a Ready, schedulable node."""
+        """OK for a Ready, schedulable node."""
         return OK if ctx.static or (node.phase == READY and node.schedulable) else self.rejected
