@@ -83,11 +83,13 @@ class FragmentCache:
     F_n(M) does not depend on the order of the GPUs, and for FGD free CPU only matters through
     which classes' CPU needs it covers (the bucket), so nodes in equivalent states share an entry.
     The ``cpu_aware`` measure also reads how many pods of a whole-GPU class the CPU holds, which
-    never matters beyond the node's GPU count: its bucket adds ``min(cpu // c, #GPUs)`` per
-    distinct CPU need ``c`` of the whole-GPU classes. Cleared when it reaches ``limit`` entries.
+    never matters beyond the node's GPU count n: its bucket is the position of the free CPU among
+    every class's CPU need and every ``k · c`` (k ≤ n) for the CPU needs ``c`` of the whole-GPU
+    classes, i.e. exactly which ``min(cpu // c, n)`` it has. Cleared when it reaches ``limit``
+    entries.
     """
 
-    __slots__ = ("_cache", "_cpus", "_whole_cpus", "cpu_aware", "limit", "workload")
+    __slots__ = ("_cache", "_cpus", "_thresholds", "_whole_cpus", "cpu_aware", "limit", "workload")
 
     def __init__(self, workload: Workload, *, limit: int = 500_000, cpu_aware: bool = False) -> None:
         self.workload = workload
@@ -95,15 +97,17 @@ class FragmentCache:
         self.cpu_aware = cpu_aware
         self._cpus = sorted({t.cpu_milli for t in workload})
         self._whole_cpus = sorted({t.cpu_milli for t in workload if t.count and t.milli >= MILLI_GPU and t.cpu_milli})
-        self._cache: dict[tuple[str, object, tuple[int, ...]], float] = {}
+        self._thresholds: dict[int, list[int]] = {}
+        self._cache: dict[tuple[str, int, tuple[int, ...]], float] = {}
 
     def get(self, free: Sequence[int], *, cpu_free: int, model: str) -> float:
         """F_n(M) of the node state, computed at most once per distinct state."""
-        bucket: object = bisect.bisect_right(self._cpus, cpu_free)
+        cuts = self._cpus
         if self.cpu_aware:
             n = len(free)
-            bucket = (bucket, tuple(min(cpu_free // c, n) for c in self._whole_cpus))
-        key = (model, bucket, tuple(sorted(free)))
+            cuts = self._thresholds.get(n) or self._thresholds.setdefault(
+                n, sorted(set(self._cpus) | {k * c for c in self._whole_cpus for k in range(1, n + 1)}))
+        key = (model, bisect.bisect_right(cuts, cpu_free), tuple(sorted(free)))
         value = self._cache.get(key)
         if value is None:
             if len(self._cache) >= self.limit:
