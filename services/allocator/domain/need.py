@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import operator
 
+import msgspec
+
 from events.values import AllocationSpec, NodeAffinity
 from services.allocator.domain.units import tflops_on
 
@@ -55,6 +57,17 @@ SHAPE_FIELDS: tuple[str, ...] = (
 (a test holds it to that), and filters and strategies see a request only through its Need."""
 
 _shape = operator.attrgetter(*SHAPE_FIELDS)
+
+NODE_ONLY_FIELDS: tuple[str, ...] = ("memory_bytes", "node_affinity")
+"""Shape fields only node-level filters read: GPU filters and scan strategies' ranks never do (a
+test holds them to that), so scan ranks are shared by requests differing only in these."""
+
+
+def without_node_only(spec: AllocationSpec) -> AllocationSpec:
+    """``spec`` with the :data:`NODE_ONLY_FIELDS` cleared (the shape a scan rank depends on)."""
+    if not spec.memory_bytes and spec.node_affinity is None:
+        return spec
+    return msgspec.structs.replace(spec, memory_bytes=0, node_affinity=None)
 
 
 def shape_key(spec: AllocationSpec) -> ShapeKey:

@@ -1,7 +1,8 @@
 """RankCache: scan strategies' node ranks kept per request shape, re-ranked only where evolve touched.
 
 A scan strategy whose rank does not read the allocation id (``per_request = False``) ranks a
-node from the node's own records and the request shape alone. So per (pool, request shape) the
+node from the node's own records and the request shape alone (less its node-only fields, which
+only node-level filters read: those are applied to the ranked nodes at query time). So per (pool, request shape) the
 feasible nodes are kept sorted by rank (ties by node name, the scan's tie order); a node evolve
 touched (``ClusterState.changes`` since the entry's mark) is re-ranked, or dropped when it no
 longer fits, the next time that shape is decided. The best feasible node is then the first entry: the same
@@ -72,11 +73,15 @@ class RankCache:
             del self._entries[key]
 
     def best(self, state: ClusterState, strategy: ScanStrategy, spec: AllocationSpec, need: Need, chain: Chain,
-             ctx: Context, fit: Fit, may_hold: Callable[[], Iterable[str]]) -> tuple[NodeState, list[GpuState]] | None:
+             ctx: Context, *, fit: Fit, may_hold: Callable[[], Iterable[str]], admits: Callable[[NodeState], bool]
+             ) -> tuple[NodeState, list[GpuState]] | None:
         """The node ``strategy`` ranks first among the feasible ones, and the GPUs it picks there.
 
-        ``may_hold`` lists the pool's nodes that may hold the request (a superset of the feasible
-        ones: the node index's free classes), read when a ranking is built."""
+        ``spec``/``need``/``chain`` are the request without its node-only fields (need.py), so
+        requests differing only in those share a ranking; ``admits`` applies the request's own
+        node-level filters to the ranked nodes, best first. ``may_hold`` lists the pool's nodes
+        that may hold the request (a superset of the feasible ones: the node index's free
+        classes), read when a ranking is built."""
         key = shape_key(spec)
         changes = state.changes
         entry = self._entries.get(key)
@@ -93,13 +98,13 @@ class RankCache:
         aid = spec.allocation_id
         for name in stale:
             entry.put(name, self._rank(state, strategy, name, need, ctx, fit, aid))
-        if not entry.order:
-            return None
-        name = entry.order[0][1]
-        node = state.nodes[name]
-        members = [state.gpus[g] for g in node.gpus]
-        cands = chain.node_candidates(node, state.gpus, need, ctx)
-        return node, strategy.pick(node, members, cands, need, ctx.config, aid)
+        for _, name in entry.order:
+            node = state.nodes[name]
+            if admits(node):
+                members = [state.gpus[g] for g in node.gpus]
+                cands = chain.node_candidates(node, state.gpus, need, ctx)
+                return node, strategy.pick(node, members, cands, need, ctx.config, aid)
+        return None
 
     @staticmethod
     def _rank(state: ClusterState, strategy: ScanStrategy, name: str, need: Need, ctx: Context, fit: Fit,

@@ -19,7 +19,7 @@ from events.values import AllocationSpec, FilterCount, PoolConfig
 from services.allocator.domain.framework import Chain, Context
 from services.allocator.domain.index import NodeIndex
 from services.allocator.domain.model import GpuState, NodeState
-from services.allocator.domain.need import Need, ShapeKey, shape_key
+from services.allocator.domain.need import Need, ShapeKey, shape_key, without_node_only
 from services.allocator.domain.plugins.affinity import preference_weight
 from services.allocator.domain.plugins.fragmentation import Workload
 from services.allocator.domain.profile import DEFAULT_PROFILE, Profile
@@ -149,8 +149,13 @@ class Scheduler:
             return self._walk(state, cast(IndexedStrategy, strategy), names, need, chain, ctx)
         strategy = cast(ScanStrategy, strategy)
         if restrict is None and not strategy.per_request:
-            return self.ranks.best(state, strategy, spec, need, chain, ctx,
-                                   lambda name: self.node_fit(state, name, need, chain, ctx), lambda: names)
+            general = without_node_only(spec)
+            g_need, g_chain = self.prepare(general)
+            return self.ranks.best(
+                state, strategy, general, g_need, g_chain, ctx,
+                fit=lambda name: self.node_fit(state, name, g_need, g_chain, ctx),
+                may_hold=lambda: self.index.ordered(pool, min_class=self.index.min_class(pool, g_need)),
+                admits=lambda node: chain.node_admits(node, need, ctx))
         return self._scan(state, strategy, names, spec, need, chain, ctx)
 
     def indexed(self, strategy: Strategy) -> bool:

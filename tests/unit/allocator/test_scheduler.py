@@ -101,12 +101,13 @@ class SchedulerEquivalence(RuleBasedStateMachine):
     @rule(uid=st.sampled_from(UIDS), pool=st.sampled_from(POOLS), request=requests(), count=st.integers(1, 2),
           isolation=st.sampled_from(["soft"] * 4 + ["hard", "shared"]),
           models=st.sampled_from([()] * 4 + [("T4",)]), indices=st.sampled_from([()] * 6 + [(0,), (1, 2)]),
-          affinity=affinities, cpu=st.sampled_from([0, 0, 4000, 16_000]))
+          affinity=affinities, cpu=st.sampled_from([0, 0, 4000, 16_000]),
+          memory=st.sampled_from([0, 0, 8 * Gi, 40 * Gi]))
     def request(self, uid: str, pool: str, request: Resources, count: int, isolation: str, models: tuple[str, ...],
-                indices: tuple[int, ...], affinity: NodeAffinity | None, cpu: int) -> None:
+                indices: tuple[int, ...], affinity: NodeAffinity | None, cpu: int, memory: int) -> None:
         spec = AllocationSpec(allocation_id=uid, namespace="ns", pod=uid, pool=pool, request=request, limit=request,
                               gpu_count=count, isolation=isolation, gpu_models=models, gpu_indices=indices,
-                              node_affinity=affinity, cpu_milli=cpu)
+                              node_affinity=affinity, cpu_milli=cpu, memory_bytes=memory)
         self.shapes.append(spec)
         self._send(it.RequestAllocation(intent_id=self._id(), spec=spec))
 
