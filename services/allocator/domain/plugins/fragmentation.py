@@ -52,19 +52,19 @@ def class_fragment_cpu(free: Sequence[int], *, cpu_free: int, model: str, task: 
     total = sum(free)
     if task.count == 0 or (task.models and model not in task.models):
         return total
-    fits = small = big = per_gpu = 0
+    fits = small = big = 0
+    milli = task.milli
     for r in free:
-        per_gpu += r // max(task.milli, 1)
-        if r >= task.milli:
+        if r >= milli:
             fits += 1
             big += r
         else:
             small += r
     if fits < task.count or cpu_free < task.cpu_milli:
         return total
-    if task.milli < MILLI_GPU:
+    if milli < MILLI_GPU:
         return small
-    per_gpu //= max(task.count, 1)
+    per_gpu = sum(r // milli for r in free) // max(task.count, 1)
     by_cpu = cpu_free // task.cpu_milli if task.cpu_milli > 0 else per_gpu
     share = min(per_gpu, by_cpu) / per_gpu if per_gpu > 0 else 0.0
     return small + big * (1 - share)
@@ -83,9 +83,9 @@ class FragmentCache:
     F_n(M) does not depend on the order of the GPUs, and for FGD free CPU only matters through
     which classes' CPU needs it covers (the bucket), so nodes in equivalent states share an entry.
     The ``cpu_aware`` measure also reads how many pods of a whole-GPU class the CPU holds, which
-    never matters beyond the node's GPU count n: its bucket is the position of the free CPU among
-    every class's CPU need and every ``k · c`` (k ≤ n) for the CPU needs ``c`` of the whole-GPU
-    classes, i.e. exactly which ``min(cpu // c, n)`` it has. Cleared when it reaches ``limit``
+    never matters beyond the node's number n of wholly free GPUs: its bucket is the position of the
+    free CPU among every class's CPU need and every ``k · c`` (k ≤ n) for the CPU needs ``c`` of
+    the whole-GPU classes, i.e. exactly which ``min(cpu // c, n)`` it has. Cleared when it reaches ``limit``
     entries.
     """
 
@@ -104,7 +104,7 @@ class FragmentCache:
         """F_n(M) of the node state, computed at most once per distinct state."""
         cuts = self._cpus
         if self.cpu_aware:
-            n = len(free)
+            n = sum(1 for r in free if r >= MILLI_GPU)
             cuts = self._thresholds.get(n) or self._thresholds.setdefault(
                 n, sorted(set(self._cpus) | {k * c for c in self._whole_cpus for k in range(1, n + 1)}))
         key = (model, bisect.bisect_right(cuts, cpu_free), tuple(sorted(free)))
