@@ -77,6 +77,40 @@ def node_fragment(free: Sequence[int], *, cpu_free: int, model: str, workload: I
     return sum(t.weight * measure(free, cpu_free=cpu_free, model=model, task=t) for t in workload)
 
 
+def node_fragment_grouped(free: Sequence[int], *, cpu_free: int, model: str, workload: Sequence[TaskClass],
+                          cpu_aware: bool = False) -> float:
+    """:func:`node_fragment`, bit for bit (same terms, summed in the same order), counting the
+    node's GPUs once per distinct share instead of once per class."""
+    total = sum(free)
+    counted: dict[int, tuple[int, int, int]] = {}
+    values: list[float] = []
+    for t in workload:
+        if t.count == 0 or (t.models and model not in t.models):
+            values.append(total)
+            continue
+        found = counted.get(t.milli)
+        if found is None:
+            fits = small = big = 0
+            for r in free:
+                if r >= t.milli:
+                    fits += 1
+                    big += r
+                else:
+                    small += r
+            found = counted[t.milli] = (fits, small, big)
+        fits, small, big = found
+        if fits < t.count or cpu_free < t.cpu_milli:
+            values.append(total)
+        elif not cpu_aware or t.milli < MILLI_GPU:
+            values.append(small)
+        else:
+            per_gpu = fits // max(t.count, 1)  # a whole-GPU class: r // milli is 1 exactly for free GPUs
+            by_cpu = cpu_free // t.cpu_milli if t.cpu_milli > 0 else per_gpu
+            share = min(per_gpu, by_cpu) / per_gpu if per_gpu > 0 else 0.0
+            values.append(small + big * (1 - share))
+    return sum(t.weight * v for t, v in zip(workload, values, strict=True))
+
+
 class FragmentCache:
     """Memoised :func:`node_fragment` for one workload, keyed by (model, CPU bucket, sorted free milli).
 
@@ -112,7 +146,7 @@ class FragmentCache:
         if value is None:
             if len(self._cache) >= self.limit:
                 self._cache.clear()
-            value = node_fragment(key[2], cpu_free=cpu_free, model=model, workload=self.workload,
-                                  cpu_aware=self.cpu_aware)
+            value = node_fragment_grouped(key[2], cpu_free=cpu_free, model=model, workload=self.workload,
+                                          cpu_aware=self.cpu_aware)
             self._cache[key] = value
         return value
