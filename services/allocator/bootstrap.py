@@ -71,6 +71,7 @@ async def bootstrap(settings: AllocatorSettings, *, teardown: lifecycle.Teardown
         process=functools.partial(domain.process, scheduler=domain.Scheduler()),
     )
     on_reconnect.append(allocator.request_rewind)
+    allocator.nc = nc
     return allocator
 
 

@@ -1,4 +1,4 @@
-"""JSON views of the projection and of outcome events: the shapes of DESIGN.md "CLI output contracts".
+"""JSON views of the projection and of outcome events: the shapes the CLI prints with ``--json``.
 
 Pure functions shared by the allocator's HTTP API and the CLI (``status``, ``submit``,
 ``simulate``). Quantities are canonical Kubernetes strings (``"10"``, ``"500m"``, ``"4Gi"``).
@@ -73,21 +73,6 @@ def gpu_view(gpu: GpuState) -> dict[str, Any]:
         "available": resources_view(gpu.available),
         "allocations": sorted(gpu.charges),
     }
-
-
-def allocation_views(state: ClusterState, *, status: str = "") -> list[dict[str, Any]]:
-    """Live allocations (granted and queued, or only ``status``), sorted by id."""
-    views = []
-    for allocation_id in sorted(state.allocations):
-        allocation = state.allocations[allocation_id]
-        if status and allocation.status != status:
-            continue
-        view = spec_view(allocation.spec)
-        view.update(status=allocation.status, node=allocation.node, gpus=list(allocation.gpus),
-                    reason=allocation.reason, requested_at=allocation.requested_at.isoformat(),
-                    granted_at=allocation.granted_at.isoformat() if allocation.granted_at else None)
-        views.append(view)
-    return views
 
 
 def _sum(values: list[Resources]) -> Resources:

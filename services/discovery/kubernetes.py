@@ -5,7 +5,9 @@ GPUs); a malformed GFD label raises :class:`NodeLabelError` naming the node, lab
 ``watch_nodes`` follows the Nodes with ``services.shared.kube.watch_objects`` (resume by
 resourceVersion, re-list on 410) and publishes only what changed; the heartbeat loop re-sends.
 Labels: ``nvidia.com/gpu.product`` (model), ``nvidia.com/gpu.count``, ``nvidia.com/gpu.memory``
-(MiB per GPU). Cordoned (``spec.unschedulable``) or NotReady nodes are reported unschedulable.
+(MiB per GPU), ``nvidia.com/mig.capable`` (optional: "true"/"false" -> isolation capabilities with
+or without ``partitioned``; absent: unknown). GFD labels carry no NUMA node or NVLink group.
+Cordoned (``spec.unschedulable``) or NotReady nodes are reported unschedulable.
 """
 
 from __future__ import annotations
@@ -16,11 +18,12 @@ import msgspec
 import structlog
 from kubernetes_asyncio import client
 
-from events import quantity
+from events import bounds, quantity
 from events.intents import RegisterNode, RemoveNode
+from events.values import IsolationCapabilities
 from services.discovery.catalog import ModelTable
 from services.discovery.heartbeat import Inventory, Publish
-from services.discovery.inventory import GpuReading, ReportConfig, build_gpus, content_id, same_report
+from services.discovery.inventory import GpuReading, ReportConfig, build_gpus, finished, same_report
 from services.shared import kube
 
 log = structlog.get_logger(__name__)
@@ -28,27 +31,43 @@ log = structlog.get_logger(__name__)
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 COUNT_LABEL = "nvidia.com/gpu.count"
 MEMORY_LABEL = "nvidia.com/gpu.memory"
+MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
 MAX_GPUS_PER_NODE = 64
-"""TensorFusion reads at most 64 devices per node (spec B.9)."""
+"""TensorFusion reads at most 64 devices per node (TensorFusion node discovery)."""
 
 
 class NodeLabelError(ValueError):
     """A Node label or field cannot be read; names the node, the label and the value."""
 
     def __init__(self, node: str, label: str, value: object, problem: str) -> None:
-        super().__init__(f"node {node!r}: label {label}={value!r}: {problem}; node skipped")
+        shown = bounds.echo(repr(value), 80)
+        super().__init__(f"node {bounds.echo(node, 253)!r}: label {label}={shown}: {bounds.echo(problem, 512)}; "
+                         "node skipped")
         self.node, self.label, self.value = node, label, value
 
 
 def _int_label(node: str, labels: dict[str, str], label: str, *, low: int, high: int) -> int:
     raw = labels[label]
+    text = str(raw).strip()
     try:
-        value = int(str(raw).strip())
+        if len(text) > 20:
+            raise ValueError(text)
+        value = int(text)
     except ValueError:
         raise NodeLabelError(node, label, raw, "not an integer") from None
     if not low <= value <= high:
         raise NodeLabelError(node, label, raw, f"must be between {low} and {high}")
     return value
+
+
+def _capabilities(node: str, labels: dict[str, str]) -> IsolationCapabilities:
+    """Isolation capabilities from GFD's ``nvidia.com/mig.capable`` (() when the label is absent)."""
+    if MIG_CAPABLE_LABEL not in labels:
+        return ()
+    value = str(labels[MIG_CAPABLE_LABEL]).strip().lower()
+    if value not in ("true", "false"):
+        raise NodeLabelError(node, MIG_CAPABLE_LABEL, labels[MIG_CAPABLE_LABEL], "must be true or false")
+    return ("shared", "soft", "hard", "partitioned") if value == "true" else ("shared", "soft", "hard")
 
 
 def _allocatable(node: str, status: dict[str, Any]) -> tuple[int, int]:
@@ -62,7 +81,7 @@ def _allocatable(node: str, status: dict[str, Any]) -> tuple[int, int]:
 
 
 def is_schedulable(obj: dict[str, Any]) -> bool:
-    """False when cordoned (``spec.unschedulable``) or the Ready condition is not True (spec B16)."""
+    """False when cordoned (``spec.unschedulable``) or the Ready condition is not True."""
     if (obj.get("spec") or {}).get("unschedulable"):
         return False
     conditions = (obj.get("status") or {}).get("conditions") or []
@@ -73,7 +92,8 @@ def node_report(obj: dict[str, Any], *, table: ModelTable, config: ReportConfig)
     """The RegisterNode for a Node dict, or None when it has no GPU labels (or count 0).
 
     Raises NodeLabelError for a non-integer or out-of-range count/memory, a missing product label
-    on a node with a count, or unparsable allocatable quantities.
+    on a node with a count, unparsable allocatable quantities, or a report beyond the contract's
+    bounds (:mod:`events.bounds`: a 64-character label value, 300 labels, a too-long name).
     """
     meta = obj.get("metadata") or {}
     name, labels = str(meta.get("name", "")), dict(meta.get("labels") or {})
@@ -89,13 +109,18 @@ def node_report(obj: dict[str, Any], *, table: ModelTable, config: ReportConfig)
         raise NodeLabelError(name, PRODUCT_LABEL, labels.get(PRODUCT_LABEL), "missing or empty")
     mib = _int_label(name, labels, MEMORY_LABEL, low=1, high=2**40) if MEMORY_LABEL in labels else 0
     cpu, memory = _allocatable(name, obj.get("status") or {})
-    readings = [GpuReading(model=product, index=i, vram_bytes=mib * 2**20) for i in range(count)]
+    capabilities = _capabilities(name, labels)
+    readings = [GpuReading(model=product, index=i, vram_bytes=mib * 2**20, isolation_capabilities=capabilities)
+                for i in range(count)]
     intent = RegisterNode(
         intent_id="", node=name, pool=labels.get(config.pool_label) or config.pool,
         gpus=build_gpus(name, readings, table=table, config=config), labels=labels,
         cpu_milli=cpu, memory_bytes=memory, schedulable=is_schedulable(obj),
         heartbeat_ttl_s=config.heartbeat_ttl_s, source="kubernetes")
-    return msgspec.structs.replace(intent, intent_id=content_id(intent))
+    try:
+        return finished(intent)
+    except bounds.BoundsError as exc:
+        raise NodeLabelError(name, exc.field or "node", exc.value, str(exc)) from None
 
 
 async def handle_event(event: kube.WatchEvent, *, inventory: Inventory, publish: Publish,
@@ -125,8 +150,7 @@ async def handle_event(event: kube.WatchEvent, *, inventory: Inventory, publish:
     if report is None:
         if previous is None or not previous.gpus:
             return
-        report = msgspec.structs.replace(previous, gpus=(), intent_id="")
-        report = msgspec.structs.replace(report, intent_id=content_id(report))
+        report = finished(msgspec.structs.replace(previous, gpus=(), intent_id=""))
     inventory.put(report)
     if previous is None or not same_report(previous, report):
         await publish(report)

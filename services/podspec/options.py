@@ -1,6 +1,6 @@
 """Scalar pod options: pool, local/remote mode, sidecar, isolation, partition, model, vendor, autoscale.
 
-Precedence per TensorFusion (spec/admission.md §2.2): the profile's poolName, isLocalGPU and
+Precedence per TensorFusion (TensorFusion internal/webhook/v1/tf_parser.go): the profile's poolName, isLocalGPU and
 isolation are ignored; ``sidecar-worker=true`` forces local mode. Unknown isolation values, a
 pool the allocator does not know (when the caller passes ``known_pools``) and a bad
 ``enabled-replicas`` are denied naming the key.
@@ -17,7 +17,7 @@ from events.values import ISOLATION_MODES
 from services.podspec import keys
 from services.podspec.context import ComposeContext, PoolDefaults
 from services.podspec.errors import PodSpecError
-from services.podspec.fields import go_parse_int, read_bool
+from services.podspec.fields import parse_int32, read_bool
 from services.podspec.pod import NativeGpus
 from services.podspec.profile import Profile
 
@@ -84,10 +84,10 @@ def _enabled_replicas(annotations: Mapping[str, str]) -> int | None:
     if raw is None:
         return None
     try:
-        return go_parse_int(raw)
+        return parse_int32(raw)
     except ValueError as exc:
         raise PodSpecError(
-            f"{keys.ENABLED_REPLICAS}={raw!r}: invalid enabledReplicas value: {raw}, err: {exc}",
+            f"{keys.ENABLED_REPLICAS}={raw!r}: invalid enabledReplicas value: {exc}",
             field=keys.ENABLED_REPLICAS,
             value=raw,
         ) from None
