@@ -136,12 +136,13 @@ class FragmentCache:
 
     def get(self, free: Sequence[int], *, cpu_free: int, model: str) -> float:
         """F_n(M) of the node state, computed at most once per distinct state."""
+        ordered = tuple(sorted(free))
         cuts = self._cpus
         if self.cpu_aware:
-            n = sum(1 for r in free if r >= MILLI_GPU)
+            n = len(ordered) - bisect.bisect_left(ordered, MILLI_GPU)
             cuts = self._thresholds.get(n) or self._thresholds.setdefault(
                 n, sorted(set(self._cpus) | {k * c for c in self._whole_cpus for k in range(1, n + 1)}))
-        key = (model, bisect.bisect_right(cuts, cpu_free), tuple(sorted(free)))
+        key = (model, bisect.bisect_right(cuts, cpu_free), ordered)
         value = self._cache.get(key)
         if value is None:
             if len(self._cache) >= self.limit:
