@@ -9,6 +9,7 @@ runs one replica with its HTTP API until ``stop`` is set.
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import socket
 from collections.abc import Callable
@@ -66,7 +67,8 @@ async def bootstrap(settings: AllocatorSettings, *, teardown: lifecycle.Teardown
     allocator = Allocator(
         settings=settings, store=store, keeper=keeper,
         consumer=IntentConsumer(nc, max_batch=settings.batch_size, ack_wait_s=settings.ack_wait_s),
-        relay=EventRelay(nc, store), publish=publish, process=domain.process, evolve=domain.evolve,
+        relay=EventRelay(nc, store), publish=publish, evolve=domain.evolve,
+        process=functools.partial(domain.process, scheduler=domain.Scheduler()),
     )
     on_reconnect.append(allocator.request_rewind)
     allocator.nc = nc
