@@ -111,7 +111,7 @@ class Cluster:
 
 
 def env_cluster(**pool_kw: object) -> Cluster:
-    """spec/allocator.md inventory ENV (test-pool: gpu-1,2,5,6 on node-1; gpu-3 other-pool; gpu-4 Pending)."""
+    """Inventory ENV (test-pool: gpu-1,2,5,6 on node-1; gpu-3 other-pool; gpu-4 Pending)."""
     c = Cluster()
     if pool_kw:
         c.pool("test-pool", **pool_kw)
