@@ -44,7 +44,7 @@ class IntentConsumer:
     ``ack_wait_s``: redelivery timeout of an unacked message; ``max_batch``: largest fetch.
     """
 
-    def __init__(self, nc: NATS, *, max_batch: int, ack_wait_s: float,
+    def __init__(self, nc: NATS, *, max_batch: int, ack_wait_s: float, flush_s: float = 1.0,
                  durable: str = subjects.ALLOCATOR_DURABLE, stream: str = subjects.INTENT_STREAM) -> None:
         self._nc = nc
         self._js = nc.jetstream()
@@ -52,6 +52,7 @@ class IntentConsumer:
         self._stream = stream
         self._max_batch = max_batch
         self._ack_wait_s = ack_wait_s
+        self._flush_s = flush_s
         self._sub: JetStreamContext.PullSubscription | None = None
 
     async def ack_floor(self) -> int:
@@ -96,7 +97,8 @@ class IntentConsumer:
 
     async def settle(self, msgs: Sequence[Msg], actions: Sequence[str]) -> None:
         """After commit: term the poison messages, ack the last other one (the consumer's ack policy
-        is *all*: one ack covers every earlier message), then flush so the server has them."""
+        is *all*: one ack covers every earlier message), then flush so the server has them (waiting
+        at most ``flush_s``: raises nats' FlushTimeoutError when it does not answer)."""
         last = None
         for msg, action in zip(msgs, actions, strict=True):
             if action == TERM:
@@ -105,7 +107,17 @@ class IntentConsumer:
                 last = msg
         if last is not None:
             await last.ack()
-        await self._nc.flush()
+        await self._nc.flush(timeout=self._flush_s)  # type: ignore[arg-type]
+
+    async def deleted(self, first: int, last: int) -> bool:
+        """True when no stream sequence in ``first..last`` holds a message (deleted or purged):
+        one lookup of the next message at or after ``first``."""
+        try:
+            msg = await self._js.get_msg(self._stream, seq=first, subject=f"{subjects.INTENT_SUBJECT_PREFIX}.>",
+                                         next=True)
+        except NotFoundError:
+            return True
+        return int(msg.seq or 0) > last
 
     async def nak(self, msgs: Sequence[Msg], *, delay_s: float) -> None:
         """Give ``msgs`` back for redelivery after ``delay_s`` (best effort: the server may be gone)."""

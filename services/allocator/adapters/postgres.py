@@ -58,10 +58,17 @@ WHERE position > $1 ORDER BY position LIMIT $2
 
 
 class PostgresEventStore:
-    """EventStore on PostgreSQL through an asyncpg pool (schema: migrations/, tables.py)."""
+    """EventStore on PostgreSQL through an asyncpg pool (schema: migrations/, tables.py).
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    ``statement_timeout_s``: each append transaction's ``statement_timeout`` (the allocator ties it
+    to the lease TTL; None keeps the session's)."""
+
+    def __init__(self, pool: asyncpg.Pool, *, statement_timeout_s: float | None = None) -> None:
         self.pool = pool
+        self._begin = _BEGIN
+        if statement_timeout_s is not None:
+            ms = max(1, round(statement_timeout_s * 1000))
+            self._begin = _BEGIN.replace("BEGIN;", f"BEGIN; SET LOCAL statement_timeout = {ms};", 1)
 
     async def append(self, batch: Sequence[DecidedIntent], *, lease: str, epoch: int,
                      state: ClusterState) -> list[StoredEvent]:
@@ -72,7 +79,7 @@ class PostgresEventStore:
         """
         async with self.pool.acquire() as conn:
             try:
-                await conn.execute(_BEGIN)
+                await conn.execute(self._begin)
                 stored = await self._append_locked(conn, batch, lease=lease, epoch=epoch, state=state)
             except BaseException:
                 with contextlib.suppress(Exception):  # a broken connection is reset by the pool
@@ -149,6 +156,17 @@ class PostgresEventStore:
                 "DELETE FROM snapshots WHERE position NOT IN "
                 "(SELECT position FROM snapshots ORDER BY position DESC LIMIT $1)", KEEP_SNAPSHOTS)
 
+    async def relay_position(self, name: str) -> int | None:
+        """The ``relay_position`` row of relay ``name`` (None when there is none)."""
+        value = await self.pool.fetchval("SELECT position FROM relay_position WHERE name = $1", name)
+        return None if value is None else int(value)
+
+    async def save_relay_position(self, name: str, position: int) -> None:
+        """Upsert relay ``name``'s position; a lower one than recorded is ignored."""
+        await self.pool.execute(
+            "INSERT INTO relay_position AS r (name, position) VALUES ($1, $2) ON CONFLICT (name) "
+            "DO UPDATE SET position = EXCLUDED.position WHERE r.position < EXCLUDED.position", name, position)
+
     async def latest_snapshot(self) -> tuple[int, bytes] | None:
         """The newest snapshot as (position, encoded state), or None."""
         row = await self.pool.fetchrow("SELECT position, state FROM snapshots ORDER BY position DESC LIMIT 1")
@@ -209,18 +227,20 @@ class PostgresLeaseStore:
     INSERT INTO leases AS l (name, holder, epoch, expires_at) VALUES ($1, $2, 1, $3)
     ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
         epoch = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > $4 THEN l.epoch ELSE l.epoch + 1 END
-    WHERE l.holder = EXCLUDED.holder OR l.expires_at <= $4
+    WHERE (l.holder = EXCLUDED.holder AND $5) OR l.expires_at <= $4
     RETURNING name, holder, epoch, expires_at
     """
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
 
-    async def acquire(self, name: str, *, holder: str, ttl_s: float, now: datetime) -> Lease | None:
+    async def acquire(self, name: str, *, holder: str, ttl_s: float, now: datetime,
+                      renew: bool = True) -> Lease | None:
         """Take the lease if free or expired at ``now`` (epoch + 1), renew it if ``holder`` has it
-        (same epoch), else None. ``now`` is the caller's clock (UTC); expiry is ``now + ttl_s``."""
+        and ``renew`` (same epoch), else None. ``now`` is the caller's clock (UTC); expiry is
+        ``now + ttl_s``. Waits at most the session's ``lock_timeout`` for a busy lease row."""
         now = projection.utc(now)
-        row = await self.pool.fetchrow(self._ACQUIRE, name, holder, now + timedelta(seconds=ttl_s), now)
+        row = await self.pool.fetchrow(self._ACQUIRE, name, holder, now + timedelta(seconds=ttl_s), now, renew)
         if row is None:
             return None
         return Lease(name=row[0], holder=row[1], epoch=int(row[2]), expires_at=row[3])
