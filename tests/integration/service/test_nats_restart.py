@@ -45,7 +45,8 @@ async def test_the_first_commit_after_a_nats_server_restart_mid_stream_comes_onc
         nats_server: NatsServer, database_url: str) -> None:
     replica = await start_replica(nats_server.url, database_url=database_url)
     pool = await database.create_pool(database_url)
-    sent: list[intents.AnyIntent] = [register_node("n1", gpus=8)] + [request(f"p{i}") for i in range(400)]
+    sent: list[intents.AnyIntent] = [register_node("n1", gpus=8)]
+    sent += [request(f"p{i}") for i in range(400)]
     count = "SELECT count(*) FROM processed_intents"
     try:
         publisher = asyncio.create_task(publish_all(nats_server.url, sent))
