@@ -3,7 +3,7 @@
 Owns the two Struct roots every message derives from, the NewType identifiers and the
 schema version. Every concrete message sets an explicit, stable snake_case ``tag`` (never
 derived from the class name, so a rename cannot break stored events). Must not import
-anything outside msgspec and the standard library.
+anything outside msgspec, the standard library and :mod:`events.bounds`.
 
 Every Struct of the contract is frozen and declared ``gc=False``: an immutable tree of scalars,
 strings, tuples and other such Structs cannot form a reference cycle, so the cyclic garbage
@@ -16,6 +16,8 @@ from datetime import datetime
 from typing import NewType
 
 import msgspec
+
+from events.bounds import Id, SchemaVersion
 
 SCHEMA_VERSION = 1
 """Version written into every new message; upcasters rewrite older stored payloads."""
@@ -34,8 +36,8 @@ Position = NewType("Position", int)
 class Intent(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, gc=False):
     """Something a producer asks the allocator to do; decided exactly once per ``intent_id``."""
 
-    intent_id: str
-    schema_version: int = SCHEMA_VERSION
+    intent_id: Id
+    schema_version: SchemaVersion = SCHEMA_VERSION
 
 
 class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type", omit_defaults=True, gc=False):

@@ -1,7 +1,9 @@
 """Encoding and typed decoding of intents and events (JSON), decoders built once at import.
 
-``decode_intent`` raises :class:`DecodeError` with a message naming the problem; the allocator
-turns that into an ``IntentRejected`` event. ``decode_event`` upcasts payloads from older
+``decode_intent`` raises :class:`DecodeError` (with ``field`` and ``value``) for every payload it
+cannot accept: malformed JSON, a wrong type, any bound of :mod:`events.bounds` (size, UTF-8,
+nesting, ranges, lengths); never another exception. The allocator turns it into an
+``IntentRejected`` event. ``decode_event`` upcasts payloads from older
 schema versions and raises :class:`DecodeError` for anything it cannot read (never skips).
 """
 
@@ -11,16 +13,18 @@ from typing import Any
 
 import msgspec
 
-from events import decisions, intents, upcasters
+from events import decisions, guard, intents, upcasters
 from events.base import SCHEMA_VERSION, Event, Intent
+from events.bounds import BoundsError
 
 _encoder = msgspec.json.Encoder()
 _intent_decoder = msgspec.json.Decoder(intents.AnyIntent)
 _event_decoder = msgspec.json.Decoder(decisions.AnyEvent)
 
 
-class DecodeError(ValueError):
-    """A payload is not a valid message of the contract; ``str()`` says why."""
+class DecodeError(BoundsError):
+    """A payload is not a valid message of the contract; ``str()`` says why, ``field`` names the
+    offending JSON path ("" for the payload as a whole) and ``value`` the offending value."""
 
 
 def encode(message: Intent | Event | msgspec.Struct) -> bytes:
@@ -43,14 +47,29 @@ def tag_of(message_type: type[msgspec.Struct] | msgspec.Struct) -> str:
 
 
 def decode_intent(data: bytes | str) -> intents.AnyIntent:
-    """Decode one intent; raises DecodeError naming the offending field or tag."""
+    """Decode one intent within the bounds of :mod:`events.bounds`.
+
+    Raises DecodeError naming the offending field and value (or the byte position of invalid
+    UTF-8, the nesting depth, the payload size) - and no other exception for any input.
+    """
     try:
-        intent: intents.AnyIntent = _intent_decoder.decode(data)
-    except msgspec.ValidationError as exc:
-        raise DecodeError(f"invalid intent: {exc}") from exc
+        raw = guard.check_payload(data)
+        try:
+            intent: intents.AnyIntent = _intent_decoder.decode(raw)
+        except msgspec.ValidationError as exc:
+            raise guard.named(exc, raw, prefix="invalid intent") from None
+        guard.check_extras(intent)
+    except BoundsError as exc:
+        raise DecodeError(_with_prefix(str(exc)), field=exc.field, value=exc.value) from None
     except msgspec.DecodeError as exc:
-        raise DecodeError(f"malformed intent payload: {exc}") from exc
+        raise DecodeError(f"malformed intent payload: {exc}") from None
+    except (RecursionError, UnicodeDecodeError, OverflowError) as exc:  # pragma: no cover - guarded above
+        raise DecodeError(f"malformed intent payload: {exc}") from None
     return intent
+
+
+def _with_prefix(message: str) -> str:
+    return message if message.startswith("invalid intent") else f"invalid intent: {message}"
 
 
 def decode_event(data: bytes | str) -> decisions.AnyEvent:

@@ -6,9 +6,22 @@ Each is an immutable, tagged msgspec Struct published on ``gpuledger.intent.<tag
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Annotated, Union
+
+import msgspec
 
 from events.base import Intent
+from events.bounds import (
+    MAX_GPUS_PER_NODE,
+    CpuMilli,
+    HeartbeatTtl,
+    Id,
+    Labels,
+    MemoryBytes,
+    Name,
+    Text,
+    Token,
+)
 from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaSpec, Resources
 
 
@@ -21,20 +34,20 @@ class RequestAllocation(Intent, frozen=True, tag="request_allocation"):
 class ReleaseAllocation(Intent, frozen=True, tag="release_allocation"):
     """Release a granted allocation, or drop a queued request (pod deleted or finished)."""
 
-    allocation_id: str
-    namespace: str = ""
-    pod: str = ""
-    pool: str = ""
-    reason: str = ""
+    allocation_id: Id
+    namespace: Token = ""
+    pod: Name = ""
+    pool: Name = ""
+    reason: Text = ""
 
 
 class ResizeAllocation(Intent, frozen=True, tag="resize_allocation"):
     """Set new per-GPU request and limit (TensorFusion AdjustAllocation semantics)."""
 
-    allocation_id: str
+    allocation_id: Id
     request: Resources
     limit: Resources
-    pool: str = ""
+    pool: Name = ""
 
 
 class RegisterNode(Intent, frozen=True, tag="register_node"):
@@ -45,41 +58,41 @@ class RegisterNode(Intent, frozen=True, tag="register_node"):
     report arrives within that many seconds.
     """
 
-    node: str
-    pool: str
-    gpus: tuple[GpuSpec, ...] = ()
-    labels: dict[str, str] = {}
-    cpu_milli: int = 0
-    memory_bytes: int = 0
+    node: Name
+    pool: Name
+    gpus: Annotated[tuple[GpuSpec, ...], msgspec.Meta(max_length=MAX_GPUS_PER_NODE)] = ()
+    labels: Labels = {}
+    cpu_milli: CpuMilli = 0
+    memory_bytes: MemoryBytes = 0
     schedulable: bool = True
-    heartbeat_ttl_s: float = 0.0
-    source: str = ""
+    heartbeat_ttl_s: HeartbeatTtl = 0.0
+    source: Text = ""
 
 
 class RemoveNode(Intent, frozen=True, tag="remove_node"):
     """Remove a node and its GPUs; live allocations on it are released."""
 
-    node: str
-    pool: str = ""
+    node: Name
+    pool: Name = ""
 
 
 class SetQuota(Intent, frozen=True, tag="set_quota"):
     """Create or replace a namespace's GPUResourceQuota."""
 
-    namespace: str
+    namespace: Token
     spec: QuotaSpec
 
 
 class RemoveQuota(Intent, frozen=True, tag="remove_quota"):
     """Delete a namespace's quota: the namespace becomes unlimited."""
 
-    namespace: str
+    namespace: Token
 
 
 class ConfigurePool(Intent, frozen=True, tag="configure_pool"):
     """Set a pool's placement strategy, score weights and max workers per node."""
 
-    pool: str
+    pool: Name
     config: PoolConfig
 
 

@@ -4,12 +4,17 @@ Parses strings such as ``"4Gi"``, ``"500m"``, ``"1.5"``, ``"1e3"`` exactly (Deci
 formats integers back the way Kubernetes canonicalises them (``1024Mi`` -> ``"1Gi"``,
 ``0.5`` -> ``"500m"``, ``1000`` -> ``"1k"``). Rounding follows Kubernetes: ``Value()`` and
 ``MilliValue()`` round up (away from zero) to the next integer.
+
+Bounded like every input of the contract: at most :data:`MAX_QUANTITY_LENGTH` characters and a
+decimal exponent within ±:data:`MAX_EXPONENT`, so ``"1e999999999"`` or a 5,000-digit number is a
+:class:`QuantityError` naming the text, never a Decimal overflow. (The physical bound of what the
+number may mean, bytes or milli-TFLOPS, is the caller's: :mod:`events.bounds`.)
 """
 
 from __future__ import annotations
 
 import re
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
+from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, DecimalException, localcontext
 
 _PATTERN = re.compile(r"^([+-]?)(\d+\.?\d*|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE]([+-]?\d+))?$")
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
@@ -18,28 +23,41 @@ _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), ""
             "P": Decimal("1e15"), "E": Decimal("1e18")}
 
 
+MAX_QUANTITY_LENGTH = 64
+"""Characters of a quantity string (a whole-number int64 has 19 digits)."""
+
+MAX_EXPONENT = 30
+"""Largest decimal exponent magnitude (``1e30``; ``E`` suffixes reach 10^18, ``Ei`` 2^60)."""
+
+
 class QuantityError(ValueError):
-    """A string is not a Kubernetes quantity; the message quotes it."""
+    """A string is not a Kubernetes quantity; the message quotes it (cut to 80 characters)."""
 
 
 def parse(text: str) -> Decimal:
     """Parse a quantity string into an exact Decimal; raises QuantityError."""
     if not isinstance(text, str):
         raise QuantityError(f"invalid quantity {text!r}: not a string")
+    if len(text) > MAX_QUANTITY_LENGTH:
+        raise QuantityError(f"invalid quantity {text[:80]!r}: longer than {MAX_QUANTITY_LENGTH} characters")
     match = _PATTERN.match(text.strip())
     if not match or not text.strip():
         raise QuantityError(f"invalid quantity {text!r}")
     sign, number, suffix, exponent = match.groups()
+    if exponent is not None and abs(int(exponent)) > MAX_EXPONENT:
+        raise QuantityError(f"invalid quantity {text!r}: exponent beyond ±{MAX_EXPONENT}")
     try:
-        value = Decimal(number)
-    except InvalidOperation as exc:  # pragma: no cover - the regex admits only valid numbers
+        with localcontext() as exact:
+            exact.prec = 2 * MAX_QUANTITY_LENGTH + MAX_EXPONENT  # no rounding within the bounds above
+            value = Decimal(number)
+            if exponent is not None:
+                value = value.scaleb(int(exponent))
+            elif suffix in _BINARY:
+                value *= _BINARY[suffix]
+            else:
+                value *= _DECIMAL[suffix or ""]
+    except DecimalException as exc:  # pragma: no cover - the bounds above keep Decimal exact
         raise QuantityError(f"invalid quantity {text!r}") from exc
-    if exponent is not None:
-        value = value.scaleb(int(exponent))
-    elif suffix in _BINARY:
-        value *= _BINARY[suffix]
-    else:
-        value *= _DECIMAL[suffix or ""]
     return -value if sign == "-" else value
 
 
@@ -54,7 +72,9 @@ def to_value(text: str) -> int:
 
 def to_milli(text: str) -> int:
     """Kubernetes ``Quantity.MilliValue()``: thousandths, rounded up away from zero (milli-TFLOPS)."""
-    return _ceil(parse(text) * 1000)
+    with localcontext() as exact:
+        exact.prec = 2 * MAX_QUANTITY_LENGTH + MAX_EXPONENT
+        return _ceil(parse(text) * 1000)
 
 
 def format_milli(milli: int) -> str:

@@ -2,12 +2,37 @@
 
 Units are exact integers everywhere: TFLOPS in milli-TFLOPS (``1000`` = 1 TFLOPS), VRAM in
 bytes, CPU in millicores, compute share in milli-percent of one GPU (``100_000`` = 100 %).
-No floats cross the wire except pool score weights.
+No floats cross the wire except pool score weights. Every field is bounded by
+:mod:`events.bounds` (``msgspec.Meta`` constraints checked while decoding).
 """
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import msgspec
+
+from events.bounds import (
+    MAX_GPUS_PER_NODE,
+    MAX_LIST,
+    Attributes,
+    Count,
+    CpuMilli,
+    GpuCount,
+    GpuIndex,
+    Id,
+    LabelKey,
+    MemoryBytes,
+    MilliPercent,
+    MilliTflops,
+    Name,
+    Percent,
+    QuotaMilliTflops,
+    QuotaVramBytes,
+    Token,
+    VramBytes,
+    Weight,
+)
 
 QOS_LEVELS: tuple[str, ...] = ("critical", "high", "medium", "low")
 """QoS classes, highest first (TensorFusion QoS: critical > high > medium > low)."""
@@ -37,9 +62,9 @@ class Resources(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, g
     ``milli_tflops`` (it is converted with each GPU's own capacity, rounding up to a milli-TFLOPS).
     """
 
-    milli_tflops: int = 0
-    vram_bytes: int = 0
-    compute_milli_percent: int = 0
+    milli_tflops: MilliTflops = 0
+    vram_bytes: VramBytes = 0
+    compute_milli_percent: MilliPercent = 0
 
     def is_zero(self) -> bool:
         """True when every dimension is zero."""
@@ -57,44 +82,44 @@ class GpuSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=
     ``used_by`` is "" or "tensor-fusion" for eligible GPUs.
     """
 
-    name: str
+    name: Name
     capacity: Resources
-    model: str = ""
-    vendor: str = "NVIDIA"
-    index: int | None = None
-    uuid: str = ""
-    numa_node: int | None = None
-    phase: str = "Running"
-    used_by: str = ""
-    isolation_mode: str = ""
+    model: Name = ""
+    vendor: Token = "NVIDIA"
+    index: GpuIndex | None = None
+    uuid: Name = ""
+    numa_node: GpuIndex | None = None
+    phase: Token = "Running"
+    used_by: Token = ""
+    isolation_mode: Token = ""
 
 
 class NodeSelectorRequirement(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """A Kubernetes node selector requirement (operators In, NotIn, Exists, DoesNotExist, Gt, Lt)."""
 
-    key: str
-    operator: str
-    values: tuple[str, ...] = ()
+    key: LabelKey
+    operator: Token
+    values: Annotated[tuple[Token, ...], msgspec.Meta(max_length=MAX_LIST)] = ()
 
 
 class NodeSelectorTerm(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """Requirements ANDed together (Kubernetes NodeSelectorTerm.matchExpressions)."""
 
-    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_expressions: Annotated[tuple[NodeSelectorRequirement, ...], msgspec.Meta(max_length=MAX_LIST)] = ()
 
 
 class PreferredSchedulingTerm(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """A weighted preference (1-100), as in Kubernetes PreferredSchedulingTerm."""
 
-    weight: int
+    weight: Percent
     preference: NodeSelectorTerm
 
 
 class NodeAffinity(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """Node affinity over node labels with Kubernetes semantics: required terms are ORed."""
 
-    required: tuple[NodeSelectorTerm, ...] = ()
-    preferred: tuple[PreferredSchedulingTerm, ...] = ()
+    required: Annotated[tuple[NodeSelectorTerm, ...], msgspec.Meta(max_length=MAX_LIST)] = ()
+    preferred: Annotated[tuple[PreferredSchedulingTerm, ...], msgspec.Meta(max_length=MAX_LIST)] = ()
 
 
 class AllocationSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
@@ -106,24 +131,24 @@ class AllocationSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     sides report them. ``attributes`` carries producer metadata (autoscaling settings, owner).
     """
 
-    allocation_id: str
-    namespace: str
-    pod: str
-    pool: str
+    allocation_id: Id
+    namespace: Token
+    pod: Name
+    pool: Name
     request: Resources
     limit: Resources
-    workload: str = ""
-    gpu_count: int = 1
-    qos: str = "medium"
-    isolation: str = "soft"
-    gpu_models: tuple[str, ...] = ()
-    vendor: str = ""
-    gpu_indices: tuple[int, ...] = ()
+    workload: Name = ""
+    gpu_count: GpuCount = 1
+    qos: Token = "medium"
+    isolation: Token = "soft"
+    gpu_models: Annotated[tuple[Name, ...], msgspec.Meta(max_length=MAX_LIST)] = ()
+    vendor: Token = ""
+    gpu_indices: Annotated[tuple[GpuIndex, ...], msgspec.Meta(max_length=MAX_GPUS_PER_NODE)] = ()
     node_affinity: NodeAffinity | None = None
-    cpu_milli: int = 0
-    memory_bytes: int = 0
-    partition_template: str = ""
-    attributes: dict[str, str] = {}
+    cpu_milli: CpuMilli = 0
+    memory_bytes: MemoryBytes = 0
+    partition_template: Name = ""
+    attributes: Attributes = {}
 
 
 class QuotaAmount(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
@@ -132,8 +157,8 @@ class QuotaAmount(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True,
     (TensorFusion treats an omitted dimension of a present block as 0; gpuledger does not.)
     """
 
-    milli_tflops: int | None = None
-    vram_bytes: int | None = None
+    milli_tflops: QuotaMilliTflops | None = None
+    vram_bytes: QuotaVramBytes | None = None
 
 
 class QuotaSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
@@ -148,13 +173,13 @@ class QuotaSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, g
 
     total_requests: QuotaAmount | None = None
     total_limits: QuotaAmount | None = None
-    max_workers: int | None = None
+    max_workers: Count | None = None
     max_requests: QuotaAmount | None = None
     max_limits: QuotaAmount | None = None
-    max_gpu_count: int | None = None
+    max_gpu_count: Count | None = None
     default_requests: Resources | None = None
     default_limits: Resources | None = None
-    alert_threshold_percent: int = 95
+    alert_threshold_percent: Count = 95
 
 
 class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
@@ -164,10 +189,10 @@ class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     (shipped TensorFusion config: 0.7/0.3). ``max_workers_per_node`` 0 means unlimited.
     """
 
-    placement: str = "node-compact-gpu-low-load"
-    vram_weight: float = 0.7
-    tflops_weight: float = 0.3
-    max_workers_per_node: int = 0
+    placement: Name = "node-compact-gpu-low-load"
+    vram_weight: Weight = 0.7
+    tflops_weight: Weight = 0.3
+    max_workers_per_node: Count = 0
 
 
 class FilterCount(msgspec.Struct, frozen=True, kw_only=True, gc=False):

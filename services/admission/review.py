@@ -1,9 +1,10 @@
 """Pure AdmissionReview handling: request bytes -> Verdict (allow/deny, JSONPatch, the spec to publish).
 
 Accepts ``admission.k8s.io/v1`` (and v1beta1) reviews and answers with the same apiVersion.
-Never raises: undecodable input is denied with code 400, bad TensorFusion annotations with 400
-and a message naming the key and value (TensorFusion answers 500). Pods without the label
-``tensor-fusion.ai/enabled: "true"`` and non-CREATE operations are allowed unchanged.
+Never raises: undecodable input (invalid UTF-8, named by byte position; JSON nested deeper than
+:data:`MAX_REVIEW_DEPTH`, refused before the decoder recurses) is denied with code 400, bad
+TensorFusion annotations with 400 and a message naming the key and value (TensorFusion answers
+500). Pods without the label ``tensor-fusion.ai/enabled: "true"`` and non-CREATE operations are allowed unchanged.
 """
 
 from __future__ import annotations
@@ -14,12 +15,16 @@ from typing import Any
 
 import msgspec
 
+from events import bounds, guard
 from events.values import AllocationSpec
 from services.admission.patch import build_patch
 from services.admission.view import ClusterView
 from services.podspec import PodSpecError, compose, keys
 
 _VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
+
+MAX_REVIEW_DEPTH = 128
+"""Deepest JSON nesting of an AdmissionReview (a Pod with managed fields and affinity nests ~25)."""
 
 
 class Verdict(msgspec.Struct, kw_only=True):
@@ -38,6 +43,8 @@ class Verdict(msgspec.Struct, kw_only=True):
 
 
 def _decode(body: bytes) -> Mapping[str, Any]:
+    guard.check_utf8(body)
+    guard.check_depth(body, MAX_REVIEW_DEPTH)
     review = msgspec.json.decode(body)
     if not isinstance(review, Mapping) or not isinstance(review.get("request"), Mapping):
         raise ValueError("body is not an AdmissionReview with a request")
@@ -64,8 +71,8 @@ def review(body: bytes, *, view: ClusterView) -> Verdict:
     """Decide one AdmissionReview; every outcome is a Verdict with a message."""
     try:
         decoded = _decode(body)
-    except (msgspec.DecodeError, ValueError) as exc:
-        return Verdict(allowed=False, code=400, message=f"cannot decode AdmissionReview: {exc}")
+    except (msgspec.DecodeError, ValueError, RecursionError) as exc:  # BoundsError is a ValueError
+        return Verdict(allowed=False, code=400, message=f"cannot decode AdmissionReview: {bounds.echo(str(exc), 512)}")
     request = decoded["request"]
     version = decoded.get("apiVersion")
     verdict = Verdict(

@@ -15,6 +15,7 @@ from typing import Any
 import structlog
 from kubernetes_asyncio import client
 
+from events import bounds, guard
 from events.base import Intent
 from events.intents import RemoveQuota, SetQuota
 from services.admission.quota import parse_quota
@@ -77,10 +78,16 @@ class QuotaTracker:
             return None
         if self.view.quotas.get(namespace) == spec:
             return None
-        self.view.quotas[namespace] = spec
-        return SetQuota(
+        intent = SetQuota(
             intent_id=f"quota-{namespace}-{min(in_namespace)}-{_version(first)}", namespace=namespace, spec=spec
         )
+        try:
+            guard.check_message(intent)
+        except bounds.BoundsError as exc:
+            log.warning("bad_quota", namespace=namespace, name=min(in_namespace), field=exc.field, error=str(exc))
+            return None
+        self.view.quotas[namespace] = spec
+        return intent
 
 
 def _version(obj: dict[str, Any]) -> str:

@@ -1,10 +1,13 @@
 """The HTTPS AdmissionReview endpoint (aiohttp): review, publish RequestAllocation, respond.
 
 ``POST /mutate-v1-pod`` (TensorFusion's path) answers every request with HTTP 200 and an
-AdmissionReview (never 500). The RequestAllocation intent id is ``admit-<allocation id>`` (the pod
-UID, else the review UID), so API-server retries publish a duplicate JetStream drops. dryRun
-publishes nothing. When publishing fails the failure policy decides: ``deny`` (code 503, message
-says why) or ``ignore`` (admit unmutated, outside gpuledger). ``GET /healthz`` for probes.
+AdmissionReview (never 500: a body over :data:`MAX_BODY` is a 413, and an unexpected error while
+reviewing is logged with its traceback and answered as a denial with code 400). The
+RequestAllocation intent id is ``admit-<allocation id>`` (the pod UID, else the review UID), so
+API-server retries publish a duplicate JetStream drops; it is checked against the contract's bounds
+(:func:`events.guard.check_message`) before publishing. dryRun publishes nothing. When publishing
+fails the failure policy decides: ``deny`` (code 503, message says why) or ``ignore`` (admit
+unmutated, outside gpuledger). ``GET /healthz`` for probes.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 from aiohttp import web
 
+from events import bounds, guard
 from events.intents import RequestAllocation
 from services.admission.review import Verdict, response_body, review
 from services.admission.view import ClusterView
@@ -37,9 +41,15 @@ async def _publish(verdict: Verdict, *, publish: Publish, timeout_s: float, fail
     if verdict.spec is None:
         return verdict
     spec = verdict.spec
+    intent = RequestAllocation(intent_id=intent_id(spec.allocation_id), spec=spec)
+    try:
+        guard.check_message(intent)
+    except bounds.BoundsError as exc:
+        return Verdict(uid=verdict.uid, api_version=verdict.api_version, allowed=False, code=400,
+                       field=exc.field, message=f"gpuledger cannot request this allocation: {exc}")
     try:
         async with asyncio.timeout(timeout_s):  # no extra task per request, unlike wait_for
-            await publish(RequestAllocation(intent_id=intent_id(spec.allocation_id), spec=spec))
+            await publish(intent)
     except Exception as exc:
         log.warning("publish_failed", allocation_id=spec.allocation_id, error=repr(exc), policy=failure_policy)
         reason = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
@@ -69,7 +79,12 @@ def build_app(
 
     async def mutate(request: web.Request) -> web.Response:
         body = await request.read()
-        verdict = review(body, view=view)
+        try:
+            verdict = review(body, view=view)
+        except Exception as exc:  # a bug must not become a 500 that fails every pod of the cluster
+            log.exception("review_failed", error=repr(exc))
+            verdict = Verdict(allowed=False, code=400, field="request",
+                              message=f"gpuledger cannot review this pod: {type(exc).__name__}")
         verdict = await _publish(verdict, publish=publish, timeout_s=publish_timeout_s, failure_policy=failure_policy)
         if not verdict.allowed:
             log.info("denied", uid=verdict.uid, field=verdict.field, message=verdict.message)

@@ -83,6 +83,7 @@ async def bootstrap(settings: AllocatorSettings, *, teardown: lifecycle.Teardown
         relay=EventRelay(nc, store), publish=publish, process=domain.process, evolve=domain.evolve,
     )
     on_reconnect.append(allocator.request_rewind)
+    allocator.nc = nc
     return allocator
 
 

@@ -1,110 +1,140 @@
-"""The allocator's HTTP API (aiohttp): health, readiness, Prometheus metrics, state, simulate.
+"""The allocator's HTTP API (aiohttp): routes, authentication, error handling, start-up.
 
-Routes: ``GET /healthz`` (process alive), ``GET /readyz`` (200 ``{"role", "epoch", "position"}``
-once the projection is loaded, leader or standby; 503 before), ``GET /metrics``,
-``GET /api/v1/gpus``, ``GET /api/v1/allocations[?status=granted|queued]``, ``GET /api/v1/status``
-(the ``status --json`` shape) and ``POST /api/v1/simulate`` (a Pod manifest, JSON or YAML ->
-what would be chosen and why; nothing is written). Everything reads the in-memory projection.
+Routes (docs/operations.md, and the OpenAPI document served at ``/openapi.json``):
+open ``GET /healthz``, ``/readyz``, ``/metrics``, ``/openapi.json``; under ``/api/v1`` the reads
+(pools, nodes, GPUs, allocations with their live explanation, queue, quotas, status, simulate) and
+the writes (submit, release, resize, quota set/remove, pool configure) that publish one intent
+each. When ``GPULEDGER_API_TOKEN`` (or ``GPULEDGER_API_TOKEN_FILE``) is set, every ``/api/`` route
+needs ``Authorization: Bearer <token>`` (401 otherwise; compared in constant time). Every refusal
+is ``{"error", "field"}`` with a 4xx status; bodies are bounded (services.allocator.api.guard).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from typing import Any
+import hmac
+import os
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
 
-import yaml
+import structlog
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
-from services.allocator import simulation, views
+from services.allocator.api import context, gauges, guard, openapi, probes, reads, writes
+from services.allocator.api.keeper import ReasonKeeper
+from services.allocator.api.outcomes import OutcomeWaiter
 from services.allocator.service import Allocator
-from services.podspec import PodSpecError
 
-ALLOCATOR_KEY = web.AppKey("allocator", Allocator)
+log = structlog.get_logger(__name__)
 
+TOKEN_ENV = "GPULEDGER_API_TOKEN"
+TOKEN_FILE_ENV = "GPULEDGER_API_TOKEN_FILE"
+OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
-def _allocator(request: web.Request) -> Allocator:
-    return request.app[ALLOCATOR_KEY]
-
-
-async def healthz(request: web.Request) -> web.Response:
-    """Liveness: always ``{"status": "ok"}`` while the event loop answers."""
-    return web.json_response({"status": "ok"})
-
-
-async def readyz(request: web.Request) -> web.Response:
-    """Readiness: 200 with the role once the projection is loaded (leader or standby), else 503."""
-    allocator = _allocator(request)
-    body = {"role": allocator.keeper.role, "epoch": allocator.keeper.epoch,
-            "position": allocator.state.position, "holder": allocator.keeper.holder}
-    return web.json_response(body, status=200 if allocator.loaded.is_set() and not allocator.stuck else 503)
-
-
-async def metrics(request: web.Request) -> web.Response:
-    """Prometheus text format; the queue depth is read from JetStream at scrape time."""
-    allocator = _allocator(request)
-    with contextlib.suppress(Exception):  # NATS unreachable: keep the last value
-        async with asyncio.timeout(2.0):
-            allocator.metrics.queue_depth.set(await allocator.consumer.pending())
-    return web.Response(body=allocator.metrics.render(), content_type="text/plain", charset="utf-8")
+ROUTES: tuple[tuple[str, str, Handler], ...] = (
+    ("GET", "/healthz", probes.healthz), ("GET", "/readyz", probes.readyz), ("GET", "/metrics", probes.metrics),
+    ("GET", "/openapi.json", openapi.serve),
+    ("GET", "/api/v1/pools", reads.pools), ("PUT", "/api/v1/pools/{pool}", writes.configure_pool),
+    ("GET", "/api/v1/nodes", reads.nodes), ("GET", "/api/v1/nodes/{name}", reads.node),
+    ("GET", "/api/v1/gpus", reads.gpus),
+    ("GET", "/api/v1/allocations", reads.allocations), ("POST", "/api/v1/allocations", writes.submit),
+    ("GET", "/api/v1/allocations/{id}", reads.allocation), ("DELETE", "/api/v1/allocations/{id}", writes.release),
+    ("POST", "/api/v1/allocations/{id}/resize", writes.resize),
+    ("GET", "/api/v1/queue", reads.queue), ("GET", "/api/v1/quotas", reads.quotas),
+    ("PUT", "/api/v1/quotas/{namespace}", writes.set_quota),
+    ("DELETE", "/api/v1/quotas/{namespace}", writes.remove_quota),
+    ("GET", "/api/v1/status", reads.status), ("POST", "/api/v1/simulate", reads.simulate),
+)
+"""Every route: (method, path, handler). The OpenAPI document lists exactly these."""
 
 
-async def gpus(request: web.Request) -> web.Response:
-    """Every GPU of the projection (views.gpu_view), sorted by name."""
-    state = _allocator(request).state
-    return web.json_response([views.gpu_view(state.gpus[name]) for name in sorted(state.gpus)])
-
-
-async def allocations(request: web.Request) -> web.Response:
-    """Live allocations; ``?status=granted`` or ``queued`` filters."""
-    status = request.query.get("status", "")
-    if status not in ("", "granted", "queued"):
-        return web.json_response({"error": f"status must be granted or queued, got {status!r}",
-                                  "field": "status"}, status=400)
-    return web.json_response(views.allocation_views(_allocator(request).state, status=status))
-
-
-async def status(request: web.Request) -> web.Response:
-    """The ``gpuledger status --json`` document."""
-    return web.json_response(views.status_view(_allocator(request).state))
-
-
-async def simulate(request: web.Request) -> web.Response:
-    """Compose the posted Pod's request and decide it against the projection without changing it.
-
-    400 ``{"error", "field"}`` when the body is not a Pod or its annotations are invalid.
-    """
+def token_from_env(environ: Mapping[str, str] | None = None) -> str:
+    """The API token from GPULEDGER_API_TOKEN or the file GPULEDGER_API_TOKEN_FILE names ("" = no
+    authentication); raises ValueError when both are set, the file is unreadable or empty."""
+    env = os.environ if environ is None else environ
+    value, path = env.get(TOKEN_ENV, ""), env.get(TOKEN_FILE_ENV, "")
+    if value and path:
+        raise ValueError(f"{TOKEN_ENV} and {TOKEN_FILE_ENV} are both set; set one")
+    if not path:
+        return value.strip()
     try:
-        pod: Any = yaml.safe_load(await request.text())
-    except yaml.YAMLError as exc:
-        return web.json_response({"error": f"body is not JSON or YAML: {exc}", "field": "body"}, status=400)
-    if not isinstance(pod, dict):
-        return web.json_response({"error": "body must be a Pod object", "field": "body"}, status=400)
+        value = Path(path).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{TOKEN_FILE_ENV}: cannot read {path}: {exc}") from exc
+    if not value:
+        raise ValueError(f"{TOKEN_FILE_ENV}: {path} is empty")
+    return value
+
+
+def _auth_middleware(token: str) -> Middleware:
+    expected = f"Bearer {token}".encode()
+
+    @web.middleware
+    async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
+        if token and request.path.startswith("/api/"):
+            given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
+            if not hmac.compare_digest(given, expected):
+                return web.json_response({"error": "a bearer token is required (Authorization: Bearer <token>)",
+                                          "field": "Authorization"}, status=401,
+                                         headers={"WWW-Authenticate": 'Bearer realm="gpuledger"'})
+        return await handler(request)
+    return authenticate
+
+
+@web.middleware
+async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """ApiError -> its 4xx JSON; aiohttp's own 4xx as JSON; anything else is logged (a bug) -> 500."""
     try:
-        result = simulation.simulate(_allocator(request).state, pod)
-    except PodSpecError as exc:
-        return web.json_response({"error": str(exc), "field": exc.field}, status=400)
-    return web.json_response(result)
+        return await handler(request)
+    except guard.ApiError as exc:
+        return exc.response()
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        allow = {"Allow": exc.headers["Allow"]} if "Allow" in exc.headers else None
+        return web.json_response({"error": exc.reason, "field": ""}, status=exc.status, headers=allow)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("unhandled error in the HTTP API", path=request.path, method=request.method)
+        return web.json_response({"error": "internal error (logged)", "field": ""}, status=500)
 
 
-def build_app(allocator: Allocator) -> web.Application:
-    """The aiohttp application serving ``allocator``."""
-    app = web.Application()
-    app[ALLOCATOR_KEY] = allocator
-    app.router.add_get("/healthz", healthz)
-    app.router.add_get("/readyz", readyz)
-    app.router.add_get("/metrics", metrics)
-    app.router.add_get("/api/v1/gpus", gpus)
-    app.router.add_get("/api/v1/allocations", allocations)
-    app.router.add_get("/api/v1/status", status)
-    app.router.add_post("/api/v1/simulate", simulate)
+def build_app(allocator: Allocator, *, token: str = "") -> web.Application:
+    """The aiohttp application serving ``allocator``; ``token`` non-empty requires it on /api/."""
+    app = web.Application(client_max_size=guard.MAX_BODY_BYTES, middlewares=[_errors, _auth_middleware(token)])
+    app[context.ALLOCATOR_KEY] = allocator
+    keeper = ReasonKeeper(allocator)
+    app[context.KEEPER_KEY] = keeper
+    if allocator.nc is not None:
+        app[context.WAITER_KEY] = OutcomeWaiter(allocator.nc)
+    allocator.listeners.append(keeper.note)
+    allocator.listeners.append(lambda stored: allocator.metrics.record_outcomes(stored, allocator.state))
+    allocator.metrics.watch("pools", lambda: gauges.PoolCollector(lambda: allocator.state))
+    for method, path, handler in ROUTES:
+        app.router.add_route(method, path, handler)
+    app.cleanup_ctx.append(_background)
     return app
+
+
+async def _background(app: web.Application) -> AsyncIterator[None]:
+    stop = asyncio.Event()
+    task = asyncio.create_task(app[context.KEEPER_KEY].run(stop))
+    yield
+    stop.set()
+    task.cancel()
+    await asyncio.wait([task], timeout=5)
+    waiter = app.get(context.WAITER_KEY)
+    if waiter is not None:
+        await waiter.close()
 
 
 async def start(allocator: Allocator, *, host: str, port: int) -> tuple[web.AppRunner, int]:
     """Serve on ``host:port`` (0 = any free port); returns the runner (``await runner.cleanup()``)
-    and the bound port."""
-    runner = web.AppRunner(build_app(allocator), access_log=None)
+    and the bound port. The token comes from the environment (:func:`token_from_env`)."""
+    runner = web.AppRunner(build_app(allocator, token=token_from_env()), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

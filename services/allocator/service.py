@@ -26,6 +26,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
+from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from events import intents
@@ -71,6 +72,10 @@ class Allocator:
         self._failures = 0
         self._rewind_needed = False
         self._snapshots = SnapshotPolicy(every=settings.snapshot_every)
+        self.listeners: list[Callable[[Sequence[StoredEvent]], None]] = []
+        """Called with each committed batch (the HTTP API: current reasons, outcome metrics)."""
+        self.nc: NATS | None = None
+        """The NATS connection, set by the composition root (the HTTP API publishes intents on it)."""
 
     async def run(self, stop: asyncio.Event) -> None:
         """Load the projection, then lead or stand by until ``stop``; releases the lease on exit."""
@@ -275,6 +280,8 @@ class Allocator:
         self._failures = 0
         self.watchdog.progressed()
         self.relay.offer(stored)
+        for listener in self.listeners:
+            listener(stored)
         self.metrics.record_commit(stored, intents=len(msgs), seconds=time.monotonic() - started)
         self.metrics.position.set(self.state.position)
         try:

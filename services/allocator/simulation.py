@@ -2,7 +2,7 @@
 
 Composes the Pod's request with ``services.podspec.compose`` (raises PodSpecError naming the
 field), runs the pure ``decide`` on the projection (decide never mutates it) and ``explain`` for
-the per-filter counts. Output: the ``simulate --json`` shape of DESIGN.md.
+the per-filter counts. Output: the ``simulate --json`` shape (``{"allocation_request", "outcome", "filters"}``).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from events import intents
+from events.values import AllocationSpec
 from services import podspec
 from services.allocator import domain, views
 from services.allocator.domain.state import ClusterState
@@ -22,7 +23,11 @@ def simulate(state: ClusterState, pod: dict[str, Any], *, now: datetime | None =
     ``outcome`` is the first outcome event of the request (granted, queued or rejected) with
     ``position`` null. Raises podspec.PodSpecError for a bad Pod.
     """
-    spec = podspec.compose(pod)
+    return simulate_spec(state, podspec.compose(pod), now=now)
+
+
+def simulate_spec(state: ClusterState, spec: AllocationSpec, *, now: datetime | None = None) -> dict[str, Any]:
+    """:func:`simulate` for an already composed request."""
     intent = intents.RequestAllocation(intent_id=f"simulate-{spec.allocation_id}", spec=spec)
     events = domain.decide(state, intent, now or datetime.now(UTC))
     outcome = next((e for e in events if views.is_outcome_of(e, spec.allocation_id)), None)

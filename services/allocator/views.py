@@ -1,4 +1,4 @@
-"""JSON views of the projection and of outcome events: the shapes of DESIGN.md "CLI output contracts".
+"""JSON views of the projection and of outcome events: the shapes the CLI prints with ``--json``.
 
 Pure functions shared by the allocator's HTTP API and the CLI (``status``, ``submit``,
 ``simulate``). Quantities are canonical Kubernetes strings (``"10"``, ``"500m"``, ``"4Gi"``).

@@ -1,6 +1,8 @@
 """Assemble the AllocationSpec from the resolved values: ids, workload, attributes, affinity, CPU/memory.
 
-The last step of :func:`services.podspec.compose`; everything here is derived, nothing decided.
+The last step of :func:`services.podspec.compose`; everything here is derived, nothing decided,
+except the final check against the contract's bounds (:func:`events.guard.check_message`): a spec
+the allocator would refuse is denied here, naming the annotation or Pod field it came from.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from events import bounds, guard
 from events.values import AllocationSpec, NodeAffinity
 from services.podspec import keys
 from services.podspec.affinity import combine, parse_node_affinity
@@ -85,6 +88,35 @@ def _attributes(
     return attributes
 
 
+_SOURCES = {
+    "request.milli_tflops": keys.TFLOPS_REQUEST, "limit.milli_tflops": keys.TFLOPS_LIMIT,
+    "request.vram_bytes": keys.VRAM_REQUEST, "limit.vram_bytes": keys.VRAM_LIMIT,
+    "request.compute_milli_percent": keys.PERCENT_REQUEST, "limit.compute_milli_percent": keys.PERCENT_LIMIT,
+    "allocation_id": "metadata.uid", "namespace": "metadata.namespace", "pod": "metadata.name",
+    "workload": keys.WORKLOAD, "pool": keys.POOL, "qos": keys.QOS, "isolation": keys.ISOLATION,
+    "gpu_models": keys.GPU_MODEL, "vendor": keys.VENDOR, "gpu_indices": keys.GPU_INDICES, "gpu_count": keys.GPU_COUNT,
+    "cpu_milli": "spec.containers[*].resources.requests.cpu",
+    "memory_bytes": "spec.containers[*].resources.requests.memory",
+    "partition_template": keys.PARTITION_ID, "attributes": "metadata.annotations",
+    "node_affinity": "spec.affinity.nodeAffinity",
+}
+"""Where each AllocationSpec field comes from (an annotation key or a Pod path), for denials."""
+
+
+def check_bounds(spec: AllocationSpec, annotations: Mapping[str, str]) -> AllocationSpec:
+    """``spec`` when within :mod:`events.bounds`; else PodSpecError naming the annotation or Pod field."""
+    try:
+        return guard.check_message(spec)
+    except bounds.BoundsError as exc:
+        parts = exc.field.replace("[", ".").split(".")
+        source = _SOURCES.get(".".join(parts[:2])) or _SOURCES.get(parts[0]) or f"spec.{exc.field}"
+        value = annotations.get(source) or exc.value
+        reason = str(exc).split(" - at `", 1)[0].removeprefix("invalid: ")
+        raise PodSpecError(
+            f"{source}={bounds.echo(value, 80)!r}: outside gpuledger's bounds ({reason})", field=source, value=value
+        ) from None
+
+
 def build_spec(
     pod: Mapping[str, Any], *, annotations: Mapping[str, str], resolved: Resolved, context: ComposeContext
 ) -> AllocationSpec:
@@ -99,7 +131,7 @@ def build_spec(
     cpu, memory = cpu_memory(pod)
     pod_name = str(meta.get("name") or meta.get("generateName") or "")
     opts = resolved.opts
-    return AllocationSpec(
+    spec = AllocationSpec(
         allocation_id=uid or f"{namespace}/{pod_name}",
         namespace=namespace,
         pod=pod_name,
@@ -119,3 +151,4 @@ def build_spec(
         partition_template=opts.partition if opts.isolation == "partitioned" else "",
         attributes=attributes,
     )
+    return check_bounds(spec, annotations)

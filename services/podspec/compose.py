@@ -15,7 +15,7 @@ from services.podspec import keys
 from services.podspec.build import Resolved, build_spec
 from services.podspec.context import ComposeContext, PoolDefaults
 from services.podspec.errors import PodSpecError
-from services.podspec.fields import go_parse_int, read_indices
+from services.podspec.fields import parse_int32, read_indices
 from services.podspec.options import Options, read_options
 from services.podspec.pod import NativeGpus, native_gpus
 from services.podspec.profile import Profile, Side, parse_profile
@@ -61,7 +61,7 @@ def _gpu_count(
     count = prof.gpu_count or native.count
     if raw is not None:
         try:
-            count = go_parse_int(raw)
+            count = parse_int32(raw)
         except ValueError as exc:
             raise PodSpecError(
                 f"{keys.GPU_COUNT}={raw!r}: invalid gpuCount value: {exc}", field=keys.GPU_COUNT, value=raw

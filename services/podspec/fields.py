@@ -3,18 +3,21 @@
 Each reader returns ``None`` when the key is absent and raises :class:`PodSpecError` naming the
 key and the raw value when it is present but bad. Where TensorFusion silently ignores a bad value
 (quantities, booleans other than "true"/"false") we deny instead; docs/compatibility.md lists it.
+Messages are our own, naming the annotation and the value (never Go's ``strconv`` text).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from decimal import ROUND_CEILING, Decimal
+from decimal import Decimal
 
-from events import quantity
+from events import bounds, quantity
 from services.podspec.errors import PodSpecError
 
 _INT32 = (-(2**31), 2**31 - 1)
+_INT = re.compile(r"[+-]?[0-9]+")
+_INDEX = re.compile(r"[0-9]{1,4}")
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 _SECONDS = {
@@ -28,34 +31,44 @@ _SECONDS = {
 }
 
 
-def read_quantity(annotations: Mapping[str, str], *, key: str, scale: int) -> int | None:
+def read_quantity(annotations: Mapping[str, str], *, key: str, scale: int, most: int | None = None) -> int | None:
     """A non-negative Kubernetes quantity as an integer of ``1/scale`` units, rounded up.
 
     ``scale=1000`` gives milli-units (TFLOPS, percent), ``scale=1`` bytes; rounded up like
-    Kubernetes ``MilliValue()``/``Value()``. "" counts as absent
-    (TensorFusion). Raises PodSpecError for a malformed or negative quantity.
+    Kubernetes ``MilliValue()``/``Value()``. "" counts as absent (TensorFusion). Raises
+    PodSpecError for a malformed or negative quantity, or one above ``most`` (the physical bound
+    of :mod:`events.bounds`, in the same units; e.g. ``vram-request: 8Ei`` above 4 TiB per GPU).
     """
     raw = annotations.get(key)
     if raw is None or raw == "":
         return None
     try:
         value = quantity.parse(raw)
-    except quantity.QuantityError:
+    except quantity.QuantityError as exc:
         raise PodSpecError(
-            f'{key}={raw!r}: not a Kubernetes quantity (e.g. "10", "500m", "4Gi")', field=key, value=raw
+            f'{key}={raw[:80]!r}: not a Kubernetes quantity (e.g. "10", "500m", "4Gi"): {exc}', field=key, value=raw
         ) from None
     if value < 0:
         raise PodSpecError(f"{key}={raw!r}: must not be negative", field=key, value=raw)
-    return int((value * scale).to_integral_value(rounding=ROUND_CEILING))
+    scaled = quantity.to_milli(raw) if scale == 1000 else quantity.to_value(raw)
+    if most is not None and scaled > most:
+        shown = quantity.format_milli(most) if scale == 1000 else quantity.format_bytes(most)
+        raise PodSpecError(
+            f"{key}={raw!r}: above gpuledger's per-GPU bound of {shown}", field=key, value=raw
+        )
+    return scaled
 
 
-def go_parse_int(raw: str) -> int:
-    """Go ``strconv.ParseInt(raw, 10, 32)``; raises ValueError with Go's message text."""
-    if not re.fullmatch(r"[+-]?\d+", raw):
-        raise ValueError(f'strconv.ParseInt: parsing "{raw}": invalid syntax')
+def parse_int32(raw: str) -> int:
+    """A whole number within the 32-bit range (what TensorFusion's ``strconv.ParseInt(raw, 10, 32)``
+    accepts); raises ValueError with our own text ("not a whole number", "outside ...")."""
+    if not _INT.fullmatch(raw):
+        raise ValueError("not a whole number")
+    if len(raw.lstrip("+-").lstrip("0")) > 10:
+        raise ValueError(f"outside the 32-bit range [{_INT32[0]}, {_INT32[1]}]")
     value = int(raw)
     if not _INT32[0] <= value <= _INT32[1]:
-        raise ValueError(f'strconv.ParseInt: parsing "{raw}": value out of range')
+        raise ValueError(f"outside the 32-bit range [{_INT32[0]}, {_INT32[1]}]")
     return value
 
 
@@ -73,30 +86,39 @@ def read_bool(annotations: Mapping[str, str], *, key: str) -> bool | None:
 
 
 def read_indices(annotations: Mapping[str, str], *, key: str, pod_name: str) -> tuple[int, ...] | None:
-    """A comma list of distinct non-negative GPU indices (each token trimmed); "" -> None.
+    """A comma list of distinct GPU indices 0-1023 (each token trimmed); "" -> None.
 
     Error text follows TensorFusion (``... annotation is not valid for Pod <name>``) plus the value;
-    duplicates are denied (TensorFusion counts them twice).
+    duplicates are denied (TensorFusion counts them twice), and so are indices beyond
+    ``events.bounds.MAX_GPUS_PER_NODE`` and lists longer than that many entries.
     """
     raw = annotations.get(key)
     if raw is None or raw == "":
         return None
+    shown = raw if len(raw) <= 80 else raw[:80] + bounds.TRUNCATION_MARKER
     tokens = [token.strip() for token in raw.split(",")]
-    if not all(token.isdigit() for token in tokens):
-        raise PodSpecError(f"{key} annotation is not valid for Pod {pod_name}: {raw!r}", field=key, value=raw)
+    if len(tokens) > bounds.MAX_GPUS_PER_NODE:
+        raise PodSpecError(f"{key}: {len(tokens)} GPU indices, at most {bounds.MAX_GPUS_PER_NODE}", field=key,
+                           value=shown)
+    if not all(_INDEX.fullmatch(token) for token in tokens):
+        raise PodSpecError(f"{key} annotation is not valid for Pod {pod_name}: {shown!r}", field=key, value=shown)
     indices = tuple(int(token) for token in tokens)
+    if max(indices) >= bounds.MAX_GPUS_PER_NODE:
+        raise PodSpecError(f"{key}={shown!r}: GPU index {max(indices)} outside [0, {bounds.MAX_GPUS_PER_NODE - 1}]",
+                           field=key, value=shown)
     if len(set(indices)) != len(indices):
-        raise PodSpecError(f"{key}={raw!r}: GPU indices must be distinct", field=key, value=raw)
+        raise PodSpecError(f"{key}={shown!r}: GPU indices must be distinct", field=key, value=shown)
     return indices
 
 
 def parse_duration_s(raw: str) -> Decimal:
-    """Go ``time.ParseDuration`` for non-negative durations, in seconds; ValueError with Go's text."""
+    """A non-negative Go-style duration (``"30s"``, ``"1h30m"``, ``"0"``) in seconds, as Go
+    ``time.ParseDuration`` accepts it; raises ValueError with our own text."""
     if raw in ("0", ""):
         return Decimal(0)
     body = raw.lstrip("+")
-    if not _DURATION.fullmatch(body):
+    if len(body) > 64 or not _DURATION.fullmatch(body):
         if re.fullmatch(r"[\d.]+", body):
-            raise ValueError(f'time: missing unit in duration "{raw}"')
-        raise ValueError(f'time: invalid duration "{raw}"')
+            raise ValueError('a duration needs a unit (e.g. "30s", "5m", "1h")')
+        raise ValueError('not a duration (e.g. "30s", "5m", "1h30m")')
     return sum((Decimal(n) * _SECONDS[u] for n, u in _DURATION_PART.findall(body)), Decimal(0))

@@ -13,7 +13,7 @@ from typing import Any
 
 from services.podspec import keys
 from services.podspec.errors import PodSpecError
-from services.podspec.fields import go_parse_int, parse_duration_s
+from services.podspec.fields import parse_duration_s, parse_int32
 
 
 def _min_members(annotations: Mapping[str, str], profile_gang: Mapping[str, Any]) -> int:
@@ -22,7 +22,7 @@ def _min_members(annotations: Mapping[str, str], profile_gang: Mapping[str, Any]
         value = profile_gang.get("minMembers") or 0
         return int(value) if isinstance(value, int) else 0
     try:
-        value = go_parse_int(raw)
+        value = parse_int32(raw)
     except ValueError as exc:
         raise PodSpecError(
             f'invalid {keys.GANG_MIN_MEMBERS} value "{raw}": {exc}', field=keys.GANG_MIN_MEMBERS, value=raw

@@ -17,7 +17,7 @@ from events.values import ISOLATION_MODES
 from services.podspec import keys
 from services.podspec.context import ComposeContext, PoolDefaults
 from services.podspec.errors import PodSpecError
-from services.podspec.fields import go_parse_int, read_bool
+from services.podspec.fields import parse_int32, read_bool
 from services.podspec.pod import NativeGpus
 from services.podspec.profile import Profile
 
@@ -84,10 +84,10 @@ def _enabled_replicas(annotations: Mapping[str, str]) -> int | None:
     if raw is None:
         return None
     try:
-        return go_parse_int(raw)
+        return parse_int32(raw)
     except ValueError as exc:
         raise PodSpecError(
-            f"{keys.ENABLED_REPLICAS}={raw!r}: invalid enabledReplicas value: {raw}, err: {exc}",
+            f"{keys.ENABLED_REPLICAS}={raw!r}: invalid enabledReplicas value: {exc}",
             field=keys.ENABLED_REPLICAS,
             value=raw,
         ) from None

@@ -3,14 +3,15 @@
 Rules: TensorFusion ``ParseTensorFusionInfo`` (spec/admission.md §2.3, §2.5, §2.6). Precedence,
 highest first: dedicated-gpu > annotations > WorkloadProfile > quota defaults > request inherits
 limit. Deviations (denied, where TensorFusion drops one value silently): a pod whose annotations
-set both a TFLOPS and a compute-percent key; a request above its limit; a percent above 100.
+set both a TFLOPS and a compute-percent key; a request above its limit; a percent above 100; a
+TFLOPS or VRAM value above the per-GPU bounds of :mod:`events.bounds` (``vram-request: 8Ei``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
-from events import quantity
+from events import bounds, quantity
 from events.values import QuotaSpec, Resources
 from services.podspec import keys
 from services.podspec.errors import PodSpecError
@@ -43,10 +44,10 @@ def _check_units(annotations: Mapping[str, str]) -> None:
 
 
 def _apply_annotations(request: Side, limit: Side, annotations: Mapping[str, str], *, migrated: bool) -> None:
-    tl = read_quantity(annotations, key=keys.TFLOPS_LIMIT, scale=1000)
-    tr = read_quantity(annotations, key=keys.TFLOPS_REQUEST, scale=1000)
-    vl = read_quantity(annotations, key=keys.VRAM_LIMIT, scale=1)
-    vr = read_quantity(annotations, key=keys.VRAM_REQUEST, scale=1)
+    tl = read_quantity(annotations, key=keys.TFLOPS_LIMIT, scale=1000, most=bounds.MAX_MILLI_TFLOPS)
+    tr = read_quantity(annotations, key=keys.TFLOPS_REQUEST, scale=1000, most=bounds.MAX_MILLI_TFLOPS)
+    vl = read_quantity(annotations, key=keys.VRAM_LIMIT, scale=1, most=bounds.MAX_VRAM_BYTES)
+    vr = read_quantity(annotations, key=keys.VRAM_REQUEST, scale=1, most=bounds.MAX_VRAM_BYTES)
     pl = read_quantity(annotations, key=keys.PERCENT_LIMIT, scale=1000)
     pr = read_quantity(annotations, key=keys.PERCENT_REQUEST, scale=1000)
     if tl is not None:

@@ -10,7 +10,7 @@ import pytest
 
 from events import codec
 from events import decisions as ev
-from services.allocator.adapters import projection
+from services.allocator.adapters import allocation_table, projection
 from services.allocator.domain.state import ClusterState, digest
 from services.allocator.ports import (
     CorruptEventError,
@@ -165,7 +165,7 @@ async def test_read_models_equal_a_rebuild_whatever_the_batching(backend: Backen
     story = scenario.story()
     state = await _append_story(backend, epoch, [story[i:i + batch_size] for i in range(0, len(story), batch_size)])
     models = await backend.events.read_models()
-    assert models.allocations == projection.project_all(await _all(backend)).sorted_rows()
+    assert models.allocations == allocation_table.project_all(await _all(backend)).sorted_rows()
     assert models.gpus == projection.gpu_rows(state)
     assert models.quota_usage == projection.quota_rows(state)
     by_alloc = {(r["allocation_id"], r["status"]) for r in models.allocations}

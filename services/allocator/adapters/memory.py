@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import msgspec
 
 from events import codec
-from services.allocator.adapters import projection
+from services.allocator.adapters import allocation_table, projection
 from services.allocator.adapters.replay import decode_row, encode_for_log, fold
 from services.allocator.domain.state import ClusterState, decode_snapshot, encode_snapshot
 from services.allocator.ports import (
@@ -87,7 +87,7 @@ class InMemoryEventStore:
         self.snapshots: dict[int, bytes] = {}
         self.relay_positions: dict[str, int] = {}
         self.gpus: dict[str, projection.Row] = {}
-        self.allocations = projection.AllocationTable()
+        self.allocations = allocation_table.AllocationTable()
         self.quota_usage: dict[str, projection.Row] = {}
 
     async def append(self, batch: Sequence[DecidedIntent], *, lease: str, epoch: int,

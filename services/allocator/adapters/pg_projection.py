@@ -27,6 +27,7 @@ import asyncpg
 import msgspec
 
 from services.allocator.adapters import projection
+from services.allocator.adapters.projection import REASON_COLUMNS
 from services.allocator.adapters.tables import GPU_COLUMNS, QUOTA_COLUMNS
 from services.allocator.domain.state import ClusterState
 from services.allocator.ports import StoredEvent
@@ -38,12 +39,14 @@ _PATCH_TYPES = {
     "status": "text", "node": "text", "gpus": "text[]", "granted_at": "timestamptz", "released_at": "timestamptz",
     "release_reason": "text", "resized_at": "timestamptz", "from_queue": "boolean", "request_milli_tflops": "bigint",
     "request_vram_bytes": "bigint", "request_compute_milli_percent": "bigint", "limit_milli_tflops": "bigint",
-    "limit_vram_bytes": "bigint", "last_position": "bigint", "resize_delta": "int",
+    "limit_vram_bytes": "bigint", "last_position": "bigint", "resize_delta": "int", "restore_reason": "boolean",
 }
+_RESTORE = "CASE WHEN u.restore_reason THEN coalesce((SELECT e.data ->> '{c}' FROM events e WHERE e.position = a.id), "
 PATCH_ALLOCATIONS = (
     "UPDATE allocations a SET "
-    + ", ".join(f"{c} = coalesce(u.{c}, a.{c})" for c in _PATCH_TYPES if c != "resize_delta")
-    + ", resize_count = a.resize_count + coalesce(u.resize_delta, 0)"
+    + ", ".join(f"{c} = coalesce(u.{c}, a.{c})" for c in _PATCH_TYPES if c not in ("resize_delta", "restore_reason"))
+    + ", resize_count = a.resize_count + coalesce(u.resize_delta, 0), "
+    + ", ".join(f"{c} = {_RESTORE.format(c=c)}'') ELSE a.{c} END" for c in REASON_COLUMNS)
     + " FROM json_to_recordset($1::json) AS u(allocation_id text, "
     + ", ".join(f"{c} {t}" for c, t in _PATCH_TYPES.items()) + ")"
     + " CROSS JOIN LATERAL (SELECT o.id FROM allocations o WHERE o.allocation_id = u.allocation_id"
@@ -115,6 +118,30 @@ async def write(conn: asyncpg.Connection, prepared: Prepared) -> None:
     if prepared.namespaces:
         await conn.execute("DELETE FROM quota_usage WHERE namespace = any($1::text[])", prepared.namespaces)
         await _copy(conn, "quota_usage", QUOTA_COLUMNS, prepared.quota_rows)
+
+
+SET_REASONS = (
+    "UPDATE allocations a SET reason = u.reason, code = u.code, quota_dimension = u.quota_dimension"
+    " FROM json_to_recordset($1::json) AS u(allocation_id text, reason text, code text, quota_dimension text)"
+    " WHERE a.allocation_id = u.allocation_id AND a.status = 'queued'"
+)
+_REASON_FENCE = "SELECT epoch FROM leases WHERE name = $1"
+
+
+async def write_reasons(pool: asyncpg.Pool, reasons: dict[str, tuple[str, str, str]], *, lease: str,
+                        epoch: int) -> int:
+    """Set the current ``(reason, code, quota_dimension)`` of queued ``allocations`` rows, outside
+    the log. Takes the append lock first (the append's order, so the two never deadlock) and writes
+    nothing unless ``epoch`` still holds ``lease`` (a deposed leader cannot overwrite newer reasons).
+    Returns the rows updated (0 when fenced)."""
+    payload = _json([{"allocation_id": k, "reason": r, "code": c, "quota_dimension": d}
+                     for k, (r, c, d) in sorted(reasons.items())])
+    async with pool.acquire() as conn, conn.transaction():
+        await conn.execute("SET LOCAL lock_timeout = '5s'; LOCK TABLE events IN EXCLUSIVE MODE")
+        if await conn.fetchval(_REASON_FENCE, lease) != epoch:
+            return 0
+        status = await conn.execute(SET_REASONS, payload)
+    return int(status.split()[-1])
 
 
 async def _update_gpus(conn: asyncpg.Connection, payload: str, rows: list[projection.Row]) -> None:

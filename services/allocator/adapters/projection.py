@@ -11,7 +11,7 @@ whose allocation id comes back after a release starts a new life (a new row).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -37,6 +37,9 @@ from services.allocator.domain.state import ClusterState
 from services.allocator.ports import StoredEvent
 
 Row = dict[str, Any]
+REASON_COLUMNS = ("reason", "code", "quota_dimension")
+"""Columns of an ``allocations`` row that say why it waits: the CURRENT reason while it is queued
+(kept up to date by the allocator outside the log), the queueing or rejection reason otherwise."""
 
 
 class AllocationChanges(msgspec.Struct, kw_only=True):
@@ -127,6 +130,7 @@ class _Folder:
                        "granted_at": utc(event.at), "last_position": position}
         if event.from_queue and (row := self.target(event.spec.allocation_id)) is not None:
             row.update(fields, from_queue=True)
+            _leave_queue(row)
             return
         row = _life_row(event.spec, position=position, at=event.at, status="granted")
         row.update(fields)
@@ -138,6 +142,8 @@ class _Folder:
             return
         row.update(status="released", released_at=utc(event.at), release_reason=event.reason,
                    last_position=position)
+        if event.was_queued:
+            _leave_queue(row)
         if self.open_new.pop(event.allocation_id, None) is None:
             self.closed_old.add(event.allocation_id)
 
@@ -149,6 +155,12 @@ class _Folder:
                    last_position=position)
         key = "resize_delta" if "resize_delta" in row else "resize_count"
         row[key] += 1
+
+
+def _leave_queue(row: Row) -> None:
+    """A life leaves the queue: a patch restores the REASON_COLUMNS of its AllocationQueued event."""
+    if "resize_delta" in row:  # a patch of an older life (a row started in this batch is untouched)
+        row["restore_reason"] = True
 
 
 def allocation_changes(batch: Iterable[StoredEvent]) -> AllocationChanges:
@@ -242,42 +254,6 @@ def quota_rows(state: ClusterState, namespaces: Iterable[str] | None = None) -> 
             "quota_requests_vram_bytes": total.vram_bytes if total else None,
         })
     return rows
-
-
-class AllocationTable:
-    """The ``allocations`` rows held in memory (the twin's table and ``replay --verify``'s rebuild)."""
-
-    def __init__(self) -> None:
-        self.rows: dict[int, Row] = {}
-        self.open: dict[str, int] = {}
-
-    def apply(self, changes: AllocationChanges) -> None:
-        """Apply patches to open rows, then insert the new lives (the order PostgreSQL uses)."""
-        for allocation_id, patch in changes.patches.items():
-            row_id = self.open.get(allocation_id)
-            if row_id is None:
-                continue
-            row = self.rows[row_id]
-            delta = patch.get("resize_delta", 0)
-            row.update({k: v for k, v in patch.items() if k != "resize_delta"})
-            row["resize_count"] += delta
-            if row["status"] not in ("queued", "granted"):
-                del self.open[allocation_id]
-        for new in changes.inserts:
-            self.rows[new["id"]] = dict(new)
-            if new["status"] in ("queued", "granted"):
-                self.open[new["allocation_id"]] = new["id"]
-
-    def sorted_rows(self) -> list[Row]:
-        """Every row, by ``id``."""
-        return [self.rows[k] for k in sorted(self.rows)]
-
-
-def project_all(events: Sequence[StoredEvent]) -> AllocationTable:
-    """The ``allocations`` table that folding ``events`` from an empty table gives."""
-    table = AllocationTable()
-    table.apply(allocation_changes(events))
-    return table
 
 
 class ReadModels(msgspec.Struct, kw_only=True):

@@ -2,7 +2,9 @@
 
 Checks, in one pass over the log: (1) every event decodes (else CorruptEventError propagates),
 (2) the newest snapshot, replayed to the same position, has the rebuild's digest, (3) the read
-models (``gpus``, ``allocations``, ``quota_usage``) equal the rows the rebuild projects. The digest
+models (``gpus``, ``allocations``, ``quota_usage``) equal the rows the rebuild projects, a queued
+row with the reason :mod:`services.allocator.reasons` gives it in the rebuilt state (the allocator
+keeps those current outside the log; one ``decide`` per queued request). The digest
 reported is the rebuild's (``services.allocator.domain.state.digest``).
 """
 
@@ -13,7 +15,8 @@ from typing import Protocol
 
 import msgspec
 
-from services.allocator.adapters import projection
+from services.allocator import reasons
+from services.allocator.adapters import allocation_table, projection
 from services.allocator.adapters.replay import fold, no_cyclic_gc
 from services.allocator.domain.state import ClusterState, decode_snapshot, digest
 from services.allocator.ports import EventStore, StoredEvent
@@ -41,9 +44,9 @@ class VerifyReport(msgspec.Struct, kw_only=True):
     problems: list[str] = []
 
 
-async def rebuild(store: EventStore, *, until: int) -> tuple[ClusterState, projection.AllocationTable, int]:
+async def rebuild(store: EventStore, *, until: int) -> tuple[ClusterState, allocation_table.AllocationTable, int]:
     """Fold events 1..``until`` from an empty state; returns (state, allocations rebuild, event count)."""
-    table, counter = projection.AllocationTable(), [0]
+    table, counter = allocation_table.AllocationTable(), [0]
 
     async def chunked() -> AsyncIterator[StoredEvent]:
         chunk: list[StoredEvent] = []
@@ -72,6 +75,7 @@ async def _verify(store: VerifiableStore) -> VerifyReport:
     state, table, count = await rebuild(store, until=end)
     problems = await _snapshot_problems(store, state)
     models = await store.read_models()
+    table.set_reasons({k: r.row() for k, r in reasons.all_current(state).items()})
     expected = projection.ReadModels(gpus=projection.gpu_rows(state), allocations=table.sorted_rows(),
                                      quota_usage=projection.quota_rows(state))
     for name in ("gpus", "allocations", "quota_usage"):

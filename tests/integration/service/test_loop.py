@@ -160,13 +160,13 @@ async def test_http_api_serves_health_metrics_state_and_simulate(
         async with http.get(f"{base}/metrics") as r:
             text = await r.text()
         assert 'gpuledger_decisions_total{type="allocation_granted"} 1.0' in text
-        assert "gpuledger_lease_epoch 1.0" in text and "gpuledger_queue_depth" in text
+        assert "gpuledger_lease_epoch 1.0" in text and "gpuledger_intents_pending" in text
         async with http.get(f"{base}/api/v1/gpus") as r:
-            gpus = await r.json()
+            gpus = (await r.json())["items"]
         assert [g["name"] for g in gpus] == ["n1-gpu0", "n1-gpu1"]
         assert sorted(g["available"]["tflops"] for g in gpus) == ["100", "70"]
         async with http.get(f"{base}/api/v1/allocations?status=granted") as r:
-            (allocation,) = await r.json()
+            (allocation,) = (await r.json())["items"]
         assert allocation["allocation_id"] == "a" and allocation["request"]["tflops"] == "30"
         async with http.get(f"{base}/api/v1/allocations?status=bogus") as r:
             assert r.status == 400 and (await r.json())["field"] == "status"

@@ -17,17 +17,20 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from events import guard
 from services.admission.review import response_body, review
 from services.admission.view import ClusterView
 from services.podspec import PodSpecError, compose, keys
 from tests.unit.admission.builders import MOCK_POOL, a_pod, a_review
 
 QUANTITIES = st.sampled_from(["0", "1", "10", "0.5", "500m", "1k", "1Gi", "1024Mi", "1.5Gi", "16Gi", "100", "150",
-                              "-1", "ten", "", "1e3", "2Ki", "80", "12", " 5", "1K"])
+                              "-1", "ten", "", "1e3", "2Ki", "80", "12", " 5", "1K",
+                              "8Ei", "4Ti", "4097Gi", "1e999999999", "1e-999", "9" * 100, "10000000", "1e7", "1e31"])
 VALUES: dict[str, st.SearchStrategy[str]] = {
     **{k: QUANTITIES for k in keys.RESOURCE_KEYS},
-    keys.GPU_COUNT: st.sampled_from(["1", "2", "4", "0", "129", "abc", "", "-1", "3000000000"]),
-    keys.GPU_INDICES: st.sampled_from(["0", "0,2", "1, 3", "a,b", "0,", "-1", "0,0", ""]),
+    keys.GPU_COUNT: st.sampled_from(["1", "2", "4", "0", "129", "abc", "", "-1", "3000000000", "9" * 5000, "²"]),
+    keys.GPU_INDICES: st.sampled_from(["0", "0,2", "1, 3", "a,b", "0,", "-1", "0,0", "", "9" * 5000, "1023", "1024",
+                                       "²", "0," * 2000]),
     keys.QOS: st.sampled_from(["low", "medium", "high", "critical", "", "urgent"]),
     keys.ISOLATION: st.sampled_from(["shared", "soft", "hard", "partitioned", "strict"]),
     keys.IS_LOCAL_GPU: st.sampled_from(["true", "false", "True"]),
@@ -58,6 +61,7 @@ def test_compose_is_total_and_canonical_annotations_are_a_fixed_point(annotation
         assert exc.field and str(exc)
         return
     request, limit = spec.request, spec.limit
+    assert guard.check_message(spec) is spec
     assert 1 <= spec.gpu_count <= 128
     assert not (request.milli_tflops and request.compute_milli_percent)
     assert not (limit.milli_tflops and limit.compute_milli_percent)
@@ -70,7 +74,8 @@ def test_compose_is_total_and_canonical_annotations_are_a_fixed_point(annotation
         spec.request, spec.limit, spec.gpu_count, spec.qos, spec.isolation, spec.pool)
 
 
-JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8)
+                    | st.sampled_from(["9" * 5000, "8Ei", "1e999999999", "é" * 300]),
                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
                     max_leaves=12)
 FIELD_PATHS = [("request",), ("request", "object"), ("request", "object", "metadata"),
@@ -83,7 +88,8 @@ FIELD_PATHS = [("request",), ("request", "object"), ("request", "object", "metad
 @st.composite
 def reviews(draw: st.DrawFn) -> bytes:
     """A valid review of an admissible pod with one field replaced by arbitrary JSON, or raw junk."""
-    if draw(st.integers(0, 9)) == 0:
+    choice = draw(st.integers(0, 11))
+    if choice == 0:
         return draw(st.binary(max_size=40))
     body: dict[str, Any] = msgspec.json.decode(a_review(a_pod({"tflops-request": "1", "vram-limit": "1Gi"},
                                                               containers=[("main", {"nvidia.com/gpu": "1"})])))
@@ -92,14 +98,20 @@ def reviews(draw: st.DrawFn) -> bytes:
     for part in path[:-1]:
         target = target[part]
     target[path[-1]] = draw(JSON)
-    return msgspec.json.encode(body)
+    encoded = msgspec.json.encode(body)
+    if choice == 1:  # nesting far deeper than the decoder may recurse, or just past the limit
+        depth = draw(st.sampled_from([129, 5000, 100_000]))
+        return encoded[:-1] + b',"x":' + b"[" * depth + b"]" * depth + b"}"
+    if choice == 2:  # one Latin-1 byte inside a string, or a number beyond any range
+        return encoded.replace(b'"rev-1"', draw(st.sampled_from([b'"r\xe9v"', b"1e999999", b"9" * 5000])), 1)
+    return encoded
 
 
 @settings(max_examples=300, deadline=None)
 @given(body=reviews())
 def test_review_never_raises_and_always_answers_with_a_message(body: bytes) -> None:
     verdict = review(body, view=ClusterView(pool=MOCK_POOL))
-    assert verdict.message and verdict.code in (200, 400)
+    assert verdict.message and verdict.code in (200, 400) and len(verdict.message.encode()) <= 1024
     assert verdict.allowed or not verdict.patch
     response = msgspec.json.decode(response_body(verdict))["response"]
     assert response["allowed"] is verdict.allowed and response["status"]["message"] == verdict.message

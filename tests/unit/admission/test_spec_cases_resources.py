@@ -22,7 +22,7 @@ QUOTA = QuotaSpec(default_requests=Resources(milli_tflops=500, vram_bytes=GI),
                   default_limits=Resources(milli_tflops=1000, vram_bytes=2 * GI))
 TF = {"tflops-limit": "100", "vram-limit": "16Gi"}
 RES = {"tflops-request": "1"}
-STRCONV = 'strconv.ParseInt: parsing "{}": '
+NOT_INT = "not a whole number"
 
 CASES = [
     Case("C33", a_pod({"workload-profile": "p", "compute-percent-request": "50"}),
@@ -53,9 +53,11 @@ CASES = [
     for raw, msg in (("0", "invalid gpuCount value 0: must be in [1, 128]"),
                      ("129", "invalid gpuCount value 129: must be in [1, 128]"),
                      ("-2", "invalid gpuCount value -2: must be in [1, 128]"),
-                     ("abc", "invalid gpuCount value: " + STRCONV.format("abc") + "invalid syntax"),
-                     ("", "invalid gpuCount value: " + STRCONV.format("") + "invalid syntax"),
-                     ("3000000000", "invalid gpuCount value: " + STRCONV.format("3000000000") + "value out of range"))
+                     ("abc", "gpu-count='abc': invalid gpuCount value: " + NOT_INT),
+                     ("", "gpu-count='': invalid gpuCount value: " + NOT_INT),
+                     ("3000000000", "invalid gpuCount value: outside the 32-bit range"),
+                     ("9" * 5000, "invalid gpuCount value: outside the 32-bit range"),
+                     ("²", "invalid gpuCount value: " + NOT_INT))
 ] + [
     Case("C44", a_pod({"gpu-indices": "0,2", "gpu-count": "2", **RES}), expect={"count": 2, "indices": (0, 2)}),
     Case("C44-no-count", a_pod({"gpu-indices": " 0, 2", **RES}), expect={"count": 2, "indices": (0, 2)}),
@@ -87,7 +89,7 @@ CASES = [
     Case("C52", a_pod({"worker-pod-template": "spec: {}", **RES}),
          error="worker pod template is not supported in localGPU mode", error_field=keys.WORKER_POD_TEMPLATE),
     Case("C53", a_pod({"enabled-replicas": "abc", **RES}),
-         error="invalid enabledReplicas value: abc, err: " + STRCONV.format("abc") + "invalid syntax"),
+         error="enabled-replicas='abc': invalid enabledReplicas value: " + NOT_INT),
     Case("C54-all", a_pod({"autoscale": "true", **RES}),
          expect={"attrs": {keys.AUTOSCALE: "true", keys.AUTOSCALE_TARGET: "all"}}),
     Case("C54-vram", a_pod({"autoscale": "true", "autoscale-target": "vram", **RES}),

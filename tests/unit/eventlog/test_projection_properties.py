@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from events import decisions as ev
 from events.values import Resources
-from services.allocator.adapters import projection
+from services.allocator.adapters import allocation_table
 from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
 from services.allocator.adapters.replay import SnapshotPolicy
 from services.allocator.domain.state import ClusterState
@@ -83,7 +83,7 @@ def test_read_models_equal_a_rebuild_however_the_log_was_batched(actions: list[t
     one_batch = asyncio.run(_append(events, []))
     models = asyncio.run(store.read_models())
     assert models == asyncio.run(one_batch.read_models())
-    rebuilt = projection.project_all(asyncio.run(_all(store)))
+    rebuilt = allocation_table.project_all(asyncio.run(_all(store)))
     assert models.allocations == rebuilt.sorted_rows()
     open_ids = [r["allocation_id"] for r in models.allocations if r["status"] in ("queued", "granted")]
     assert len(open_ids) == len(set(open_ids))

@@ -1,0 +1,168 @@
+"""JSON documents of the API's resources: pools, nodes, GPUs, allocations, queue entries, quotas.
+
+Pure functions of the projection (and of :mod:`services.allocator.reasons` for explanations).
+Quantities are canonical Kubernetes strings as in :mod:`services.allocator.views` (``"10"``,
+``"500m"``, ``"4Gi"``); times ISO-8601 UTC.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import msgspec
+
+from events.quantity import format_bytes, format_milli
+from events.values import QOS_LEVELS, QuotaAmount, Resources
+from services.allocator import reasons, views
+from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState
+from services.allocator.domain.state import ClusterState
+
+
+def _sum(values: list[Resources]) -> Resources:
+    return Resources(milli_tflops=sum(v.milli_tflops for v in values), vram_bytes=sum(v.vram_bytes for v in values))
+
+
+def pool_names(state: ClusterState) -> list[str]:
+    """Every pool with a node, a configuration or an allocation, sorted."""
+    names = {gpu.pool for gpu in state.gpus.values()} | set(state.pool_nodes) | set(state.pools)
+    names |= {a.spec.pool for a in state.allocations.values()}
+    return sorted(names)
+
+
+def pool_doc(state: ClusterState, pool: str) -> dict[str, Any]:
+    """One pool: config (strategy and weights), capacity/allocated/available, GPUs by phase,
+    nodes, allocations by status, queued by QoS."""
+    gpus = [g for g in state.gpus.values() if g.pool == pool]
+    capacity = _sum([g.capacity for g in gpus])
+    allocated = Resources(milli_tflops=sum(g.used_milli_tflops for g in gpus),
+                          vram_bytes=sum(g.used_vram_bytes for g in gpus))
+    lives = [a for a in state.allocations.values() if a.spec.pool == pool]
+    queued_by_qos = Counter(a.spec.qos for a in lives if a.status == QUEUED)
+    return {
+        "name": pool,
+        "configured": pool in state.pools,
+        "config": msgspec.to_builtins(state.pool_config(pool)) | {"placement": state.pool_config(pool).placement},
+        "nodes": len(state.pool_nodes.get(pool, ())),
+        "gpus": len(gpus),
+        "gpus_by_phase": dict(sorted(Counter(g.phase for g in gpus).items())),
+        "capacity": views.resources_view(capacity),
+        "allocated": views.resources_view(allocated),
+        "available": views.resources_view(_sum([g.available for g in gpus])),
+        "allocations": {GRANTED: sum(a.status == GRANTED for a in lives), QUEUED: sum(queued_by_qos.values())},
+        "queued_by_qos": {qos: queued_by_qos.get(qos, 0) for qos in QOS_LEVELS},
+    }
+
+
+def node_doc(state: ClusterState, node: NodeState) -> dict[str, Any]:
+    """One node in a list: pool, phase, schedulable, GPU count, capacity/available, allocation count."""
+    gpus = [state.gpus[g] for g in node.gpus if g in state.gpus]
+    return {
+        "name": node.name, "pool": node.pool, "phase": node.phase, "schedulable": node.schedulable,
+        "gpus": len(gpus), "capacity": views.resources_view(_sum([g.capacity for g in gpus])),
+        "available": views.resources_view(_sum([g.available for g in gpus])),
+        "allocations": len({a for g in gpus for a in g.charges}),
+        "last_heartbeat": node.last_seen.isoformat() if node.last_seen else None,
+        "heartbeat_ttl_s": node.heartbeat_ttl_s, "source": node.source,
+    }
+
+
+def node_detail(state: ClusterState, node: NodeState) -> dict[str, Any]:
+    """A node with its labels, every GPU (views.gpu_view) and its allocations (views shape)."""
+    gpus: list[GpuState] = [state.gpus[g] for g in sorted(node.gpus) if g in state.gpus]
+    ids = sorted({a for g in gpus for a in g.charges})
+    return {**node_doc(state, node), "labels": dict(node.labels),
+            "gpu_list": [views.gpu_view(g) for g in gpus],
+            "allocation_list": [allocation_doc(state.allocations[i]) for i in ids if i in state.allocations]}
+
+
+def allocation_doc(allocation: AllocationState) -> dict[str, Any]:
+    """One live allocation: the composed request, status, node, GPUs, reason, times."""
+    view = views.spec_view(allocation.spec)
+    view.update(status=allocation.status, node=allocation.node, gpus=list(allocation.gpus),
+                reason=allocation.reason, code=allocation.code,
+                requested_at=allocation.requested_at.isoformat(),
+                granted_at=allocation.granted_at.isoformat() if allocation.granted_at else None)
+    return view
+
+
+def reason_doc(reason: reasons.Reason) -> dict[str, Any]:
+    """A current reason: code, text, quota dimension, filter counts, where it would fit."""
+    return {"code": reason.code, "reason": reason.reason, "quota_dimension": reason.quota_dimension,
+            "filters": [{"name": f.name, "removed": f.removed} for f in reason.filters],
+            "node": reason.node, "gpus": list(reason.gpus)}
+
+
+def _need(state: ClusterState, allocation: AllocationState, reason: reasons.Reason) -> str:
+    """What would have to free up for ``allocation`` to be granted (one sentence)."""
+    spec = allocation.spec
+    if reason.code == "quota":
+        return (f"namespace {spec.namespace}'s quota ({reason.quota_dimension or 'total'}) must allow it: "
+                "release or shrink allocations of the namespace, or raise its quota")
+    if reason.code == "capacity":
+        per_gpu = views.resources_view(spec.request)
+        return (f"{spec.gpu_count} GPU(s) in pool {spec.pool} passing every filter with {per_gpu['tflops']} "
+                f"TFLOPS and {per_gpu['vram']} VRAM free each")
+    if reason.code == "fits":
+        return "nothing: it fits now and is granted at the next queue drain"
+    return "it cannot be granted as requested; change the request or the pool"
+
+
+def explanation(state: ClusterState, allocation: AllocationState,
+                reason: reasons.Reason | None) -> dict[str, Any]:
+    """The live explanation: for a queued allocation its current reason (with filters, quota
+    dimension, what would have to free up), for a granted one where and how it was placed."""
+    if allocation.status == QUEUED and reason is not None:
+        return {**reason_doc(reason), "queued_reason": allocation.reason,
+                "would_need": _need(state, allocation, reason)}
+    config = state.pool_config(allocation.spec.pool)
+    return {"code": "granted", "node": allocation.node, "gpus": list(allocation.gpus),
+            "charges": [views.resources_view(c) for c in allocation.charges],
+            "strategy": config.placement,
+            "reason": (f"granted on {allocation.node} ({', '.join(allocation.gpus)}) by the "
+                       f"{config.placement} strategy of pool {allocation.spec.pool}"),
+            "filters": [{"name": f.name, "removed": f.removed} for f in reasons.filters_now(state, allocation.spec)]}
+
+
+def queue_entry(allocation: AllocationState, rank: int, reason: reasons.Reason) -> dict[str, Any]:
+    """A waiting request: its place in grant order (0 first), the request and its current reason."""
+    return {**allocation_doc(allocation), "rank": rank, "queued_reason": allocation.reason,
+            "current": reason_doc(reason), "reason": reason.reason, "code": reason.code}
+
+
+def _amount(amount: QuotaAmount | None) -> dict[str, str | None] | None:
+    if amount is None:
+        return None
+    return {"tflops": None if amount.milli_tflops is None else format_milli(amount.milli_tflops),
+            "vram": None if amount.vram_bytes is None else format_bytes(amount.vram_bytes)}
+
+
+def quota_doc(state: ClusterState, namespace: str) -> dict[str, Any]:
+    """A namespace's quota (``null`` when none) and its usage (requests, limits, workers)."""
+    quota = state.quotas.get(namespace)
+    usage = state.usage.get(namespace)
+    spec = None
+    if quota is not None:
+        spec = {"total_requests": _amount(quota.total_requests), "total_limits": _amount(quota.total_limits),
+                "max_requests": _amount(quota.max_requests), "max_limits": _amount(quota.max_limits),
+                "max_workers": quota.max_workers, "max_gpu_count": quota.max_gpu_count,
+                "alert_threshold_percent": quota.alert_threshold_percent}
+    used = {"requests": views.resources_view(Resources(milli_tflops=usage.requests_milli_tflops,
+                                                       vram_bytes=usage.requests_vram_bytes)) if usage else None,
+            "limits": views.resources_view(Resources(milli_tflops=usage.limits_milli_tflops,
+                                                     vram_bytes=usage.limits_vram_bytes)) if usage else None,
+            "workers": usage.workers if usage else 0}
+    return {"namespace": namespace, "quota": spec, "usage": used}
+
+
+def summary(state: ClusterState) -> dict[str, Any]:
+    """The small ``/api/v1/status``: position, per-pool totals, node/GPU counts by phase, allocations."""
+    statuses = Counter(a.status for a in state.allocations.values())
+    return {
+        "position": state.position,
+        "pools": [{key: doc[key] for key in ("name", "nodes", "gpus", "capacity", "available", "allocations")}
+                  for doc in (pool_doc(state, p) for p in pool_names(state))],
+        "nodes_by_phase": dict(sorted(Counter(n.phase for n in state.nodes.values()).items())),
+        "gpus_by_phase": dict(sorted(Counter(g.phase for g in state.gpus.values()).items())),
+        "allocations": {GRANTED: statuses.get(GRANTED, 0), QUEUED: statuses.get(QUEUED, 0)},
+    }

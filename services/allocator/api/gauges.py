@@ -1,0 +1,79 @@
+"""Per-pool gauges read from the projection at scrape time (a prometheus-client custom collector).
+
+Names (Prometheus conventions: base units, ``pool`` label): ``gpuledger_pool_capacity_tflops``,
+``gpuledger_pool_allocated_tflops``, ``gpuledger_pool_available_tflops`` (TFLOPS, floats),
+``gpuledger_pool_capacity_vram_bytes``, ``gpuledger_pool_allocated_vram_bytes``,
+``gpuledger_pool_available_vram_bytes``, ``gpuledger_pool_gpus{pool,phase}``,
+``gpuledger_pool_nodes{pool,phase}``, ``gpuledger_pool_allocations{pool,status}`` (granted,
+queued) and ``gpuledger_pool_queued{pool,qos}``. Cost per scrape: one pass over GPUs, nodes and
+live allocations.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterator
+
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from events.values import QOS_LEVELS
+from services.allocator.domain.model import GRANTED, QUEUED
+from services.allocator.domain.state import ClusterState
+
+_RESOURCES = (
+    ("capacity_tflops", "TFLOPS of the pool's GPUs"), ("allocated_tflops", "TFLOPS charged to live allocations"),
+    ("available_tflops", "TFLOPS free (capacity minus charges, per GPU floored at 0)"),
+    ("capacity_vram_bytes", "VRAM of the pool's GPUs"), ("allocated_vram_bytes", "VRAM charged to live allocations"),
+    ("available_vram_bytes", "VRAM free (per GPU floored at 0)"),
+)
+
+
+class PoolCollector(Collector):
+    """Yields the per-pool gauges of the projection ``state()`` returns (read at each scrape)."""
+
+    def __init__(self, state: Callable[[], ClusterState]) -> None:
+        self._state = state
+
+    def describe(self) -> list[GaugeMetricFamily]:
+        """No description up front: families are read at scrape time."""
+        return []
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        """The gauge families of the projection now."""
+        state = self._state()
+        families = {name: GaugeMetricFamily(f"gpuledger_pool_{name}", text, labels=["pool"])
+                    for name, text in _RESOURCES}
+        totals: dict[str, dict[str, float]] = {}
+        for gpu in state.gpus.values():
+            t = totals.setdefault(gpu.pool, dict.fromkeys(families, 0.0))
+            cap = gpu.capacity
+            t["capacity_tflops"] += cap.milli_tflops / 1000
+            t["allocated_tflops"] += gpu.used_milli_tflops / 1000
+            t["available_tflops"] += gpu.available_milli_tflops / 1000
+            t["capacity_vram_bytes"] += cap.vram_bytes
+            t["allocated_vram_bytes"] += gpu.used_vram_bytes
+            t["available_vram_bytes"] += gpu.available_vram_bytes
+        for pool in sorted(totals):
+            for name, family in families.items():
+                family.add_metric([pool], totals[pool][name])
+        yield from families.values()
+        yield _counted("gpuledger_pool_gpus", "GPUs by phase", ["pool", "phase"],
+                       Counter((g.pool, g.phase) for g in state.gpus.values()))
+        yield _counted("gpuledger_pool_nodes", "Nodes by phase", ["pool", "phase"],
+                       Counter((n.pool, n.phase) for n in state.nodes.values()))
+        lives = list(state.allocations.values())
+        pools = {a.spec.pool for a in lives} | set(totals)
+        statuses = Counter((a.spec.pool, a.status) for a in lives)
+        yield _counted("gpuledger_pool_allocations", "Live allocations by status", ["pool", "status"],
+                       Counter({(p, s): statuses.get((p, s), 0) for p in pools for s in (GRANTED, QUEUED)}))
+        queued = Counter((a.spec.pool, a.spec.qos) for a in lives if a.status == QUEUED)
+        yield _counted("gpuledger_pool_queued", "Queued requests by QoS", ["pool", "qos"],
+                       Counter({(p, q): queued.get((p, q), 0) for p in pools for q in QOS_LEVELS}))
+
+
+def _counted(name: str, text: str, labels: list[str], counts: Counter[tuple[str, str]]) -> GaugeMetricFamily:
+    family = GaugeMetricFamily(name, text, labels=labels)
+    for key in sorted(counts):
+        family.add_metric(list(key), counts[key])
+    return family

@@ -1,0 +1,131 @@
+"""Keeps the current reason of every queued request in the read model (``allocations.reason``).
+
+The allocator calls :meth:`ReasonKeeper.note` with each committed batch (its commit listeners);
+the keeper marks the pools and namespaces whose queued requests that batch may re-explain
+(:func:`services.allocator.reasons.dirty_scope`) and, in its own task on the leader, recomputes
+those reasons and writes the ones that changed to the read model, outside the log (no event per
+change, so a waiting request does not flood the log). The first round of each leadership, and
+after the projection is reloaded, recomputes and writes every queued request. Cost per round:
+one ``decide`` per queued request in the touched pools/namespaces, computed in chunks of
+:data:`CHUNK` that yield to the event loop; one UPDATE for the changed rows.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+
+import structlog
+
+from services.allocator import reasons
+from services.allocator.adapters import pg_projection
+from services.allocator.adapters.memory import InMemoryEventStore
+from services.allocator.adapters.postgres import PostgresEventStore
+from services.allocator.ports import StoredEvent
+from services.allocator.service import Allocator
+from services.shared import lifecycle
+
+log = structlog.get_logger(__name__)
+
+CHUNK = 64
+"""Reasons computed between two yields to the event loop."""
+
+ReasonRows = dict[str, tuple[str, str, str]]
+Sink = Callable[[ReasonRows, int], Awaitable[int]]
+
+
+def sink_for(allocator: Allocator) -> Sink:
+    """Where the reasons of ``allocator``'s store go: PostgreSQL rows, the twin's table, or nowhere."""
+    store, lease = allocator.store, allocator.settings.lease_name
+    if isinstance(store, PostgresEventStore):
+        pool = store.pool
+
+        async def to_postgres(rows: ReasonRows, epoch: int) -> int:
+            return await pg_projection.write_reasons(pool, rows, lease=lease, epoch=epoch)
+        return to_postgres
+    if isinstance(store, InMemoryEventStore):
+        table = store.allocations
+
+        async def to_table(rows: ReasonRows, epoch: int) -> int:
+            return table.set_reasons(rows)
+        return to_table
+
+    async def nowhere(rows: ReasonRows, epoch: int) -> int:
+        return 0
+    return nowhere
+
+
+class ReasonKeeper:
+    """Current reasons of queued requests: ``cache`` (allocation id -> Reason) as of ``position``
+    (what the API serves when it matches the projection), written to the read model by ``run``."""
+
+    def __init__(self, allocator: Allocator, sink: Sink | None = None) -> None:
+        self._allocator = allocator
+        self._sink = sink or sink_for(allocator)
+        self._scope = reasons.Scope(everything=True)
+        self._wake = asyncio.Event()
+        self._written: ReasonRows = {}
+        self._session: tuple[int, int] | None = None
+        self.cache: dict[str, reasons.Reason] = {}
+        self.position = -1
+
+    def note(self, stored: Sequence[StoredEvent]) -> None:
+        """Commit listener: mark what ``stored`` may have re-explained and wake the task."""
+        self._scope.merge(reasons.dirty_scope(s.event for s in stored))
+        self._wake.set()
+
+    def lookup(self, allocation_id: str) -> reasons.Reason | None:
+        """The cached current reason when the cache is as new as the projection, else None."""
+        if self.position != self._allocator.state.position or self._scope.everything:
+            return None
+        if self._scope.pools or self._scope.namespaces:
+            return None
+        return self.cache.get(allocation_id)
+
+    async def run(self, stop: asyncio.Event, *, idle_s: float = 1.0) -> None:
+        """Refresh after each commit (or every ``idle_s``) until ``stop``; errors are logged and retried."""
+        while not stop.is_set():
+            await lifecycle.wait_event(self._wake, idle_s)
+            self._wake.clear()
+            try:
+                await self.refresh()
+            except Exception as exc:  # the read model is behind until the next round
+                log.warning("writing current reasons failed; will retry", error=repr(exc))
+                self._scope.everything = True
+
+    async def refresh(self) -> int:
+        """One round (leader only): recompute the dirty reasons, write those that changed; returns
+        how many rows were written."""
+        allocator = self._allocator
+        if not allocator.keeper.is_leader or not allocator.loaded.is_set():
+            self._session = None
+            return 0
+        session = (id(allocator.state), allocator.keeper.epoch)
+        if session != self._session:  # new leadership or reloaded projection: the rows may be anything
+            self._session, self._written = session, {}
+            self._scope, self.cache = reasons.Scope(everything=True), {}
+        scope, self._scope = self._scope, reasons.Scope(pools=set(), namespaces=set())
+        position = allocator.state.position
+        fresh = await self._compute(scope)
+        live = {a.spec.allocation_id for a in reasons.queued(allocator.state)}
+        self.cache = {k: v for k, v in {**self.cache, **fresh}.items() if k in live}
+        self._written = {k: v for k, v in self._written.items() if k in live}
+        changed = {k: r.row() for k, r in fresh.items() if self._written.get(k) != r.row()}
+        self.position = position
+        if not changed:
+            return 0
+        written = await self._sink(changed, session[1])
+        self._written.update(changed)
+        return written
+
+    async def _compute(self, scope: reasons.Scope) -> dict[str, reasons.Reason]:
+        out: dict[str, reasons.Reason] = {}
+        targets = [a.spec for a in reasons.queued(self._allocator.state) if scope.covers(a.spec)]
+        for start in range(0, len(targets), CHUNK):
+            state = self._allocator.state
+            for spec in targets[start:start + CHUNK]:
+                live = state.allocations.get(spec.allocation_id)
+                if live is not None and live.status == "queued":
+                    out[spec.allocation_id] = reasons.current(state, spec)
+            await asyncio.sleep(0)
+        return out

@@ -1,0 +1,151 @@
+"""The OpenAPI 3.1 document of the allocator API, served at ``GET /openapi.json``.
+
+Hand-written from the handlers' contracts (paths, parameters, bodies, statuses); a test checks it
+with openapi-spec-validator, checks that it lists exactly the routes of ``services.allocator.http``,
+and drives schemathesis with it. Quantities are Kubernetes strings (``"20"`` TFLOPS, ``"4Gi"``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+_ERROR = {"$ref": "#/components/schemas/Error"}
+_PAGE = {"$ref": "#/components/schemas/Page"}
+_ANY = {"type": "object", "additionalProperties": True}
+_AMOUNT = {"type": ["object", "null"], "additionalProperties": False,
+           "properties": {"tflops": {"type": ["string", "null"]}, "vram": {"type": ["string", "null"]}}}
+_RESOURCES = {"type": "object", "additionalProperties": False,
+              "properties": {"tflops": {"type": "string"}, "vram": {"type": "string"}}}
+_SCHEMAS: dict[str, Any] = {
+    "Error": {"type": "object", "required": ["error", "field"],
+              "properties": {"error": {"type": "string"}, "field": {"type": "string"}}},
+    "Page": {"type": "object", "required": ["items", "continue"],
+             "properties": {"items": {"type": "array", "items": _ANY}, "continue": {"type": ["string", "null"]}}},
+    "Decision": {"type": "object", "required": ["type"], "additionalProperties": True,
+                 "properties": {"type": {"type": "string"}, "allocation_id": {"type": "string"},
+                                "reason": {"type": "string"}, "position": {"type": ["integer", "null"]},
+                                "intent_id": {"type": "string"}}},
+    "Pending": {"type": "object", "required": ["intent_id", "status"],
+                "properties": {"intent_id": {"type": "string"}, "status": {"const": "pending"}}},
+    "Pod": {"type": "object", "additionalProperties": True, "description": "A Pod manifest (JSON or YAML)"},
+    "Resize": {"type": "object", "additionalProperties": False, "required": ["request"],
+               "properties": {"request": _RESOURCES, "limit": _RESOURCES}},
+    "Quota": {"type": "object", "additionalProperties": False, "properties": {
+        **{k: _AMOUNT for k in ("total_requests", "total_limits", "max_requests", "max_limits")},
+        "max_workers": {"type": ["integer", "null"], "minimum": 0},
+        "max_gpu_count": {"type": ["integer", "null"], "minimum": 0},
+        "alert_threshold_percent": {"type": ["integer", "null"], "minimum": 0, "maximum": 100},
+        "default_requests": _RESOURCES, "default_limits": _RESOURCES}},
+    "PoolConfig": {"type": "object", "additionalProperties": False, "properties": {
+        "placement": {"type": "string"}, "vram_weight": {"type": "number"}, "tflops_weight": {"type": "number"},
+        "max_workers_per_node": {"type": "integer", "minimum": 0}}},
+}
+
+
+def _query(name: str, description: str, enum: tuple[str, ...] = ()) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    if enum:
+        schema["enum"] = list(enum)
+    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
+
+
+def _path(name: str) -> dict[str, Any]:
+    return {"name": name, "in": "path", "required": True, "schema": {"type": "string"},
+            "description": "Percent-encoded (an allocation id such as team-a/pod-1 is team-a%2Fpod-1)"}
+
+
+_PAGING = [
+    {"name": "limit", "in": "query", "required": False, "description": "Page size (1..1000, default 100)",
+     "schema": {"type": "integer", "minimum": 1, "maximum": 1000}},
+    _query("continue", "Token of the previous page"),
+]
+_WAIT = {"name": "wait", "in": "query", "required": False, "description": "Seconds to wait for the decision",
+         "schema": {"type": "number", "minimum": 0, "maximum": 60}}
+
+
+def _json(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"content": {"application/json": {"schema": schema}}}
+
+
+def _op(summary: str, ok: dict[str, Any], *, params: list[dict[str, Any]] | None = None,
+        body: str = "", extra: tuple[int, ...] = ()) -> dict[str, Any]:
+    responses: dict[str, Any] = {"200": {"description": "OK", **_json(ok)},
+                                 "400": {"description": "Bad input", **_json(_ERROR)},
+                                 "401": {"description": "Bearer token missing or wrong", **_json(_ERROR)}}
+    for status in extra:
+        responses[str(status)] = {"description": {202: "Published, not decided yet", 404: "Not found",
+                                                  413: "Body too large", 415: "Charset not supported",
+                                                  503: "NATS unavailable"}[status],
+                                  **_json({"$ref": "#/components/schemas/Pending"} if status == 202 else _ERROR)}
+    op: dict[str, Any] = {"summary": summary, "parameters": params or [], "responses": responses}
+    if body:
+        ref = {"$ref": f"#/components/schemas/{body}"}
+        content = {"application/json": {"schema": ref}}
+        if body == "Pod":
+            content["application/yaml"] = {"schema": {"type": "string"}}
+        op["requestBody"] = {"required": True, "content": content}
+    return op
+
+
+_DECISION = {"$ref": "#/components/schemas/Decision"}
+_WRITE = (202, 413, 415, 503)
+
+
+def document() -> dict[str, Any]:
+    """The whole OpenAPI document (a fresh dict)."""
+    q = _query
+    paths: dict[str, Any] = {
+        "/api/v1/pools": {"get": _op("Pools: config, capacity, allocated, available, queued by QoS", _PAGE,
+                                     params=_PAGING)},
+        "/api/v1/pools/{pool}": {"put": _op("Configure a pool", _DECISION, params=[_path("pool"), _WAIT],
+                                            body="PoolConfig", extra=_WRITE)},
+        "/api/v1/nodes": {"get": _op("Nodes", _PAGE, params=[q("pool", "Pool"), q("phase", "Phase"), *_PAGING])},
+        "/api/v1/nodes/{name}": {"get": _op("A node with its GPUs and allocations", _ANY, params=[_path("name")],
+                                            extra=(404,))},
+        "/api/v1/gpus": {"get": _op("GPUs", _PAGE, params=[q("pool", "Pool"), q("node", "Node"), q("phase", "Phase"),
+                                                          *_PAGING])},
+        "/api/v1/allocations": {
+            "get": _op("Live allocations (queued ones with their current reason)", _PAGE, params=[
+                q("namespace", "Namespace"), q("pod", "Pod"), q("status", "Status", ("granted", "queued")),
+                q("node", "Node"), q("pool", "Pool"), *_PAGING]),
+            "post": _op("Request an allocation for a Pod (idempotent per namespace/pod)", _DECISION, params=[
+                q("force", "Submit a pod without the tensor-fusion.ai/enabled label", ("true", "false")), _WAIT],
+                body="Pod", extra=_WRITE)},
+        "/api/v1/allocations/{id}": {
+            "get": _op("An allocation and its live explanation", _ANY, params=[_path("id")], extra=(404,)),
+            "delete": _op("Release an allocation", _DECISION, params=[_path("id"), _WAIT], extra=_WRITE)},
+        "/api/v1/allocations/{id}/resize": {"post": _op("Resize a granted allocation", _DECISION,
+                                                        params=[_path("id"), _WAIT], body="Resize", extra=_WRITE)},
+        "/api/v1/queue": {"get": _op("Waiting requests in grant order with their current reason", _PAGE, params=[
+            q("pool", "Pool"), q("namespace", "Namespace"), q("qos", "QoS", ("critical", "high", "medium", "low")),
+            *_PAGING])},
+        "/api/v1/quotas": {"get": _op("Quotas and usage per namespace", _PAGE, params=[q("namespace", "Namespace"),
+                                                                                     *_PAGING])},
+        "/api/v1/quotas/{namespace}": {
+            "put": _op("Set a namespace's quota", _DECISION, params=[_path("namespace"), _WAIT], body="Quota",
+                       extra=_WRITE),
+            "delete": _op("Remove a namespace's quota", _DECISION, params=[_path("namespace"), _WAIT], extra=_WRITE)},
+        "/api/v1/status": {"get": _op("Summary: pools, nodes and GPUs by phase, allocation counts", _ANY)},
+        "/api/v1/simulate": {"post": _op("What would be decided for a Pod now (nothing written)", _ANY, body="Pod",
+                                         extra=(413, 415))},
+    }
+    for path, text in (("/healthz", "Liveness"), ("/readyz", "Readiness (503 until loaded)"),
+                       ("/metrics", "Prometheus metrics"), ("/openapi.json", "This document")):
+        paths[path] = {"get": {"summary": text, "security": [], "responses": {"200": {"description": "OK"}}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "gpuledger allocator API", "version": "1",
+                 "description": "Reads of the allocator's projection and writes published as intents. "
+                                "Errors are {\"error\", \"field\"}. See docs/operations.md."},
+        "paths": paths,
+        "components": {"schemas": _SCHEMAS,
+                       "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"bearer": []}, {}],
+    }
+
+
+async def serve(request: web.Request) -> web.Response:
+    """GET /openapi.json."""
+    return web.json_response(document())

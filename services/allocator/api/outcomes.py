@@ -1,0 +1,88 @@
+"""Publishing an intent and waiting for its decision, on the allocator's own NATS connection.
+
+One core subscription to ``gpuledger.event.>`` (made before the first publish) hands each
+relayed event to the waiter of the intent id in its ``Gpuledger-Intent-Id`` header; the first
+event of an intent is its decision (an intent's own events precede the queue grants it causes).
+Works on a standby too: every replica sees the relayed stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+import structlog
+from nats.aio.client import Client as NATS
+from nats.aio.msg import Msg
+
+from events import codec, decisions, intents, subjects
+from services.allocator import views
+from services.allocator.adapters.relay import INTENT_HEADER, POSITION_HEADER
+from services.shared import messaging
+
+log = structlog.get_logger(__name__)
+
+
+def decision_view(event: decisions.AnyEvent, position: int | None) -> dict[str, Any]:
+    """The ``submit --json`` shape (views.outcome_view) with ``allocation_id`` filled for release
+    and resize events, plus the whole event under ``event``."""
+    view = views.outcome_view(event, position=position)
+    payload = codec.to_builtins(event)
+    for name in ("allocation_id", "namespace", "pod", "pool", "node"):
+        if not view.get(name) and isinstance(payload.get(name), str):
+            view[name] = payload[name]
+    if isinstance(event, decisions.ResizeRejected | decisions.AllocationReleased):
+        view["reason"] = event.reason
+    return {**view, "event": payload}
+
+
+class OutcomeWaiter:
+    """Waiters by intent id, fed by one subscription on ``nc`` (started by :meth:`start`)."""
+
+    def __init__(self, nc: NATS) -> None:
+        self._nc = nc
+        self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._sub: Any = None
+        self._lock = asyncio.Lock()
+
+    async def start(self) -> None:
+        """Subscribe (once)."""
+        async with self._lock:
+            if self._sub is None:
+                self._sub = await self._nc.subscribe(f"{subjects.EVENT_SUBJECT_PREFIX}.>", cb=self._on_event)
+
+    async def close(self) -> None:
+        """Unsubscribe; pending waiters time out."""
+        sub, self._sub = self._sub, None
+        if sub is not None:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+
+    async def _on_event(self, msg: Msg) -> None:
+        headers = msg.headers or {}
+        future = self._waiting.get(headers.get(INTENT_HEADER, ""))
+        if future is None or future.done():
+            return
+        try:
+            event = codec.decode_event(msg.data)
+            position = int(headers.get(POSITION_HEADER, "0"))
+        except Exception as exc:  # not ours to judge: the relay wrote it; keep waiting
+            log.warning("undecodable relayed event", error=repr(exc))
+            return
+        future.set_result(decision_view(event, position))
+
+    async def submit(self, intent: intents.AnyIntent, *, timeout_s: float) -> dict[str, Any] | None:
+        """Publish ``intent`` and return its decision's view, or None when it is not decided
+        within ``timeout_s`` (it stays published: the allocator decides it later)."""
+        await self.start()
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[intent.intent_id] = future
+        try:
+            await messaging.publish_intent(self._nc.jetstream(), intent)
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), timeout_s)
+            except TimeoutError:
+                return None
+        finally:
+            self._waiting.pop(intent.intent_id, None)

@@ -1,0 +1,136 @@
+"""Read handlers: pools, nodes, GPUs, allocations (with their live explanation), queue, quotas,
+status and simulate. Everything reads the in-memory projection; nothing is written.
+
+Lists take their filters plus ``limit``/``continue`` (:mod:`services.allocator.api.paging`); a
+single resource that does not exist is 404 ``{"error", "field"}``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from events.values import QOS_LEVELS
+from services.allocator import reasons, simulation, views
+from services.allocator.api import documents, guard, paging
+from services.allocator.api.context import allocator_of, reason_of
+from services.allocator.domain.model import AllocationState
+from services.allocator.domain.queue import qos_rank
+
+_STATUSES = ("granted", "queued")
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    return web.json_response(body, status=status)
+
+
+async def pools(request: web.Request) -> web.Response:
+    """GET /api/v1/pools: every pool (documents.pool_doc), by name."""
+    params = paging.query(request, allowed=())
+    state = allocator_of(request).state
+    return _json(paging.page(documents.pool_names(state), key=lambda p: (p,), params=params,
+                             render=lambda p: documents.pool_doc(state, p)))
+
+
+async def nodes(request: web.Request) -> web.Response:
+    """GET /api/v1/nodes?pool=&phase=: nodes (documents.node_doc), by name."""
+    params = paging.query(request, allowed=("pool", "phase"))
+    state = allocator_of(request).state
+    chosen = [n for n in state.nodes.values()
+              if params.get("pool", n.pool) == n.pool and params.get("phase", n.phase) == n.phase]
+    return _json(paging.page(chosen, key=lambda n: (n.name,), params=params,
+                             render=lambda n: documents.node_doc(state, n)))
+
+
+async def node(request: web.Request) -> web.Response:
+    """GET /api/v1/nodes/{name}: the node with its GPUs, allocations, phase and last heartbeat."""
+    paging.query(request, allowed=())
+    state = allocator_of(request).state
+    found = state.nodes.get(request.match_info["name"])
+    if found is None:
+        raise guard.ApiError(404, f"node {request.match_info['name']!r} not found", field="name")
+    return _json(documents.node_detail(state, found))
+
+
+async def gpus(request: web.Request) -> web.Response:
+    """GET /api/v1/gpus?pool=&node=&phase=: GPUs (views.gpu_view), by name."""
+    params = paging.query(request, allowed=("pool", "node", "phase"))
+    state = allocator_of(request).state
+    chosen = [g for g in state.gpus.values() if all(params.get(f, getattr(g, f)) == getattr(g, f)
+                                                    for f in ("pool", "node", "phase"))]
+    return _json(paging.page(chosen, key=lambda g: (g.name,), params=params, render=views.gpu_view))
+
+
+def _allocation_matches(allocation: AllocationState, params: dict[str, str]) -> bool:
+    spec = allocation.spec
+    fields = {"namespace": spec.namespace, "pod": spec.pod, "status": allocation.status,
+              "node": allocation.node, "pool": spec.pool}
+    return all(params.get(name, value) == value for name, value in fields.items())
+
+
+async def allocations(request: web.Request) -> web.Response:
+    """GET /api/v1/allocations?namespace=&pod=&status=&node=&pool=: live allocations by id; a
+    queued one shows its current reason."""
+    params = paging.query(request, allowed=("namespace", "pod", "status", "node", "pool"),
+                          choices={"status": _STATUSES})
+    state = allocator_of(request).state
+    chosen = [a for a in state.allocations.values() if _allocation_matches(a, params)]
+
+    def render(allocation: AllocationState) -> dict[str, Any]:
+        doc = documents.allocation_doc(allocation)
+        if allocation.status == "queued":
+            current = reason_of(request, allocation)
+            doc.update(queued_reason=allocation.reason, reason=current.reason, code=current.code)
+        return doc
+    return _json(paging.page(chosen, key=lambda a: (a.spec.allocation_id,), params=params, render=render))
+
+
+async def allocation(request: web.Request) -> web.Response:
+    """GET /api/v1/allocations/{id}: the allocation and its live explanation."""
+    paging.query(request, allowed=())
+    state = allocator_of(request).state
+    found = state.allocations.get(request.match_info["id"])
+    if found is None:
+        raise guard.ApiError(404, f"allocation {request.match_info['id']!r} is not live", field="id")
+    current = reasons.current(state, found.spec) if found.status == "queued" else None
+    doc = documents.allocation_doc(found)
+    if current is not None:
+        doc.update(queued_reason=found.reason, reason=current.reason, code=current.code)
+    return _json({**doc, "explanation": documents.explanation(state, found, current)})
+
+
+async def queue(request: web.Request) -> web.Response:
+    """GET /api/v1/queue?pool=&namespace=&qos=: waiting requests in grant order with their current reason."""
+    params = paging.query(request, allowed=("pool", "namespace", "qos"), choices={"qos": QOS_LEVELS})
+    state = allocator_of(request).state
+    waiting = [(rank, a) for rank, a in enumerate(reasons.queued(state))
+               if params.get("pool", a.spec.pool) == a.spec.pool
+               and params.get("namespace", a.spec.namespace) == a.spec.namespace
+               and params.get("qos", a.spec.qos) == a.spec.qos]
+    return _json(paging.page(
+        waiting, key=lambda item: (qos_rank(item[1].spec.qos), item[1].queue_seq), params=params,
+        render=lambda item: documents.queue_entry(item[1], item[0], reason_of(request, item[1]))))
+
+
+async def quotas(request: web.Request) -> web.Response:
+    """GET /api/v1/quotas?namespace=: namespaces with a quota or usage, by name."""
+    params = paging.query(request, allowed=("namespace",))
+    state = allocator_of(request).state
+    names = [n for n in set(state.quotas) | set(state.usage) if params.get("namespace", n) == n]
+    return _json(paging.page(names, key=lambda n: (n,), params=params,
+                             render=lambda n: documents.quota_doc(state, n)))
+
+
+async def status(request: web.Request) -> web.Response:
+    """GET /api/v1/status: the small summary (documents.summary)."""
+    paging.query(request, allowed=())
+    return _json(documents.summary(allocator_of(request).state))
+
+
+async def simulate(request: web.Request) -> web.Response:
+    """POST /api/v1/simulate: what would be decided for the posted Pod now (nothing is written);
+    400 ``{"error", "field"}`` for a body that is not a Pod or has invalid annotations."""
+    paging.query(request, allowed=())
+    spec = guard.compose_pod(await guard.read_object(request))
+    return _json(simulation.simulate_spec(allocator_of(request).state, spec))

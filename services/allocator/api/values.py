@@ -1,0 +1,119 @@
+"""Checked values of write bodies and path segments: names, quantities, quotas, pool settings.
+
+Quantities are Kubernetes strings (``"20"`` TFLOPS, ``"4Gi"`` VRAM) or plain non-negative
+numbers, bounded by :data:`MAX_QUANTITY` once scaled (milli-TFLOPS, bytes) so nothing that
+reaches the log overflows a BIGINT column. Every refusal is ApiError(400) naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from decimal import Decimal
+from typing import Any
+
+from events.quantity import QuantityError, parse
+from events.values import PoolConfig, QuotaAmount, QuotaSpec, Resources
+from services.allocator.api.guard import ApiError
+
+MAX_QUANTITY = 1 << 62
+"""Largest milli-TFLOPS or byte count accepted (a BIGINT column holds 2^63 - 1)."""
+MAX_ID_CHARS = 253
+MAX_COUNT = 1 << 31
+"""Largest worker or GPU count in a quota (an INTEGER column)."""
+
+
+def name(text: str, *, field: str, limit: int) -> str:
+    """A non-empty printable name of at most ``limit`` characters."""
+    if not text or len(text) > limit or not text.isprintable():
+        raise ApiError(400, f"{field} must be 1 to {limit} printable characters", field=field)
+    return text
+
+
+def only(body: dict[str, Any], allowed: Iterable[str], *, field: str) -> None:
+    """Refuse keys of ``body`` outside ``allowed``."""
+    extra = sorted(str(k) for k in body if k not in set(allowed))
+    if extra:
+        raise ApiError(400, f"unknown field {extra[0][:64]!r} in {field}; expected {', '.join(allowed)}",
+                       field=f"{field}.{extra[0][:64]}")
+
+
+def quantity(raw: Any, *, field: str, scale: int) -> int:
+    """A non-negative quantity times ``scale`` (1000: milli, 1: bytes), rounded up, <= MAX_QUANTITY."""
+    if isinstance(raw, bool) or not isinstance(raw, str | int | float):
+        raise ApiError(400, f"{field} must be a quantity string such as \"20\" or \"4Gi\"", field=field)
+    try:
+        value = parse(str(raw)) if not isinstance(raw, float) or math.isfinite(raw) else Decimal("NaN")
+    except (QuantityError, ArithmeticError) as exc:  # ArithmeticError: an exponent past Decimal's range
+        raise ApiError(400, f"{field}: invalid quantity {str(raw)[:64]!r}", field=field) from exc
+    if not value.is_finite() or value < 0 or value.adjusted() > 20:
+        raise ApiError(400, f"{field} must be a finite non-negative quantity, got {str(raw)[:64]!r}", field=field)
+    scaled = int((value * scale).to_integral_value(rounding="ROUND_CEILING"))
+    if scaled > MAX_QUANTITY:
+        raise ApiError(400, f"{field} {str(raw)[:64]!r} is above the bound {MAX_QUANTITY} once scaled", field=field)
+    return scaled
+
+
+def resources(raw: Any, *, field: str) -> Resources:
+    """``{"tflops", "vram"}`` (both optional, 0 when absent) as Resources (milli-TFLOPS, bytes)."""
+    if not isinstance(raw, dict):
+        raise ApiError(400, f"{field} must be an object {{\"tflops\", \"vram\"}}", field=field)
+    only(raw, ("tflops", "vram"), field=field)
+    return Resources(milli_tflops=quantity(raw.get("tflops", 0), field=f"{field}.tflops", scale=1000),
+                     vram_bytes=quantity(raw.get("vram", 0), field=f"{field}.vram", scale=1))
+
+
+def _amount(raw: Any, *, field: str) -> QuotaAmount | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ApiError(400, f"{field} must be an object {{\"tflops\", \"vram\"}} or null", field=field)
+    only(raw, ("tflops", "vram"), field=field)
+    tflops, vram = raw.get("tflops"), raw.get("vram")
+    return QuotaAmount(milli_tflops=None if tflops is None else quantity(tflops, field=f"{field}.tflops", scale=1000),
+                       vram_bytes=None if vram is None else quantity(vram, field=f"{field}.vram", scale=1))
+
+
+def _count(raw: Any, *, field: str, low: int = 0, high: int = MAX_COUNT) -> int | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
+        raise ApiError(400, f"{field} must be an integer from {low} to {high}", field=field)
+    return raw
+
+
+_QUOTA_AMOUNTS = ("total_requests", "total_limits", "max_requests", "max_limits")
+_QUOTA_FIELDS = (*_QUOTA_AMOUNTS, "max_workers", "max_gpu_count", "alert_threshold_percent",
+                 "default_requests", "default_limits")
+
+
+def quota(body: dict[str, Any]) -> QuotaSpec:
+    """A QuotaSpec from the ``quota`` shape of GET /api/v1/quotas (amounts ``{"tflops", "vram"}``)."""
+    only(body, _QUOTA_FIELDS, field="body")
+    amount = {k: _amount(body.get(k), field=k) for k in _QUOTA_AMOUNTS}
+    default = {k: resources(body[k], field=k) if body.get(k) is not None else None
+               for k in ("default_requests", "default_limits")}
+    alert = _count(body.get("alert_threshold_percent"), field="alert_threshold_percent", high=100)
+    return QuotaSpec(total_requests=amount["total_requests"], total_limits=amount["total_limits"],
+                     max_requests=amount["max_requests"], max_limits=amount["max_limits"],
+                     default_requests=default["default_requests"], default_limits=default["default_limits"],
+                     max_workers=_count(body.get("max_workers"), field="max_workers"),
+                     max_gpu_count=_count(body.get("max_gpu_count"), field="max_gpu_count"),
+                     alert_threshold_percent=95 if alert is None else alert)
+
+
+def pool_config(body: dict[str, Any]) -> PoolConfig:
+    """A PoolConfig; weights finite in [0, 1000], ``placement`` a string (the allocator checks the name)."""
+    only(body, ("placement", "vram_weight", "tflops_weight", "max_workers_per_node"), field="body")
+    defaults = PoolConfig()
+    placement = body.get("placement", defaults.placement)
+    if not isinstance(placement, str) or not 0 < len(placement) <= 63:
+        raise ApiError(400, "placement must be a strategy name", field="placement")
+    weights = {}
+    for key in ("vram_weight", "tflops_weight"):
+        raw = body.get(key, getattr(defaults, key))
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw <= 1000:
+            raise ApiError(400, f"{key} must be a number from 0 to 1000", field=key)
+        weights[key] = float(raw)
+    workers = _count(body.get("max_workers_per_node", 0), field="max_workers_per_node")
+    return PoolConfig(placement=placement, max_workers_per_node=workers or 0, **weights)

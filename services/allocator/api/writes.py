@@ -1,0 +1,133 @@
+"""Write handlers: each publishes ONE intent on the allocator's NATS connection and answers with
+its decision (:mod:`services.allocator.api.outcomes`), or 202 ``{"intent_id", "status":
+"pending"}`` when it is not decided within ``?wait=`` seconds (default 10, at most 60).
+
+A decision is 200 with the ``submit --json`` shape (``type`` says granted, queued, rejected,
+released, ...); an ``intent_rejected`` decision is 400 with its ``field``. NATS unreachable: 503.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from aiohttp import web
+
+from events import intents
+from services import podspec
+from services.allocator.api import documents, guard, paging, values
+from services.allocator.api.context import allocator_of, waiter_of
+from services.allocator.domain.model import AllocationState
+
+DEFAULT_WAIT_S = 10.0
+MAX_WAIT_S = 60.0
+
+
+def _wait_of(params: dict[str, str]) -> float:
+    text = params.get("wait", str(DEFAULT_WAIT_S))
+    try:
+        wait = float(text)
+    except ValueError:
+        wait = -1.0
+    if not 0 <= wait <= MAX_WAIT_S:
+        raise guard.ApiError(400, f"wait must be seconds from 0 to {MAX_WAIT_S:g}, got {text!r}", field="wait")
+    return wait
+
+
+async def _decide(request: web.Request, intent: intents.AnyIntent, wait_s: float) -> web.Response:
+    try:
+        view = await waiter_of(request).submit(intent, timeout_s=wait_s)
+    except Exception as exc:  # NATS down or refusing: not the client's fault, and nothing was published
+        raise guard.ApiError(503, f"could not publish the intent: {exc!r}", field="") from exc
+    if view is None:
+        return web.json_response({"intent_id": intent.intent_id, "status": "pending"}, status=202)
+    status = 400 if view["type"] == "intent_rejected" else 200
+    return web.json_response({**view, "intent_id": intent.intent_id}, status=status)
+
+
+def _intent_id(kind: str) -> str:
+    return f"api-{kind}-{uuid.uuid4()}"
+
+
+def _live_pod(allocations: dict[str, AllocationState], namespace: str, pod: str) -> AllocationState | None:
+    return next((a for a in allocations.values() if a.spec.namespace == namespace and a.spec.pod == pod), None)
+
+
+def _pod_of(document: dict[str, Any], *, force: bool) -> dict[str, Any]:
+    """The Pod of a manifest, refused as the webhook would: only kind Pod, labelled
+    ``tensor-fusion.ai/enabled: "true"`` (unless ``force``); namespace defaults to ``default``."""
+    kind = document.get("kind", "Pod")
+    if kind != "Pod":
+        raise guard.ApiError(400, f"kind={str(kind)[:64]!r}: only a Pod can be submitted", field="kind")
+    meta = document.get("metadata")
+    if not isinstance(meta, dict):
+        raise guard.ApiError(400, "metadata: a Pod object needs metadata", field="metadata")
+    labels = meta.get("labels")
+    if not force and not (isinstance(labels, dict) and labels.get(podspec.keys.ENABLED) == "true"):
+        raise guard.ApiError(400, f"the pod is not labelled {podspec.keys.ENABLED}: \"true\"; the webhook would "
+                             "not allocate for it (add ?force=true to submit anyway)", field="metadata.labels")
+    return {**document, "metadata": {**meta, "namespace": meta.get("namespace") or "default"}}
+
+
+async def submit(request: web.Request) -> web.Response:
+    """POST /api/v1/allocations?force=&wait=: request an allocation for a Pod manifest (JSON or
+    YAML). Idempotent per namespace/pod: a live allocation of that pod is answered with 200."""
+    params = paging.query(request, allowed=("force", "wait"), choices={"force": ("true", "false")})
+    wait = _wait_of(params)
+    pod = _pod_of(await guard.read_object(request), force=params.get("force") == "true")
+    spec = guard.compose_pod(pod)
+    state = allocator_of(request).state
+    live = _live_pod(state.allocations, spec.namespace, spec.pod)
+    if live is not None:
+        return web.json_response({**documents.allocation_doc(live), "type": "existing"})
+    return await _decide(request, intents.RequestAllocation(intent_id=_intent_id("request"), spec=spec), wait)
+
+
+async def release(request: web.Request) -> web.Response:
+    """DELETE /api/v1/allocations/{id}?wait=: release a granted allocation or withdraw a queued one."""
+    params = paging.query(request, allowed=("wait",))
+    allocation_id = values.name(request.match_info["id"], field="id", limit=values.MAX_ID_CHARS)
+    intent = intents.ReleaseAllocation(intent_id=_intent_id("release"), allocation_id=allocation_id,
+                                       reason="released through the HTTP API")
+    return await _decide(request, intent, _wait_of(params))
+
+
+async def resize(request: web.Request) -> web.Response:
+    """POST /api/v1/allocations/{id}/resize?wait=: body ``{"request": {"tflops", "vram"},
+    "limit": {...}}`` (per GPU; ``limit`` defaults to ``request``)."""
+    params = paging.query(request, allowed=("wait",))
+    allocation_id = values.name(request.match_info["id"], field="id", limit=values.MAX_ID_CHARS)
+    body = await guard.read_object(request)
+    values.only(body, ("request", "limit"), field="body")
+    asked = values.resources(body.get("request"), field="request")
+    limit = values.resources(body["limit"], field="limit") if body.get("limit") is not None else asked
+    intent = intents.ResizeAllocation(intent_id=_intent_id("resize"), allocation_id=allocation_id,
+                                      request=asked, limit=limit)
+    return await _decide(request, intent, _wait_of(params))
+
+
+async def set_quota(request: web.Request) -> web.Response:
+    """PUT /api/v1/quotas/{namespace}?wait=: body in the ``quota`` shape of GET /api/v1/quotas."""
+    params = paging.query(request, allowed=("wait",))
+    namespace = values.name(request.match_info["namespace"], field="namespace", limit=63)
+    spec = values.quota(await guard.read_object(request))
+    return await _decide(request, intents.SetQuota(intent_id=_intent_id("quota"), namespace=namespace, spec=spec),
+                         _wait_of(params))
+
+
+async def remove_quota(request: web.Request) -> web.Response:
+    """DELETE /api/v1/quotas/{namespace}?wait=: remove the namespace's quota."""
+    params = paging.query(request, allowed=("wait",))
+    namespace = values.name(request.match_info["namespace"], field="namespace", limit=63)
+    return await _decide(request, intents.RemoveQuota(intent_id=_intent_id("unquota"), namespace=namespace),
+                         _wait_of(params))
+
+
+async def configure_pool(request: web.Request) -> web.Response:
+    """PUT /api/v1/pools/{pool}?wait=: body a PoolConfig (``placement``, ``vram_weight``,
+    ``tflops_weight``, ``max_workers_per_node``)."""
+    params = paging.query(request, allowed=("wait",))
+    pool = values.name(request.match_info["pool"], field="pool", limit=253)
+    config = values.pool_config(await guard.read_object(request))
+    return await _decide(request, intents.ConfigurePool(intent_id=_intent_id("pool"), pool=pool, config=config),
+                         _wait_of(params))

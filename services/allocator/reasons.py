@@ -1,0 +1,131 @@
+"""The current reason of a queued request: why it waits NOW, not when it was queued.
+
+The only module of the API, the read-model reason keeper and ``replay --verify`` that calls the
+domain to explain a request, so a change in the domain's public functions is adapted here once.
+A queued request's reason is computed by deciding its spec again against the projection under a
+probe allocation id (``decide`` never mutates the state): the outcome the domain would give it now
+(queued: the filter counts or the quota dimension; granted: it fits now and is granted at the
+next queue drain; rejected: it can never fit any more). Deterministic: the same state gives the
+same reason (no clock is read by the filters), so ``replay --verify`` recomputes exactly what the
+allocator wrote. :func:`dirty_scope` says which queued requests a committed batch may re-explain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime
+
+import msgspec
+
+from events import decisions as ev
+from events import intents
+from events.values import AllocationSpec, FilterCount
+from services.allocator import domain
+from services.allocator.domain.model import QUEUED, AllocationState
+from services.allocator.domain.state import ClusterState
+
+PROBE_ID = "~current-reason~"
+"""Allocation id the spec is re-decided under (``~`` is in no Kubernetes name or UID)."""
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+class Reason(msgspec.Struct, frozen=True, kw_only=True):
+    """Why a request waits now. ``code``: ``capacity`` | ``quota`` (still queued), ``fits`` (it
+    would be granted now: the next queue drain takes it), ``unschedulable``/``invalid``/... (the
+    domain would reject it now); ``reason`` the text; ``quota_dimension`` the quota check that
+    blocks (``""`` otherwise); ``filters``: GPUs each filter removes in its pool now; ``node``/
+    ``gpus``: where it would go when ``code`` is ``fits``."""
+
+    code: str
+    reason: str
+    quota_dimension: str = ""
+    filters: tuple[FilterCount, ...] = ()
+    node: str = ""
+    gpus: tuple[str, ...] = ()
+
+    def row(self) -> tuple[str, str, str]:
+        """The read-model columns ``(reason, code, quota_dimension)``."""
+        return self.reason, self.code, self.quota_dimension
+
+
+def current(state: ClusterState, spec: AllocationSpec) -> Reason:
+    """The reason ``spec`` (a queued request) would get if it arrived now. Pure; cost: one
+    ``decide`` (a filter pass over the spec's pool, O(nodes of the pool))."""
+    probe = msgspec.structs.replace(spec, allocation_id=PROBE_ID)
+    events = domain.decide(state, intents.RequestAllocation(intent_id=PROBE_ID, spec=probe), _EPOCH)
+    for event in events:
+        if isinstance(event, ev.AllocationQueued):
+            return Reason(code=event.code, reason=event.reason, quota_dimension=event.quota_dimension,
+                          filters=event.filters)
+        if isinstance(event, ev.AllocationGranted):
+            where = f"{event.node} ({', '.join(event.gpus)})"
+            return Reason(code="fits", reason=f"fits now on {where}; granted at the next queue drain",
+                          node=event.node, gpus=tuple(event.gpus))
+        if isinstance(event, ev.AllocationRejected):
+            return Reason(code=event.code, reason=event.reason, quota_dimension=event.quota_dimension,
+                          filters=event.filters)
+    text = next((e.reason for e in events if isinstance(e, ev.IntentRejected)), "not decidable")
+    return Reason(code="invalid", reason=text)
+
+
+def filters_now(state: ClusterState, spec: AllocationSpec) -> tuple[FilterCount, ...]:
+    """GPUs of ``spec``'s pool each filter removes for it now (TensorFusion FilterDetail)."""
+    return tuple(domain.explain(state, spec))
+
+
+def queued(state: ClusterState) -> list[AllocationState]:
+    """The queued allocations in grant order (QoS class, then arrival)."""
+    out = []
+    for allocation_id in state.queue:
+        allocation = state.allocations.get(allocation_id)
+        if allocation is not None and allocation.status == QUEUED:
+            out.append(allocation)
+    return out
+
+
+def all_current(state: ClusterState) -> dict[str, Reason]:
+    """Current reason of every queued allocation (cost: one ``decide`` per queued request)."""
+    return {a.spec.allocation_id: current(state, a.spec) for a in queued(state)}
+
+
+class Scope(msgspec.Struct, kw_only=True):
+    """Which queued requests a batch may re-explain: those in ``pools`` or ``namespaces``, or all."""
+
+    everything: bool = False
+    pools: set[str] = set()
+    namespaces: set[str] = set()
+
+    def covers(self, spec: AllocationSpec) -> bool:
+        """True when ``spec``'s reason may have changed."""
+        return self.everything or spec.pool in self.pools or spec.namespace in self.namespaces
+
+    def merge(self, other: Scope) -> None:
+        """Add ``other`` to this scope."""
+        self.everything = self.everything or other.everything
+        self.pools |= other.pools
+        self.namespaces |= other.namespaces
+
+
+_NEUTRAL = (ev.NodeHeartbeat, ev.HeartbeatsChecked, ev.IntentRejected, ev.ResizeRejected)
+
+
+def dirty_scope(events: Iterable[ev.AnyEvent]) -> Scope:
+    """Where reasons may have changed after ``events``: an allocation event touches its pool's
+    capacity and its namespace's quota usage; a quota event its namespace; node, GPU and pool
+    events (rare) everything; heartbeats and refused intents nothing."""
+    scope = Scope(pools=set(), namespaces=set())
+    for event in events:
+        if isinstance(event, ev.AllocationQueued | ev.AllocationRejected):
+            continue  # changes no capacity or usage; a new queued row is written with its fresh reason
+        if isinstance(event, ev.AllocationGranted):
+            scope.pools.add(event.spec.pool)
+            scope.namespaces.add(event.spec.namespace)
+        elif isinstance(event, ev.AllocationReleased | ev.AllocationResized):
+            scope.pools.add(event.pool)
+            scope.namespaces.add(event.namespace)
+        elif isinstance(event, ev.QuotaSet | ev.QuotaRemoved):
+            scope.namespaces.add(event.namespace)
+        elif not isinstance(event, _NEUTRAL):
+            scope.everything = True
+    return scope

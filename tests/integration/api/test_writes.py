@@ -1,0 +1,111 @@
+"""The write endpoints end to end: each publishes one intent and answers with its decision."""
+
+from __future__ import annotations
+
+import asyncio
+from urllib.parse import quote
+
+import pytest
+import yaml
+
+from tests.integration.service.factory import register_node
+
+from .conftest import Api, pod
+
+pytestmark = pytest.mark.integration
+
+
+async def test_submit_is_decided_and_idempotent_per_pod(api: Api) -> None:
+    await api.publish(register_node("n1", gpus=1))
+    status, first = await api.send("POST", "/api/v1/allocations", pod("p1", tflops="30"))
+    assert status == 200 and first["type"] == "allocation_granted", first
+    assert first["node"] == "n1" and first["position"] and first["allocation_id"] == "team-a/p1"
+    status, again = await api.send("POST", "/api/v1/allocations", pod("p1", tflops="30"))
+    assert status == 200 and again["type"] == "existing" and again["allocation_id"] == first["allocation_id"]
+    granted = (await api.get("/api/v1/allocations", pod="p1"))[1]["items"]
+    assert len(granted) == 1  # one pod, one allocation
+    status, as_yaml = await api.send("POST", "/api/v1/allocations", data=yaml.safe_dump(pod("p2", tflops="80")),
+                                     headers={"Content-Type": "application/yaml"})
+    assert status == 200 and as_yaml["type"] == "allocation_queued" and "0/1 GPUs fit" in as_yaml["reason"]
+
+
+async def test_submit_refuses_what_the_webhook_would_not_allocate(api: Api) -> None:
+    await api.publish(register_node("n1", gpus=1))
+    status, body = await api.send("POST", "/api/v1/allocations", pod("d", kind="Deployment"))
+    assert status == 400 and body["field"] == "kind"
+    status, body = await api.send("POST", "/api/v1/allocations", pod("u", labelled=False))
+    assert status == 400 and body["field"] == "metadata.labels"
+    status, body = await api.send("POST", "/api/v1/allocations", pod("u", labelled=False), force="true")
+    assert status == 200 and body["type"] == "allocation_granted"
+    status, body = await api.send("POST", "/api/v1/allocations", pod("x", tflops="two"))
+    assert status == 400 and body["field"] == "tensor-fusion.ai/tflops-request"
+    assert "strconv" not in body["error"]
+
+
+async def test_release_frees_and_a_second_release_is_refused(api: Api) -> None:
+    await api.publish(register_node("n1", gpus=1))
+    _, granted = await api.send("POST", "/api/v1/allocations", pod("p1", tflops="60"))
+    _, queued = await api.send("POST", "/api/v1/allocations", pod("p2", tflops="60"))
+    assert queued["type"] == "allocation_queued"
+    status, released = await api.send("DELETE", f"/api/v1/allocations/{quote(granted['allocation_id'], safe='')}")
+    assert status == 200 and released["type"] == "allocation_released"
+    assert released["allocation_id"] == "team-a/p1"
+    _, after = await api.get(f"/api/v1/allocations/{quote(queued['allocation_id'], safe='')}")
+    assert after["status"] == "granted"  # the release let the queued one in
+    status, again = await api.send("DELETE", f"/api/v1/allocations/{quote(granted['allocation_id'], safe='')}")
+    assert status == 400 and again["type"] == "intent_rejected" and again["field"] == "allocation_id"
+
+
+async def test_resize_changes_the_request_and_bad_quantities_are_400(api: Api) -> None:
+    await api.publish(register_node("n1", gpus=1))
+    _, granted = await api.send("POST", "/api/v1/allocations", pod("p1", tflops="20"))
+    path = f"/api/v1/allocations/{quote(granted['allocation_id'], safe='')}/resize"
+    status, resized = await api.send("POST", path, {"request": {"tflops": "40", "vram": "2Gi"}})
+    assert status == 200 and resized["type"] == "allocation_resized", resized
+    _, gpus = await api.get("/api/v1/gpus")
+    assert gpus["items"][0]["available"]["tflops"] == "60"
+    status, too_big = await api.send("POST", path, {"request": {"tflops": "400", "vram": "2Gi"}})
+    assert status == 200 and too_big["type"] == "resize_rejected" and too_big["reason"]
+    for body, field in (({"request": {"tflops": "1e999999999"}}, "request.tflops"),
+                        ({"request": {"tflops": "-1"}}, "request.tflops"), ({"request": "x"}, "request"),
+                        ({"request": {"tflops": "1", "gpus": 2}}, "request.gpus"), ({"extra": 1}, "body.extra")):
+        status, body_out = await api.send("POST", path, body)
+        assert status == 400 and body_out["field"] == field, (body, body_out)
+
+
+async def test_quota_set_list_remove_and_pool_configure(api: Api) -> None:
+    await api.publish(register_node("n1", gpus=1))
+    quota = {"total_requests": {"tflops": "50", "vram": "10Gi"}, "max_workers": 3}
+    status, done = await api.send("PUT", "/api/v1/quotas/team-a", quota)
+    assert status == 200 and done["type"] == "quota_set"
+    _, listed = await api.get("/api/v1/quotas", namespace="team-a")
+    (item,) = listed["items"]
+    assert item["quota"]["total_requests"] == {"tflops": "50", "vram": "10Gi"} and item["quota"]["max_workers"] == 3
+    _, refused = await api.send("POST", "/api/v1/allocations", pod("big", tflops="60"))
+    assert refused["type"] in ("allocation_rejected", "allocation_queued") and "quota" in refused["reason"]
+    status, removed = await api.send("DELETE", "/api/v1/quotas/team-a")
+    assert status == 200 and removed["type"] == "quota_removed"
+    assert (await api.get("/api/v1/quotas", namespace="team-a"))[1]["items"] == [] or \
+        (await api.get("/api/v1/quotas", namespace="team-a"))[1]["items"][0]["quota"] is None
+    status, configured = await api.send("PUT", "/api/v1/pools/default", {"placement": "low-load-first"})
+    assert status == 200 and configured["type"] == "pool_configured", configured
+    _, pools = await api.get("/api/v1/pools")
+    assert pools["items"][0]["config"]["placement"] == "low-load-first" and pools["items"][0]["configured"]
+    status, bad = await api.send("PUT", "/api/v1/pools/default", {"placement": "fastest"})
+    assert status == 400 and bad["type"] == "intent_rejected" and bad["field"] == "config.placement"
+    status, bad = await api.send("PUT", "/api/v1/pools/default", {"vram_weight": 1e308})
+    assert status == 400 and bad["field"] == "vram_weight"
+
+
+async def test_wait_zero_answers_202_and_the_intent_is_still_decided(api: Api) -> None:
+    await api.publish(register_node("n1", gpus=1))
+    status, pending = await api.send("POST", "/api/v1/allocations", pod("later"), wait="0")
+    assert status == 202 and pending["status"] == "pending" and pending["intent_id"].startswith("api-")
+    for _ in range(200):
+        if (await api.get("/api/v1/allocations", pod="later"))[1]["items"]:
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the pending intent was never decided")
+    status, body = await api.send("POST", "/api/v1/allocations", pod("x"), wait="61")
+    assert status == 400 and body["field"] == "wait"
