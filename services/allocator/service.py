@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
@@ -30,12 +29,11 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from events import intents
-from services.allocator import batch, failures
+from services.allocator import batch, failures, liveness
 from services.allocator.adapters.consumer import IntentConsumer, to_delivery
 from services.allocator.adapters.leader import Clock, LeaseKeeper, utc_now
 from services.allocator.adapters.relay import EventRelay
 from services.allocator.adapters.replay import SnapshotPolicy
-from services.allocator.domain.inventory import expired_nodes
 from services.allocator.domain.state import ClusterState
 from services.allocator.metrics import AllocatorMetrics
 from services.allocator.ports import DecidedIntent, EventStore, FencedError, StoredEvent
@@ -83,7 +81,9 @@ class Allocator:
             await self.reload()
             self._snapshots.saved(self.state.position)
             self.loaded.set()
-            await lifecycle.supervise(stop, self.keeper.run(stop), self._work(stop), self._heartbeats(stop))
+            await lifecycle.supervise(stop, self.keeper.run(stop), self._work(stop), liveness.check_heartbeats(
+                stop, period_s=self.settings.heartbeat_check_s, is_leader=lambda: self.keeper.is_leader,
+                state=lambda: self.state, now=self._clock, publish=self._publish))
         finally:
             await self.consumer.close()
             await self.keeper.release()
@@ -184,37 +184,13 @@ class Allocator:
             self.watchdog.progressed()
             return True
         started = time.monotonic()
-        fresh, rest = await self._in_order(msgs)
+        fresh, rest, skipped = await self.consumer.in_order(msgs, self._expected_seq)
+        self.watchdog.gaps.inc(skipped)
         ok = await self._commit(fresh, epoch=epoch, started=started) if fresh else True
         if rest or not ok:
             await self.consumer.nak(rest if ok else [*fresh, *rest], delay_s=self.settings.retry_delay_s)
             return False
         return True
-
-    async def _in_order(self, msgs: Sequence[Msg]) -> tuple[list[Msg], list[Msg]]:
-        """Split a fetch into the run that continues the expected sequence and the rest.
-
-        Messages below the expected sequence were committed already (a late redelivery): acked.
-        A jump over sequences deleted from the stream is skipped (logged, counted); any other jump
-        (a delivery lost in flight) ends the run: the session rewinds.
-        """
-        fresh: list[Msg] = []
-        expect = self._expected_seq
-        for index, msg in enumerate(msgs):
-            seq = int(msg.metadata.sequence.stream)
-            if seq < expect and not fresh:
-                await msg.ack()
-                continue
-            if seq > expect and await self.consumer.deleted(expect, seq - 1):
-                log.warning("intent stream sequences deleted; skipped", first=expect, last=seq - 1)
-                self.watchdog.gaps.inc(seq - expect)
-                expect = seq
-            if seq != expect:
-                log.warning("sequence gap; rewinding", expected=expect, got=seq)
-                return fresh, list(msgs[index:])
-            fresh.append(msg)
-            expect += 1
-        return fresh, []
 
     async def _commit(self, msgs: Sequence[Msg], *, epoch: int, started: float) -> bool:
         """Decide ``msgs``, append in one transaction, then ack; False (state reloaded) when the
@@ -311,17 +287,3 @@ class Allocator:
             self._snapshots.saved(self.state.position)
         except Exception as exc:  # a snapshot is an optimisation; try again later
             log.warning("snapshot failed", error=repr(exc))
-
-    async def _heartbeats(self, stop: asyncio.Event) -> None:
-        """While leader, every ``heartbeat_check_s`` (0 disables): publish CheckHeartbeats only when
-        the projection shows a node whose heartbeat expired, so an idle cluster logs nothing."""
-        period = self.settings.heartbeat_check_s
-        if period <= 0:
-            return
-        while not await lifecycle.wait_event(stop, period):
-            if not self.keeper.is_leader or not expired_nodes(self.state, self._clock()):
-                continue
-            try:
-                await self._publish(intents.CheckHeartbeats(intent_id=f"check-heartbeats-{uuid.uuid4()}"))
-            except Exception as exc:
-                log.warning("publishing CheckHeartbeats failed", error=repr(exc))

@@ -5,7 +5,8 @@ the consumer is re-created to start right after its ack floor, so that messages 
 failed writer had fetched but not acked come again first and in stream order (a plain nak or an
 ``ack_wait`` redelivery could let newer messages overtake them). Messages at or below the ack
 floor are done; those above it that were committed but not acked are skipped by the processed-
-intent check, so a rewind never yields a second decision.
+intent check, so a rewind never yields a second decision. Sequences deleted from the stream (an
+operator's ``delete_msg`` while no leader ran) are skipped, not waited for.
 """
 
 from __future__ import annotations
@@ -108,6 +109,31 @@ class IntentConsumer:
         if last is not None:
             await last.ack()
         await self._nc.flush(timeout=self._flush_s)  # type: ignore[arg-type]
+
+    async def in_order(self, msgs: Sequence[Msg], expected: int) -> tuple[list[Msg], list[Msg], int]:
+        """Split a fetch into the run that continues stream sequence ``expected``, the rest, and how
+        many sequences were skipped as deleted from the stream (logged).
+
+        Messages below ``expected`` were committed already (a late redelivery): acked. Any other
+        jump (a delivery lost in flight) ends the run; the caller rewinds for the rest.
+        """
+        fresh: list[Msg] = []
+        skipped = 0
+        for index, msg in enumerate(msgs):
+            seq = int(msg.metadata.sequence.stream)
+            if seq < expected and not fresh:
+                await msg.ack()
+                continue
+            if seq > expected and await self.deleted(expected, seq - 1):
+                log.warning("intent stream sequences deleted; skipped", first=expected, last=seq - 1)
+                skipped += seq - expected
+                expected = seq
+            if seq != expected:
+                log.warning("sequence gap; rewinding", expected=expected, got=seq)
+                return fresh, list(msgs[index:]), skipped
+            fresh.append(msg)
+            expected += 1
+        return fresh, [], skipped
 
     async def deleted(self, first: int, last: int) -> bool:
         """True when no stream sequence in ``first..last`` holds a message (deleted or purged):
