@@ -16,6 +16,7 @@ from events import intents
 from services.allocator import views
 from services.allocator.adapters import database
 from services.allocator.adapters.postgres import PostgresEventStore
+from services.allocator.api import documents
 from services.shared import messaging
 
 from .factory import register_node, request
@@ -93,7 +94,7 @@ async def check_exactly_once(pool: asyncpg.Pool, sent: list[intents.AnyIntent]) 
 
 
 async def check_state_equals_replay(pool: asyncpg.Pool, survivor: AllocatorProcess) -> None:
-    replayed = views.status_view(await PostgresEventStore(pool).load_state())
+    replayed = documents.summary(await PostgresEventStore(pool).load_state())
     for _ in range(200):
         live = await asyncio.to_thread(survivor.get, "/api/v1/status")
         if live["position"] == replayed["position"]:
