@@ -71,10 +71,6 @@ def classify(exc: BaseException) -> Failure:
 
 def describe(exc: BaseException, *, limit: int = 512) -> str:
     """A one-line description of ``exc`` for an ``IntentRejected.reason``, at most ``limit``
-    characters (PostgreSQL's message and detail when present)."""
-    text = f"{type(exc).__name__}: {exc}"
-    detail = getattr(exc, "detail", None)
-    if isinstance(detail, str) and detail and len(text) < limit:
-        text = f"{text} ({detail})"
-    text = " ".join(text.split())
+    characters (for PostgreSQL errors asyncpg's text carries the message and its DETAIL)."""
+    text = " ".join(f"{type(exc).__name__}: {exc}".split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
