@@ -2,18 +2,19 @@
 
 Every exception raised while deciding or appending a batch falls in one of three classes:
 
-- ``BAD_INPUT``: caused by the data of an intent (a value PostgreSQL refuses: out of range,
-  too long for an index row, invalid text; a bug the intent triggers in ``decide``). The batch is
-  split until the intent is isolated, and that intent alone gets an ``IntentRejected``.
+- ``BAD_INPUT``: caused by the data of an intent: a value PostgreSQL refuses (SQLSTATE class 22
+  data exception, 23 integrity constraint, 54 program limit such as an index row too large), a
+  value that cannot be encoded (``ValueError``, ``OverflowError``, ``RecursionError``,
+  ``msgspec.EncodeError``). The batch is split until the intent is isolated, and that intent
+  alone gets an ``IntentRejected``. (An exception inside ``decide`` is attributed to its intent
+  directly, whatever its type: see ``batch.IntentFailed``.)
 - ``TRANSIENT``: the outside world (PostgreSQL or NATS down, a connection reset, a timeout, a
   lock or statement timeout, a serialization failure). Retried in order, nothing skipped.
-- ``FATAL``: the deployment is wrong (schema missing, permission denied, authentication, a log
-  row that does not decode). Retried with back-off as well, but nothing is rejected for it: the
-  stuck alarm (``/readyz`` 503, ``gpuledger_stuck_seconds``) tells an operator.
-
-An exception not listed is treated as ``BAD_INPUT``: the bisection only blames an intent when the
-intent fails *alone* and the intents around it succeed, so an unknown systemic error can never
-reject more than the one intent it was first seen with before a later batch shows it systemic.
+- ``FATAL``: the deployment or the code is wrong (schema missing, permission denied,
+  authentication, a log row that does not decode, any exception not listed above). Retried with
+  back-off as well, but nothing is rejected for it, since a systemic error would otherwise reject
+  every intent in turn: the stuck alarm (``/readyz`` 503, ``gpuledger_stuck_seconds``) tells an
+  operator.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import asyncio
 import enum
 
 import asyncpg
+import msgspec
 from nats import errors as nats_errors
 
 from services.allocator.ports import CorruptEventError
@@ -39,9 +41,11 @@ _TRANSIENT_SQLSTATE_CLASSES = ("08", "40", "53", "55", "57", "58", "HV")
 """Connection exception, transaction rollback (serialization, deadlock), insufficient resources,
 object not in prerequisite state (lock_timeout), operator intervention (statement timeout,
 admin shutdown), system error."""
-_FATAL_SQLSTATE_CLASSES = ("0A", "28", "2D", "3D", "3F", "42", "F0", "P0", "XX")
-"""Feature not supported, authorization, invalid transaction termination, catalog/schema names,
-syntax or access rule (undefined table, insufficient privilege), configuration, PL/pgSQL, internal."""
+_BAD_INPUT_SQLSTATE_CLASSES = ("22", "23", "54")
+"""Data exception (out of range, invalid text), integrity constraint violation, program limit
+exceeded (index row size); every other class not listed as transient is fatal."""
+_BAD_INPUT_TYPES: tuple[type[BaseException], ...] = (ValueError, OverflowError, RecursionError,
+                                                     msgspec.EncodeError)
 
 _TRANSIENT_TYPES: tuple[type[BaseException], ...] = (
     OSError,  # ConnectionError and socket errors
@@ -61,12 +65,10 @@ def classify(exc: BaseException) -> Failure:
         state = str(getattr(exc, "sqlstate", "") or "")
         if state[:2] in _TRANSIENT_SQLSTATE_CLASSES:
             return Failure.TRANSIENT
-        if state[:2] in _FATAL_SQLSTATE_CLASSES:
-            return Failure.FATAL
-        return Failure.BAD_INPUT  # 22 data exception, 23 integrity, 54 program limit (index row size)
+        return Failure.BAD_INPUT if state[:2] in _BAD_INPUT_SQLSTATE_CLASSES else Failure.FATAL
     if isinstance(exc, _TRANSIENT_TYPES):
         return Failure.TRANSIENT
-    return Failure.BAD_INPUT
+    return Failure.BAD_INPUT if isinstance(exc, _BAD_INPUT_TYPES) else Failure.FATAL
 
 
 def describe(exc: BaseException, *, limit: int = 512) -> str:
