@@ -45,7 +45,8 @@ def writer_session(ttl_s: float) -> tuple[dict[str, str], float]:
       nobody waits on a lock longer than a lease lives;
     - ``statement_timeout`` = TTL is set per append transaction by the event store;
     - server-side TCP keepalives (idle TTL, 1 s interval, 3 probes) drop a vanished client;
-    - the client gives a query up after ``max(5, 4 x TTL)`` seconds (a partition from PostgreSQL).
+    - the client gives a query, and a connection attempt, up after ``max(5, 4 x TTL)`` seconds (a
+      partition from PostgreSQL: asyncpg has no client-side keepalive setting).
     """
     ms = str(max(1, round(ttl_s * 1000)))
     settings = {"lock_timeout": ms, "idle_in_transaction_session_timeout": ms,
@@ -59,9 +60,10 @@ async def create_pool(url: str, *, min_size: int = 1, max_size: int = 4,
                       command_timeout: float | None = None) -> asyncpg.Pool:
     """An asyncpg pool on ``url`` (JSONB comes back as text: the store decodes it with msgspec);
     ``server_settings`` are session settings of every connection, ``command_timeout`` seconds the
-    client waits for any query (None: forever)."""
+    client waits for any query and for a new connection (None: forever, and asyncpg's 60 s connect)."""
     pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=min_size, max_size=max_size,
-                                     server_settings=server_settings, command_timeout=command_timeout)
+                                     server_settings=server_settings, command_timeout=command_timeout,
+                                     timeout=command_timeout or 60)
     if pool is None:  # pragma: no cover - asyncpg returns None only when used without await
         raise RuntimeError("asyncpg.create_pool returned None")
     return pool
