@@ -69,6 +69,7 @@ class Allocator:
         self._expected_seq = 0
         self._failures = 0
         self._rewind_needed = False
+        self._reconnected = asyncio.Event()
         self._snapshots = SnapshotPolicy(every=settings.snapshot_every)
         self.listeners: list[Callable[[Sequence[StoredEvent]], None]] = []
         """Called with each committed batch (the HTTP API: current reasons, outcome metrics)."""
@@ -94,8 +95,10 @@ class Allocator:
         return self.watchdog.stuck
 
     def request_rewind(self) -> None:
-        """Called on a NATS reconnect: in-flight deliveries may be lost, so re-position the consumer."""
+        """Called on a NATS reconnect: in-flight deliveries may be lost, so re-position the consumer;
+        a back-off in progress ends at once (the first commit follows the server's return)."""
         self._rewind_needed = True
+        self._reconnected.set()
 
     async def reload(self) -> None:
         """Replace the projection with the log's (snapshot + replay), retrying until it succeeds."""
@@ -114,7 +117,8 @@ class Allocator:
         self.watchdog.failed(self._expected_seq, exc)
         delay = min(self.settings.retry_max_s, self.settings.retry_delay_s * 2 ** min(self._failures, 16))
         self._failures += 1
-        await asyncio.sleep(delay)
+        self._reconnected.clear()
+        await lifecycle.wait_event(self._reconnected, delay)
 
     async def _work(self, stop: asyncio.Event) -> None:
         # Every loop also checks ``stop``: on Python 3.11 a cancellation can be swallowed inside

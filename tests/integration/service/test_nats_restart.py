@@ -43,7 +43,8 @@ async def publish_all(url: str, sent: list[intents.AnyIntent]) -> None:
 
 async def test_the_first_commit_after_a_nats_server_restart_mid_stream_comes_once_it_is_back(
         nats_server: NatsServer, database_url: str) -> None:
-    replica = await start_replica(nats_server.url, database_url=database_url)
+    # the default back-off (0.2 s doubling to 5 s): a reconnect must cut a long back-off short
+    replica = await start_replica(nats_server.url, database_url=database_url, retry_delay_s=0.2, retry_max_s=5.0)
     pool = await database.create_pool(database_url)
     sent: list[intents.AnyIntent] = [register_node("n1", gpus=8)]
     sent += [request(f"p{i}") for i in range(400)]
@@ -53,7 +54,7 @@ async def test_the_first_commit_after_a_nats_server_restart_mid_stream_comes_onc
         while await pool.fetchval(count) < 50:
             await asyncio.sleep(0.01)
         await asyncio.to_thread(nats_server.stop)  # while the leader fetches, commits and acks
-        await asyncio.sleep(0.5)
+        await asyncio.sleep(2.0)  # long enough for the back-off to reach a second
         await asyncio.to_thread(nats_server.start)
         back, before = time.monotonic(), await pool.fetchval(count)
         deadline = back + 30
