@@ -93,7 +93,8 @@ class EventStore(Protocol):
         ...
 
     async def save_relay_position(self, name: str, position: int) -> None:
-        """Record that relay ``name`` published everything up to ``position`` (never moves back)."""
+        """Record that relay ``name`` published everything up to ``position`` (replacing the record:
+        a relay starting over for a new stream moves it back)."""
         ...
 
 

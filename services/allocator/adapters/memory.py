@@ -153,8 +153,8 @@ class InMemoryEventStore:
         return self.relay_positions.get(name)
 
     async def save_relay_position(self, name: str, position: int) -> None:
-        """Record ``position`` for relay ``name`` unless a higher one is recorded."""
-        self.relay_positions[name] = max(position, self.relay_positions.get(name, 0))
+        """Record ``position`` for relay ``name``."""
+        self.relay_positions[name] = position
 
     async def latest_snapshot(self) -> tuple[int, bytes] | None:
         """The newest snapshot as (position, encoded state), or None."""

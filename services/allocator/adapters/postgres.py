@@ -162,10 +162,9 @@ class PostgresEventStore:
         return None if value is None else int(value)
 
     async def save_relay_position(self, name: str, position: int) -> None:
-        """Upsert relay ``name``'s position; a lower one than recorded is ignored."""
-        await self.pool.execute(
-            "INSERT INTO relay_position AS r (name, position) VALUES ($1, $2) ON CONFLICT (name) "
-            "DO UPDATE SET position = EXCLUDED.position WHERE r.position < EXCLUDED.position", name, position)
+        """Upsert relay ``name``'s position."""
+        await self.pool.execute("INSERT INTO relay_position (name, position) VALUES ($1, $2) ON CONFLICT (name) "
+                                "DO UPDATE SET position = EXCLUDED.position", name, position)
 
     async def latest_snapshot(self) -> tuple[int, bytes] | None:
         """The newest snapshot as (position, encoded state), or None."""

@@ -4,8 +4,9 @@ Each event goes to ``gpuledger.event.<tag>`` with ``Nats-Msg-Id`` = its log posi
 ``Gpuledger-Position`` and ``Gpuledger-Intent-Id``. The relay keeps its own offset in the event
 store (``relay_position``, written after each acknowledged batch) and resumes from it, so nothing
 another client writes to GPULEDGER_EVENTS (a forged or huge ``Nats-Msg-Id``, a message without
-headers) can move it. Only where no position was ever recorded (a log from before the
-``relay_position`` table) does it derive one from the stream's last message, and only when that
+headers) can move it; a stream that never held a message (a new NATS store) gets the whole log
+again. Only where no position was ever recorded (a log from before the ``relay_position`` table)
+does it derive one from the stream's last message, and only when that
 message is exactly the log's event at the position it claims. JetStream's dedupe window drops a
 re-publish inside the window. An event larger than the server's maximum payload is skipped with
 an error log line and ``on_skip`` (a metric); the contract's bounds keep events far below it.
@@ -63,21 +64,22 @@ class EventRelay:
 
     async def resume(self) -> int:
         """Set ``offset`` from the recorded relay position (or, when none was ever recorded, from a
-        verified last message of GPULEDGER_EVENTS; else 0), never beyond the log; returns it."""
+        verified last message of GPULEDGER_EVENTS; else 0), never beyond the log; 0 when the stream
+        never held a message (a new NATS store must get the whole log). Returns it."""
+        info = await self._js.stream_info(subjects.EVENT_STREAM)
         recorded = await self._store.relay_position(RELAY_NAME)
-        if recorded is None:
-            recorded = await self._verified_stream_position()
-        self.offset = self._saved = min(recorded, await self._store.last_position())
+        if not info.state.last_seq:  # a stream that never held a message (a new NATS store): all of it
+            recorded = 0
+        elif recorded is None:
+            recorded = await self._verified_stream_position(int(info.state.last_seq))
+        self.offset = min(recorded, await self._store.last_position())
+        self._saved = -1  # the record is rewritten by the first sync, also when it moved back
         log.info("relay resumed", offset=self.offset)
         return self.offset
 
-    async def _verified_stream_position(self) -> int:
+    async def _verified_stream_position(self, last_seq: int) -> int:
         """The position the stream's last message claims, if it is the log's event at that position."""
         try:
-            info = await self._js.stream_info(subjects.EVENT_STREAM)
-            last_seq = int(info.state.last_seq or 0)
-            if not last_seq:
-                return 0
             msg = await self._js.get_msg(subjects.EVENT_STREAM, last_seq)
             claimed = (msg.headers or {}).get(POSITION_HEADER, "")
             if not (claimed.isascii() and claimed.isdigit() and 0 < len(claimed) <= 18):
@@ -153,7 +155,7 @@ class EventRelay:
         await self._save()
 
     async def _save(self) -> None:
-        if self.offset > self._saved:
+        if self.offset != self._saved:
             await self._store.save_relay_position(RELAY_NAME, self.offset)
             self._saved = self.offset
 

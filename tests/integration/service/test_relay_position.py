@@ -125,3 +125,17 @@ async def test_without_a_recorded_position_only_a_verified_last_message_counts(
     assert await EventRelay(nc, store).resume() == 0  # claims position 2 with other content
     await store.save_relay_position(RELAY_NAME, 99)
     assert await EventRelay(nc, store).resume() == 3  # never beyond the log
+
+
+async def test_a_new_events_stream_gets_the_whole_log_again(jetstream: JetStreamContext) -> None:
+    nc = jetstream._nc
+    store = await logged(rejection("i1"), rejection("i2"), rejection("i3"))
+    await EventRelay(nc, store).sync()
+    assert await store.relay_position(RELAY_NAME) == 3
+    await jetstream.delete_stream(subjects.EVENT_STREAM)  # a new NATS store: the stream starts empty
+    await messaging.ensure_streams(jetstream)
+    relay = EventRelay(nc, store)
+    assert await relay.resume() == 0
+    await relay.sync()
+    assert [h[POSITION_HEADER] for h, _ in await stream_messages(nc)] == ["1", "2", "3"]
+    assert await store.relay_position(RELAY_NAME) == 3
