@@ -117,8 +117,8 @@ MAX_ID_LENGTH = 512
 MAX_TEXT_LENGTH = 1024
 """Free text: release reasons, discovery source names."""
 
-MAX_LABELS = 256
-"""Node labels per RegisterNode."""
+MAX_LABELS = 1024
+"""Node labels per RegisterNode (Node Feature Discovery alone adds a few hundred)."""
 
 MAX_ATTRIBUTES = 64
 """Entries of ``AllocationSpec.attributes``."""
@@ -127,7 +127,7 @@ MAX_ATTRIBUTES_BYTES = 16 * 1024
 """UTF-8 bytes of all ``attributes`` keys and values together."""
 
 MAX_LIST = 256
-"""Short lists: GPU models, node selector terms, requirements, values, GPU indices beyond the GPUs."""
+"""Short lists: GPU models, node affinity terms, match expressions and their values."""
 
 MAX_INTENT_BYTES = 256 * 1024
 """An intent's JSON payload in bytes (NATS accepts 1 MiB)."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from events import decisions, guard, intents, upcasters
+from events import bounds, decisions, guard, intents, upcasters
 from events.base import SCHEMA_VERSION, Event, Intent
 from events.bounds import BoundsError
 
@@ -73,11 +73,17 @@ def _with_prefix(message: str) -> str:
 
 
 def decode_event(data: bytes | str) -> decisions.AnyEvent:
-    """Decode one stored or published event, upcasting older schema versions."""
+    """Decode one stored or published event, upcasting older schema versions.
+
+    Raises DecodeError for anything it cannot read (invalid UTF-8 and nesting too deep for the
+    decoder included), never another exception: readers of GPULEDGER_EVENTS skip such a message.
+    """
     try:
         event: decisions.AnyEvent = _event_decoder.decode(data)
     except (msgspec.ValidationError, msgspec.DecodeError):
         return _decode_event_slow(data)
+    except (RecursionError, UnicodeDecodeError) as exc:  # a hostile message on GPULEDGER_EVENTS
+        raise DecodeError(f"malformed event payload: {bounds.echo(str(exc), 512)}") from None
     if event.schema_version == SCHEMA_VERSION:
         return event
     return _decode_event_slow(data)
@@ -85,6 +91,11 @@ def decode_event(data: bytes | str) -> decisions.AnyEvent:
 
 def event_from_builtins(payload: dict[str, Any]) -> decisions.AnyEvent:
     """Decode an event from an already-parsed dict (e.g. a JSONB column), upcasting it."""
+    version = payload.get("schema_version", 1)
+    if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version <= SCHEMA_VERSION:
+        raise DecodeError(f"invalid event {bounds.echo(str(payload.get('type')), 80)!r}: schema_version "
+                          f"{bounds.echo(repr(version), 40)} outside [0, {SCHEMA_VERSION}]",
+                          field="schema_version", value=bounds.echo(repr(version), 40))
     lifted = upcasters.upcast(dict(payload), target=SCHEMA_VERSION)
     try:
         result: decisions.AnyEvent = msgspec.convert(lifted, decisions.AnyEvent)
@@ -96,8 +107,8 @@ def event_from_builtins(payload: dict[str, Any]) -> decisions.AnyEvent:
 def _decode_event_slow(data: bytes | str) -> decisions.AnyEvent:
     try:
         payload = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise DecodeError(f"malformed event payload: {exc}") from exc
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as exc:
+        raise DecodeError(f"malformed event payload: {bounds.echo(str(exc), 512)}") from None
     if not isinstance(payload, dict):
         raise DecodeError("malformed event payload: not a JSON object")
     return event_from_builtins(payload)

@@ -1,6 +1,6 @@
 """GPUResourceQuota (tensor-fusion.ai/v1) object -> events.values.QuotaSpec (pure).
 
-Schema (spec/allocator.md §1.6): ``spec.total.{requests,limits}.{tflops,vram}``,
+Schema (TensorFusion api/v1/gpuresourcequota_types.go): ``spec.total.{requests,limits}.{tflops,vram}``,
 ``total.maxWorkers``, ``total.alertThresholdPercent``, ``spec.single.{maxRequests,maxLimits,
 defaultRequests,defaultLimits}.{tflops,vram}``, ``single.maxGPUCount``. Quantities are
 Kubernetes strings; a bad one raises PodSpecError naming the path.

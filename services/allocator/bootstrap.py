@@ -9,13 +9,11 @@ runs one replica with its HTTP API until ``stop`` is set.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import socket
 from collections.abc import Callable
 
 import structlog
-from nats.aio.client import Client as NATS
 
 from events import intents
 from services.allocator import domain, http
@@ -38,13 +36,6 @@ def holder_identity(base: str) -> str:
     return f"{base or socket.gethostname()}-{secrets.token_hex(4)}"
 
 
-async def close_nats(nc: NATS) -> None:
-    """Close ``nc``; nats-py's close() raises TypeError on Python 3.12 once the server vanished
-    (a reconnect task left half set up): nothing is left to close then."""
-    with contextlib.suppress(TypeError):
-        await nc.close()
-
-
 async def bootstrap(settings: AllocatorSettings, *, teardown: lifecycle.Teardown,
                     store: EventStore | None = None, leases: LeaseStore | None = None) -> Allocator:
     """Wire one allocator replica from ``settings``; ``store``/``leases`` replace the PostgreSQL
@@ -58,7 +49,7 @@ async def bootstrap(settings: AllocatorSettings, *, teardown: lifecycle.Teardown
             callback()
 
     nc = await messaging.connect(settings.nats_url, name="gpuledger-allocator", reconnected_cb=reconnected)
-    teardown.push("nats", lambda: close_nats(nc))
+    teardown.push("nats", nc.close)  # messaging.Client: a close after the server vanished is guarded
     js = nc.jetstream()
     await messaging.ensure_streams(js, settings.streams)
     if store is None or leases is None:

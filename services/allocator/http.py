@@ -4,8 +4,9 @@ Routes (docs/operations.md, and the OpenAPI document served at ``/openapi.json``
 open ``GET /healthz``, ``/readyz``, ``/metrics``, ``/openapi.json``; under ``/api/v1`` the reads
 (pools, nodes, GPUs, allocations with their live explanation, queue, quotas, status, simulate) and
 the writes (submit, release, resize, quota set/remove, pool configure) that publish one intent
-each. When ``GPULEDGER_API_TOKEN`` (or ``GPULEDGER_API_TOKEN_FILE``) is set, every ``/api/`` route
-needs ``Authorization: Bearer <token>`` (401 otherwise; compared in constant time). Every refusal
+each. When ``GPULEDGER_API_TOKEN`` (or ``GPULEDGER_API_TOKEN_FILE``) is set, every route but the
+four open ones (:data:`OPEN_PATHS`) needs ``Authorization: Bearer <token>`` (401 otherwise; compared
+in constant time). Every refusal
 is ``{"error", "field"}`` with a 4xx status; bodies are bounded (services.allocator.api.guard).
 """
 
@@ -14,16 +15,18 @@ from __future__ import annotations
 import asyncio
 import hmac
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Middleware
 
+from services.allocator import dashboard
 from services.allocator.api import context, gauges, guard, openapi, probes, reads, writes
 from services.allocator.api.keeper import ReasonKeeper
 from services.allocator.api.outcomes import OutcomeWaiter
+from services.allocator.ports import StoredEvent
 from services.allocator.service import Allocator
 
 log = structlog.get_logger(__name__)
@@ -32,6 +35,7 @@ TOKEN_ENV = "GPULEDGER_API_TOKEN"
 TOKEN_FILE_ENV = "GPULEDGER_API_TOKEN_FILE"
 OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+Listener = Callable[[Sequence[StoredEvent]], None]
 
 ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/healthz", probes.healthz), ("GET", "/readyz", probes.readyz), ("GET", "/metrics", probes.metrics),
@@ -73,7 +77,7 @@ def _auth_middleware(token: str) -> Middleware:
 
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if token and request.path.startswith("/api/"):
+        if token and request.path not in OPEN_PATHS:
             given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
             if not hmac.compare_digest(given, expected):
                 return web.json_response({"error": "a bearer token is required (Authorization: Bearer <token>)",
@@ -102,6 +106,16 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return web.json_response({"error": "internal error (logged)", "field": ""}, status=500)
 
 
+def _never_raising(listener: Listener) -> Listener:
+    """A commit listener that logs instead of raising (it runs inside the allocator's commit path)."""
+    def guarded(stored: Sequence[StoredEvent]) -> None:
+        try:
+            listener(stored)
+        except Exception:
+            log.exception("a commit listener of the HTTP API failed")
+    return guarded
+
+
 def build_app(allocator: Allocator, *, token: str = "") -> web.Application:
     """The aiohttp application serving ``allocator``; ``token`` non-empty requires it on /api/."""
     app = web.Application(client_max_size=guard.MAX_BODY_BYTES, middlewares=[_errors, _auth_middleware(token)])
@@ -110,12 +124,14 @@ def build_app(allocator: Allocator, *, token: str = "") -> web.Application:
     app[context.KEEPER_KEY] = keeper
     if allocator.nc is not None:
         app[context.WAITER_KEY] = OutcomeWaiter(allocator.nc)
-    allocator.listeners.append(keeper.note)
-    allocator.listeners.append(lambda stored: allocator.metrics.record_outcomes(stored, allocator.state))
+    allocator.listeners.append(_never_raising(keeper.note))
+    allocator.listeners.append(_never_raising(
+        lambda stored: allocator.metrics.record_outcomes(stored, allocator.state)))
     allocator.metrics.watch("pools", lambda: gauges.PoolCollector(lambda: allocator.state))
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
     app.cleanup_ctx.append(_background)
+    dashboard.mount(app, allocator, token=token)  # the web dashboard under /ui/ (services/allocator/dashboard)
     return app
 
 

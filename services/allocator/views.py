@@ -75,21 +75,6 @@ def gpu_view(gpu: GpuState) -> dict[str, Any]:
     }
 
 
-def allocation_views(state: ClusterState, *, status: str = "") -> list[dict[str, Any]]:
-    """Live allocations (granted and queued, or only ``status``), sorted by id."""
-    views = []
-    for allocation_id in sorted(state.allocations):
-        allocation = state.allocations[allocation_id]
-        if status and allocation.status != status:
-            continue
-        view = spec_view(allocation.spec)
-        view.update(status=allocation.status, node=allocation.node, gpus=list(allocation.gpus),
-                    reason=allocation.reason, requested_at=allocation.requested_at.isoformat(),
-                    granted_at=allocation.granted_at.isoformat() if allocation.granted_at else None)
-        views.append(view)
-    return views
-
-
 def _sum(values: list[Resources]) -> Resources:
     return Resources(milli_tflops=sum(v.milli_tflops for v in values),
                      vram_bytes=sum(v.vram_bytes for v in values))

@@ -1,6 +1,6 @@
 """Cron scaling rules: time windows that set resources and act as scale-down floors.
 
-TensorFusion ``cron_recommender.go`` (spec autoscaler_discovery.md §A.10): a rule is active
+TensorFusion internal/autoscaler/recommender/cron_recommender.go: a rule is active
 when its next end fire comes no later than its next start fire (a half-open window
 ``[start, end)`` at second resolution, robfig/cron v3 semantics; overnight windows work). Five
 fields only; ``TZ=``/``CRON_TZ=`` prefixes select a zone, descriptors such as ``@daily`` are
@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from cronsim import CronSim, CronSimError
 
+from events.bounds import MAX_MILLI_TFLOPS, MAX_VRAM_BYTES
 from events.quantity import QuantityError, to_milli, to_value
 from events.values import Resources
 from services.autoscaler.config import CronScalingRule, ResourcesSpec
@@ -53,7 +54,7 @@ def next_fire(expr: str, after: datetime, *, default_tz: tzinfo = UTC) -> dateti
 
 
 def is_active(rule: CronScalingRule, now: datetime, *, default_tz: tzinfo = UTC) -> bool:
-    """Whether ``rule``'s window holds ``now`` (spec A17); CronError on a bad rule."""
+    """Whether ``rule``'s window holds ``now`` (TensorFusion cron_recommender.go); CronError on a bad rule."""
     if rule.start.strip() == rule.end.strip():
         raise CronError(f"cron scaling rule {rule.name!r}: start and end are the same ({rule.start!r})")
     next_start = next_fire(rule.start, now, default_tz=default_tz)
@@ -62,12 +63,23 @@ def is_active(rule: CronScalingRule, now: datetime, *, default_tz: tzinfo = UTC)
 
 
 def to_request_limit(spec: ResourcesSpec, *, rule: str = "") -> RequestLimit:
-    """A TensorFusion ``Resources`` as per-GPU milli-TFLOPS and bytes (``compute`` % is ignored)."""
+    """A TensorFusion ``Resources`` as per-GPU milli-TFLOPS and bytes (``compute`` % is ignored).
+
+    CronError for a malformed quantity or one above the contract's per-GPU bounds
+    (:mod:`events.bounds`: 10^7 TFLOPS, 4 TiB), so a recommendation the allocator would refuse is
+    refused here, naming the field.
+    """
     def one(tflops: str, vram: str, where: str) -> Resources:
         try:
-            return Resources(milli_tflops=to_milli(tflops) if tflops else 0, vram_bytes=to_value(vram) if vram else 0)
+            res = Resources(milli_tflops=to_milli(tflops) if tflops else 0, vram_bytes=to_value(vram) if vram else 0)
         except QuantityError as exc:
             raise CronError(f"cron scaling rule {rule!r}: desiredResources.{where}: {exc}") from exc
+        for name, value, most in (("tflops", res.milli_tflops, MAX_MILLI_TFLOPS),
+                                  ("vram", res.vram_bytes, MAX_VRAM_BYTES)):
+            if value > most:
+                raise CronError(f"cron scaling rule {rule!r}: desiredResources.{where}.{name}: "
+                                f"{tflops if name == 'tflops' else vram!r} above the per-GPU bound")
+        return res
 
     return RequestLimit(request=one(spec.requests.tflops, spec.requests.vram, "requests"),
                         limit=one(spec.limits.tflops, spec.limits.vram, "limits"))
@@ -75,7 +87,7 @@ def to_request_limit(spec: ResourcesSpec, *, rule: str = "") -> RequestLimit:
 
 def active_rule(rules: tuple[CronScalingRule, ...], now: datetime, *,
                 default_tz: tzinfo = UTC) -> CronScalingRule | None:
-    """The one enabled rule active at ``now``; CronError when two are (spec A16)."""
+    """The one enabled rule active at ``now``; CronError when two are (TensorFusion cron_recommender.go)."""
     found: CronScalingRule | None = None
     for rule in rules:
         if not rule.enable or not rule.name or not rule.start or not rule.end:
@@ -90,7 +102,7 @@ def active_rule(rules: tuple[CronScalingRule, ...], now: datetime, *,
 def recommend(rules: tuple[CronScalingRule, ...], *, previous: CronScalingRule | None, original: RequestLimit,
               current: RequestLimit, processor: Processor | None, now: datetime,
               default_tz: tzinfo = UTC) -> tuple[Outcome | None, CronScalingRule | None]:
-    """The cron recommender (spec A14-A16, A30): ``(outcome, new active rule)``; CronError aborts.
+    """The cron recommender (TensorFusion cron_recommender.go): ``(outcome, new active rule)``; CronError aborts.
 
     ``previous`` is the rule active after the last round (TensorFusion activeCronScalingRule).
     """

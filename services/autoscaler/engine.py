@@ -2,9 +2,12 @@
 
 Owns the per-workload state (histograms, the in-memory recommendation that becomes the next
 round's "current", the active cron rule, the last condition) and one round of TensorFusion
-``processSingleWorkload`` (spec autoscaler_discovery.md §A.3, §A.9-§A.14): percentile, then cron,
-then merge, then apply to every non-dedicated worker. Malformed or unattributable samples are
-counted by reason and dropped. No I/O and no clock: the service passes ``now`` and publishes.
+``processSingleWorkload`` (TensorFusion internal/autoscaler/autoscaler.go): percentile, then cron,
+then merge, then apply to every non-dedicated worker. A worker's samples of one minute are merged
+by max before the histograms (:mod:`services.autoscaler.merge`, as TensorFusion's metrics query),
+and a round flushes the merged samples of its workload first. Malformed (out-of-bounds, see
+:func:`events.metrics.check_sample`) or unattributable samples are counted by reason and dropped.
+No I/O and no clock: the service passes ``now`` and publishes.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from datetime import UTC, datetime, timedelta, tzinfo
 import msgspec
 import structlog
 
-from events import decisions, intents
-from events.metrics import UsageSample
+from events import decisions, guard, intents
+from events.bounds import BoundsError
+from events.metrics import SampleError, UsageSample, check_sample
 from services.autoscaler import config as cfg
 from services.autoscaler import cron, external, recommender
 from services.autoscaler.aggregator import WorkloadAggregator
+from services.autoscaler.merge import MergedSample, SampleMerger
 from services.autoscaler.recommendation import Outcome, RequestLimit, cap_to_headroom, merge
 from services.autoscaler.resize import NewId, ResizeTracker, worker_target
 from services.autoscaler.view import LedgerView, Worker, WorkloadKey
@@ -54,6 +59,7 @@ class Engine:
         self.view = LedgerView()
         self.tracker = ResizeTracker(new_id=new_id, max_retries=max_retries)
         self.aggregators: dict[WorkloadKey, WorkloadAggregator] = {}
+        self.mergers: dict[WorkloadKey, SampleMerger] = {}
         self.states: dict[WorkloadKey, WorkloadState] = {}
         self.dropped: Counter[str] = Counter()
         self.touched: set[WorkloadKey] = set()
@@ -71,20 +77,46 @@ class Engine:
                           attrs.get(cfg.AUTOSCALE_TARGET_ANNOTATION, ""))
 
     def ingest(self, sample: UsageSample) -> str | None:
-        """Feed one sample; returns the drop reason (also counted) or None when it was taken."""
+        """Feed one sample; returns the drop reason (also counted) or None when it was taken.
+
+        The sample joins its worker's merged sample of that minute (max per worker per minute);
+        a completed earlier minute goes into the workload's histograms.
+        """
+        try:
+            check_sample(sample)
+        except SampleError as exc:
+            log.warning("usage sample dropped", reason="invalid", error=str(exc))
+            self.dropped["invalid"] += 1
+            return "invalid"
         worker = self.view.workers.get(sample.allocation_id) if sample.allocation_id else None
         key = (sample.namespace, sample.workload or sample.pod)
         if worker is not None:
             key = (worker.spec.namespace, worker.spec.workload or worker.spec.pod)
         elif not self.view.workload_workers(key):
             return self._drop("unknown_workload", sample)
-        worker_id = sample.allocation_id or sample.pod
-        agg = self.aggregators.get(key) or self._aggregator(key)
-        if not agg.add_sample(worker_id, milli_tflops=sample.milli_tflops_used, vram_bytes=sample.vram_bytes_used,
-                              at=sample.at):
+        merger = self.mergers.get(key)
+        if merger is None:
+            merger = self.mergers[key] = SampleMerger()
+        taken, done = merger.add(sample.allocation_id or sample.pod, milli_tflops=sample.milli_tflops_used,
+                                 vram_bytes=sample.vram_bytes_used, at=sample.at)
+        if not taken:
             return self._drop("out_of_order", sample)
+        if done is not None:
+            self._feed(key, done)
         self.touched.add(key)
         return None
+
+    def flush(self, key: WorkloadKey) -> None:
+        """Feed the workload's pending merged samples into its histograms (start of a round)."""
+        merger = self.mergers.get(key)
+        for done in merger.flush() if merger is not None else []:
+            self._feed(key, done)
+
+    def _feed(self, key: WorkloadKey, merged: MergedSample) -> None:
+        agg = self.aggregators.get(key) or self._aggregator(key)
+        if not agg.add_sample(merged.worker, milli_tflops=merged.milli_tflops, vram_bytes=merged.vram_bytes,
+                              at=merged.at):
+            self.dropped["out_of_order"] += 1
 
     def _drop(self, reason: str, sample: UsageSample) -> str:
         self.dropped[reason] += 1
@@ -105,7 +137,7 @@ class Engine:
         return agg
 
     def due(self, now: datetime) -> list[WorkloadKey]:
-        """Workloads whose interval has passed since their last round (spec A.3 per-workload loop)."""
+        """Workloads whose interval has passed since their last round (TensorFusion autoscaler.go)."""
         result = []
         for key in self.view.workloads():
             state = self.states.get(key)
@@ -155,6 +187,7 @@ class Engine:
         state = self.states.setdefault(key, WorkloadState())
         state.evaluated_at = now
         self.touched.add(key)
+        self.flush(key)
         workers = self.view.workload_workers(key)
         try:
             config = self.config_of(key)
@@ -213,10 +246,25 @@ class Engine:
         for worker in workers:
             if worker.spec.attributes.get(cfg.DEDICATED_GPU_ANNOTATION, "").lower() == "true":
                 continue
-            intent = self.tracker.apply(worker, worker_target(rec, worker, compute=compute, vram=vram), now=now)
+            target = worker_target(rec, worker, compute=compute, vram=vram)
+            if not self._within_bounds(worker, target):
+                continue
+            intent = self.tracker.apply(worker, target, now=now)
             if intent is not None:
                 result.append(intent)
         return result
+
+    def _within_bounds(self, worker: Worker, target: RequestLimit) -> bool:
+        """Refuse (log and count) a target the allocator would reject as beyond the contract's bounds."""
+        for side, res in (("request", target.request), ("limit", target.limit)):
+            try:
+                guard.check_message(res)
+            except BoundsError as exc:
+                self.dropped["resize_out_of_bounds"] += 1
+                log.warning("resize refused", allocation_id=worker.spec.allocation_id, field=f"{side}.{exc.field}",
+                            error=str(exc))
+                return False
+        return True
 
     def on_event(self, event: decisions.AnyEvent, *, now: datetime) -> list[intents.ResizeAllocation]:
         """Fold an allocator event; a ResizeRejected may yield one capped retry."""

@@ -1,6 +1,6 @@
 """The external recommender: an HTTP service that proposes resources (TensorFusion ``externalScaler``).
 
-Spec autoscaler_discovery.md §A.11: ``POST url`` with ``{"workloadName", "namespace",
+TensorFusion internal/autoscaler/recommender/external_recommender.go: ``POST url`` with ``{"workloadName", "namespace",
 "currentResources"}`` (10 s timeout, ``Authorization: Bearer <key>`` when ``apiKeySecretRef`` is
 set); the answer ``{"needScaleUp", "needScaleDown", "reason", "recommendedResources"}`` becomes an
 outcome: neither flag -> NoScalingNeeded (a no-op), an all-zero proposal -> nothing, otherwise the
@@ -17,6 +17,8 @@ from typing import Any
 import aiohttp
 import msgspec
 
+from events import guard
+from events.bounds import BoundsError
 from events.quantity import format_bytes, format_milli
 from services.autoscaler.config import ExternalScaler, ResourcesSpec
 from services.autoscaler.cron import CronError, to_request_limit
@@ -25,6 +27,10 @@ from services.autoscaler.recommender import Processor
 
 TIMEOUT_S = 10.0
 SECRET_KEYS = ("apiKey", "token", "key")
+
+
+MAX_ANSWER_BYTES = 64 * 1024
+"""Largest external scaler answer read (a real one is a few hundred bytes)."""
 
 
 class ExternalError(RuntimeError):
@@ -69,19 +75,20 @@ async def ask(session: aiohttp.ClientSession, scaler: ExternalScaler, *, workloa
     try:
         async with session.post(scaler.url, json=body, headers=headers,
                                 timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as resp:
-            data = await resp.read()
+            data = await resp.content.read(MAX_ANSWER_BYTES + 1)  # bounded: one byte over is refused
             if resp.status != 200:
                 raise ExternalError(f"external scaler {scaler.url} answered {resp.status}: {data[:200]!r}")
     except (aiohttp.ClientError, TimeoutError) as exc:
         raise ExternalError(f"external scaler {scaler.url} failed: {exc!r}") from exc
     try:
-        return msgspec.json.decode(data, type=ExternalAnswer)
-    except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+        raw = guard.check_payload(data, limit=MAX_ANSWER_BYTES)
+        return msgspec.json.decode(raw, type=ExternalAnswer)
+    except (msgspec.DecodeError, BoundsError) as exc:  # BoundsError: size, UTF-8, nesting
         raise ExternalError(f"external scaler {scaler.url}: bad answer: {exc}") from exc
 
 
 def outcome(answer: ExternalAnswer, *, current: RequestLimit, processor: Processor | None) -> Outcome | None:
-    """The external recommender's result (spec A.11); ExternalError for bad quantities."""
+    """The external recommender's result (TensorFusion external_recommender.go); ExternalError for bad quantities."""
     if not answer.need_scale_up and not answer.need_scale_down:
         return Outcome(resources=RequestLimit(), has_applied=True, reason="NoScalingNeeded",
                        message=answer.reason or "external scaler: no scaling needed")

@@ -1,6 +1,6 @@
 """What ``gpuledger recommend`` prints: estimates, the recommendation and why, for one workload.
 
-Owns the report shape (DESIGN.md "CLI output contracts"): ``{"workload", "namespace",
+Owns the report shape (the CLI's JSON output contract, docs/operations.md): ``{"workload", "namespace",
 "tflops": {"lower", "target", "upper"}, "vram": {...}, "request": {"tflops", "vram"},
 "limit": {...}, "applied", "reason", "message", "samples"}`` with canonical Kubernetes quantity
 strings, and the offline computation from a samples file and a WorkloadProfile (the same
@@ -20,6 +20,7 @@ from services.autoscaler import config as cfg
 from services.autoscaler import cron, recommender
 from services.autoscaler.aggregator import WorkloadAggregator
 from services.autoscaler.engine import Engine, WorkloadState
+from services.autoscaler.merge import MergedSample, SampleMerger
 from services.autoscaler.recommendation import ZERO, Outcome, RequestLimit, describe, merge
 from services.podspec.profile import parse_profile
 
@@ -68,15 +69,23 @@ def offline(samples: Iterable[UsageSample], profile: ProfileSettings, *, workloa
             default_tz: tzinfo = UTC, tensorfusion_vram_timing: bool = False) -> dict[str, Any]:
     """Replay ``samples`` into a fresh aggregator and run one round at the last sample's time.
 
+    Each worker's samples of one minute are merged by max first, as the live engine does
+    (:mod:`services.autoscaler.merge`, TensorFusion's metrics query).
+
     The workload's age is measured from its first sample. Raises cron.CronError for a bad rule.
     """
     pconf = cfg.percentile_config(profile.config.auto_set_resources)
     agg = WorkloadAggregator(half_life=cfg.half_life(pconf), tensorfusion_vram_timing=tensorfusion_vram_timing)
     namespace, name = "", workload or profile.name
+    merger = SampleMerger()
+    merged: list[MergedSample] = []
     for sample in sorted(samples, key=lambda s: s.at):
-        agg.add_sample(sample.allocation_id or sample.pod, milli_tflops=sample.milli_tflops_used,
-                       vram_bytes=sample.vram_bytes_used, at=sample.at)
+        _, done = merger.add(sample.allocation_id or sample.pod, milli_tflops=sample.milli_tflops_used,
+                             vram_bytes=sample.vram_bytes_used, at=sample.at)
+        merged.extend([done] if done else [])
         namespace, name = namespace or sample.namespace, name or sample.workload
+    for one in sorted(merged + merger.flush(), key=lambda m: m.at):
+        agg.add_sample(one.worker, milli_tflops=one.milli_tflops, vram_bytes=one.vram_bytes, at=one.at)
     now = agg.last_sample_at or datetime.now(UTC)
     current = profile.original
     outcomes: list[Outcome] = []

@@ -26,7 +26,7 @@ from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 from nats.js.kv import KeyValue
 
-from events import codec, intents, subjects
+from events import bounds, codec, guard, intents, subjects
 from services.autoscaler import checkpoint, external, sources
 from services.autoscaler.engine import Engine
 from services.autoscaler.report import report_of
@@ -159,10 +159,10 @@ class AutoscalerRuntime:
 
     async def _on_request(self, msg: Msg) -> None:
         try:
-            body = msgspec.json.decode(msg.data) if msg.data else {}
+            body = msgspec.json.decode(guard.check_payload(msg.data, limit=4096)) if msg.data else {}
             reply = self.report(str(body.get("workload", "")), namespace=str(body.get("namespace", "")))
-        except (msgspec.DecodeError, AttributeError) as exc:
-            reply = {"error": f"bad request: {exc}", "field": "workload"}
+        except (ValueError, AttributeError) as exc:  # msgspec.DecodeError and BoundsError are ValueErrors
+            reply = {"error": f"bad request: {bounds.echo(str(exc), 512)}", "field": "workload"}
         await msg.respond(msgspec.json.encode(reply))
 
     def report(self, workload: str, *, namespace: str = "") -> dict[str, Any]:

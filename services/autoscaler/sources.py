@@ -4,7 +4,8 @@ NATS: node agents publish one JSON :class:`events.metrics.UsageSample` per messa
 that does not decode (negative, NaN, missing field, bad JSON) is counted under ``invalid`` and
 dropped with a log line. Prometheus: two instant queries (``/api/v1/query``) of DCGM exporter
 metrics per (namespace, pod): a compute fraction (0..1, converted with the pod's GPU TFLOPS
-capacity) and VRAM bytes; NaN, negative and unknown pods are counted and dropped.
+capacity) and VRAM bytes; NaN, negative, out-of-range (a timestamp past 2262, a value beyond one
+GPU's bounds: counted under ``invalid`` by the engine) and unknown pods are counted and dropped.
 """
 
 from __future__ import annotations
@@ -86,11 +87,18 @@ def to_samples(engine: Engine, tflops: list[Any], vram: list[Any]) -> list[Usage
             continue
         worker = workers[pod_key]
         capacity = _capacity(engine, worker)
+        try:
+            at = datetime.fromtimestamp(max(stamp, stamp2), tz=UTC)
+            used_tflops, used_vram = int(fraction * capacity), int(used)
+        except (OverflowError, OSError, ValueError):  # a timestamp or value no datetime/int can hold
+            engine.dropped["invalid"] += 1
+            log.warning("prometheus sample dropped", reason="invalid", namespace=pod_key[0], pod=pod_key[1],
+                        stamp=max(stamp, stamp2), value=fraction, used=used)
+            continue
         samples.append(UsageSample(
             workload=worker.spec.workload or worker.spec.pod, namespace=worker.spec.namespace, pod=worker.spec.pod,
             allocation_id=worker.spec.allocation_id, node=worker.node, gpu=worker.gpus[0] if worker.gpus else "",
-            milli_tflops_used=int(fraction * capacity), vram_bytes_used=int(used),
-            at=datetime.fromtimestamp(max(stamp, stamp2), tz=UTC)))
+            milli_tflops_used=used_tflops, vram_bytes_used=used_vram, at=at))
     return samples
 
 

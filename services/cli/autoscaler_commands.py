@@ -38,7 +38,7 @@ console = Console()
 def read_samples(path: Path) -> list[UsageSample]:
     """Usage samples of a JSONL file; BadInput names the line of the first bad one."""
     try:
-        lines = path.read_text().splitlines()
+        lines = path.read_bytes().splitlines()  # each line's UTF-8 is checked by decode_sample
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}", field="samples") from exc
     samples = []
@@ -55,10 +55,12 @@ def read_samples(path: Path) -> list[UsageSample]:
 def read_profile(path: Path) -> ProfileSettings:
     """The WorkloadProfile YAML (the object or its spec); BadInput names the bad field."""
     try:
-        obj = yaml.safe_load(path.read_text())
+        obj = yaml.safe_load(path.read_bytes().decode("utf-8"))
     except OSError as exc:
         raise BadInput(f"cannot read {path}: {exc.strerror}", field="config") from exc
-    except yaml.YAMLError as exc:
+    except UnicodeDecodeError as exc:
+        raise BadInput(f"{path} is not UTF-8 text (byte {exc.start})", field="config") from None
+    except (yaml.YAMLError, RecursionError) as exc:
         raise BadInput(f"{path} is not YAML: {exc}", field="config") from exc
     if not isinstance(obj, dict):
         raise BadInput(f"{path}: want a WorkloadProfile mapping", field="config")
@@ -104,7 +106,7 @@ def recommend(
     """Estimates and the recommended request/limit of a workload, and why."""
     try:
         report = _recommend(workload, namespace, samples, config, timeout, data_dir)
-    except (BadInput, endpoints.EndpointsError) as exc:
+    except (BadInput, endpoints.EndpointsError, shared_settings.SettingsError) as exc:
         fail(str(exc), field=exc.field, code=2, as_json=as_json)
     except cron.CronError as exc:
         fail(str(exc), field="spec.autoScalingConfig.cronScalingRules", code=2, as_json=as_json)

@@ -38,10 +38,12 @@ class Endpoints(msgspec.Struct, kw_only=True):
 
 
 def write(data_dir: Path, endpoints: Endpoints) -> Path:
-    """Write ``data_dir/endpoints.json`` atomically; returns its path."""
+    """Write ``data_dir/endpoints.json`` atomically with mode 0600 (its URLs carry passwords)."""
     path = data_dir / ENDPOINTS_FILE
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(msgspec.to_builtins(endpoints), indent=2) + "\n")
+    tmp.unlink(missing_ok=True)
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+        handle.write(json.dumps(msgspec.to_builtins(endpoints), indent=2) + "\n")
     tmp.replace(path)
     return path
 

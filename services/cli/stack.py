@@ -1,6 +1,7 @@
 """``gpuledger up``: the whole stack in one process tree, under one data directory.
 
-Starts nats-server (``D/nats``) and PostgreSQL (``D/postgres``, database ``gpuledger``), migrates,
+Starts nats-server (``D/nats``) and PostgreSQL (``D/postgres``, database ``gpuledger``), both on
+127.0.0.1 with generated passwords (``D/secrets/``, mode 0600, carried by the URLs), migrates,
 runs the allocator in this process, starts the optional services that are installed (each is
 imported lazily and skipped with a log line when absent), loads the demo inventory, writes
 ``D/endpoints.json`` and prints ``gpuledger is up``; on SIGINT/SIGTERM everything stops in
@@ -27,13 +28,16 @@ from services.allocator.adapters import database
 from services.allocator.service import Allocator
 from services.allocator.settings import AllocatorSettings
 from services.cli import endpoints
-from services.shared import lifecycle, messaging
-from services.shared.natsserver import NatsServer
+from services.shared import lifecycle, messaging, secretfile
+from services.shared.natsserver import NatsServer, password_config
 from services.shared.pgserver import PgServer
+from services.shared.settings import redact_url
 
 log = structlog.get_logger(__name__)
 
 DATABASE = "gpuledger"
+NATS_USER = "gpuledger"
+"""The one NATS user of the embedded server; its password is ``D/secrets/nats-password``."""
 DEFAULT_INVENTORY = Path(__file__).resolve().parents[2] / "data/openb/openb_node_list_gpu_node.csv"
 
 OPTIONAL_SERVICES: tuple[tuple[str, str, str], ...] = (
@@ -115,18 +119,21 @@ async def run_up(options: UpOptions, stop: asyncio.Event, *, console: Console) -
     inner_stop = asyncio.Event()
     try:
         with console.status("starting nats-server and PostgreSQL"):
-            nats_server = NatsServer(data_dir / "nats")
+            nats_password = secretfile.ensure(data_dir / "secrets" / "nats-password")
+            nats_server = NatsServer(data_dir / "nats", config=password_config(NATS_USER, nats_password))
             await asyncio.to_thread(nats_server.start)
             teardown.push("nats-server", lambda: asyncio.to_thread(nats_server.stop))
-            pg = PgServer(data_dir / "postgres")
+            nats_url = nats_server.url_for(NATS_USER, nats_password)
+            pg_password = secretfile.ensure(data_dir / "secrets" / "postgres-password")
+            pg = PgServer(data_dir / "postgres", password=pg_password)
             await asyncio.to_thread(pg.start)
             teardown.push("postgres", lambda: asyncio.to_thread(pg.stop))
             database_url = await asyncio.to_thread(ensure_database, pg)
             await asyncio.to_thread(database.upgrade, database_url)
-        settings = AllocatorSettings(database_url=database_url, nats_url=nats_server.url,
+        settings = AllocatorSettings(database_url=database_url, nats_url=nats_url,
                                      http_port=options.http_port, holder="gpuledger-up")
         allocator, port = await _start_allocator(settings, inner_stop, tasks)
-        found = endpoints.Endpoints(nats_url=nats_server.url, database_url=database_url,
+        found = endpoints.Endpoints(nats_url=nats_url, database_url=database_url,
                                     allocator_http=f"http://127.0.0.1:{port}")
         extra = await _start_optional(inner_stop, found, tasks)
         found.webhook_https = extra.get("webhook_https", "")
@@ -186,9 +193,10 @@ async def _load_demo(allocator: Allocator, options: UpOptions, found: endpoints.
 
 
 def _print_urls(console: Console, found: endpoints.Endpoints, data_dir: Path) -> None:
-    console.print(f"NATS:      {found.nats_url}")
-    console.print(f"database:  {found.database_url}")
+    console.print(f"NATS:      {redact_url(found.nats_url)}")
+    console.print(f"database:  {redact_url(found.database_url)}")
     console.print(f"allocator: {found.allocator_http}  (/readyz /metrics /api/v1/status)")
+    console.print(f"dashboard: {found.allocator_http}/ui/")
     if found.webhook_https:
         console.print(f"webhook:   {found.webhook_https}")
     console.print(f"endpoints: {data_dir / endpoints.ENDPOINTS_FILE}")

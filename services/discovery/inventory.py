@@ -14,7 +14,7 @@ import uuid as uuidlib
 
 import msgspec
 
-from events import codec
+from events import codec, guard
 from events.intents import RegisterNode
 from events.values import GpuSpec, Resources
 from services.discovery.catalog import ModelTable
@@ -77,6 +77,12 @@ def content_id(intent: RegisterNode) -> str:
     """A deterministic intent id from the report's content: re-sending the same report is a no-op."""
     body = codec.encode(msgspec.structs.replace(intent, intent_id=""))
     return f"register:{intent.node}:{hashlib.sha256(body).hexdigest()[:16]}"
+
+
+def finished(intent: RegisterNode) -> RegisterNode:
+    """``intent`` with its content id, checked against the contract's bounds (the same checks the
+    allocator makes); raises :class:`events.bounds.BoundsError` naming the field and value."""
+    return guard.check_message(msgspec.structs.replace(intent, intent_id=content_id(intent)))
 
 
 def fresh_id(intent: RegisterNode) -> str:

@@ -16,11 +16,11 @@ import msgspec
 import structlog
 from kubernetes_asyncio import client
 
-from events import quantity
+from events import bounds, quantity
 from events.intents import RegisterNode, RemoveNode
 from services.discovery.catalog import ModelTable
 from services.discovery.heartbeat import Inventory, Publish
-from services.discovery.inventory import GpuReading, ReportConfig, build_gpus, content_id, same_report
+from services.discovery.inventory import GpuReading, ReportConfig, build_gpus, finished, same_report
 from services.shared import kube
 
 log = structlog.get_logger(__name__)
@@ -29,21 +29,26 @@ PRODUCT_LABEL = "nvidia.com/gpu.product"
 COUNT_LABEL = "nvidia.com/gpu.count"
 MEMORY_LABEL = "nvidia.com/gpu.memory"
 MAX_GPUS_PER_NODE = 64
-"""TensorFusion reads at most 64 devices per node (spec B.9)."""
+"""TensorFusion reads at most 64 devices per node (TensorFusion node discovery)."""
 
 
 class NodeLabelError(ValueError):
     """A Node label or field cannot be read; names the node, the label and the value."""
 
     def __init__(self, node: str, label: str, value: object, problem: str) -> None:
-        super().__init__(f"node {node!r}: label {label}={value!r}: {problem}; node skipped")
+        shown = bounds.echo(repr(value), 80)
+        super().__init__(f"node {bounds.echo(node, 253)!r}: label {label}={shown}: {bounds.echo(problem, 512)}; "
+                         "node skipped")
         self.node, self.label, self.value = node, label, value
 
 
 def _int_label(node: str, labels: dict[str, str], label: str, *, low: int, high: int) -> int:
     raw = labels[label]
+    text = str(raw).strip()
     try:
-        value = int(str(raw).strip())
+        if len(text) > 20:
+            raise ValueError(text)
+        value = int(text)
     except ValueError:
         raise NodeLabelError(node, label, raw, "not an integer") from None
     if not low <= value <= high:
@@ -62,7 +67,7 @@ def _allocatable(node: str, status: dict[str, Any]) -> tuple[int, int]:
 
 
 def is_schedulable(obj: dict[str, Any]) -> bool:
-    """False when cordoned (``spec.unschedulable``) or the Ready condition is not True (spec B16)."""
+    """False when cordoned (``spec.unschedulable``) or the Ready condition is not True."""
     if (obj.get("spec") or {}).get("unschedulable"):
         return False
     conditions = (obj.get("status") or {}).get("conditions") or []
@@ -73,7 +78,8 @@ def node_report(obj: dict[str, Any], *, table: ModelTable, config: ReportConfig)
     """The RegisterNode for a Node dict, or None when it has no GPU labels (or count 0).
 
     Raises NodeLabelError for a non-integer or out-of-range count/memory, a missing product label
-    on a node with a count, or unparsable allocatable quantities.
+    on a node with a count, unparsable allocatable quantities, or a report beyond the contract's
+    bounds (:mod:`events.bounds`: a 64-character label value, 300 labels, a too-long name).
     """
     meta = obj.get("metadata") or {}
     name, labels = str(meta.get("name", "")), dict(meta.get("labels") or {})
@@ -95,7 +101,10 @@ def node_report(obj: dict[str, Any], *, table: ModelTable, config: ReportConfig)
         gpus=build_gpus(name, readings, table=table, config=config), labels=labels,
         cpu_milli=cpu, memory_bytes=memory, schedulable=is_schedulable(obj),
         heartbeat_ttl_s=config.heartbeat_ttl_s, source="kubernetes")
-    return msgspec.structs.replace(intent, intent_id=content_id(intent))
+    try:
+        return finished(intent)
+    except bounds.BoundsError as exc:
+        raise NodeLabelError(name, exc.field or "node", exc.value, str(exc)) from None
 
 
 async def handle_event(event: kube.WatchEvent, *, inventory: Inventory, publish: Publish,
@@ -125,8 +134,7 @@ async def handle_event(event: kube.WatchEvent, *, inventory: Inventory, publish:
     if report is None:
         if previous is None or not previous.gpus:
             return
-        report = msgspec.structs.replace(previous, gpus=(), intent_id="")
-        report = msgspec.structs.replace(report, intent_id=content_id(report))
+        report = finished(msgspec.structs.replace(previous, gpus=(), intent_id=""))
     inventory.put(report)
     if previous is None or not same_report(previous, report):
         await publish(report)

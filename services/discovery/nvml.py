@@ -4,7 +4,7 @@
 fake in unit tests) and returns :class:`GpuReading` per device: uuid (lowercased, as TensorFusion
 keys GPUs), NVML name (model lookup via the table's normalisation), total memory bytes, index
 and NUMA node (``nvmlDeviceGetNumaNodeId``, else the PCI device's sysfs ``numa_node``; -1 or
-unavailable -> None). At most 64 devices (spec B.3). ``node_report`` adds the host's CPU and
+unavailable -> None). At most 64 devices (TensorFusion node discovery). ``node_report`` adds the host's CPU and
 memory. NVML errors other than on optional fields propagate as the module's NVMLError.
 """
 
@@ -15,11 +15,9 @@ import socket
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from events.intents import RegisterNode
 from services.discovery.catalog import ModelTable
-from services.discovery.inventory import GpuReading, ReportConfig, build_gpus, content_id
+from services.discovery.inventory import GpuReading, ReportConfig, build_gpus, finished
 
 MAX_DEVICES = 64
 SYSFS_PCI = Path("/sys/bus/pci/devices")
@@ -81,12 +79,13 @@ def node_name() -> str:
 
 def node_report(node: str, readings: list[GpuReading], *, table: ModelTable, config: ReportConfig,
                 cpu_milli: int = 0, memory_bytes: int = 0) -> RegisterNode:
-    """The RegisterNode for this host's GPUs (pool from ``config.pool``)."""
+    """The RegisterNode for this host's GPUs (pool from ``config.pool``); raises
+    :class:`events.bounds.BoundsError` when a reading is beyond the contract's bounds."""
     intent = RegisterNode(
         intent_id="", node=node, pool=config.pool, gpus=build_gpus(node, readings, table=table, config=config),
         cpu_milli=cpu_milli, memory_bytes=memory_bytes, heartbeat_ttl_s=config.heartbeat_ttl_s,
         source="nvml")
-    return msgspec.structs.replace(intent, intent_id=content_id(intent))
+    return finished(intent)
 
 
 def load_nvml() -> Any:

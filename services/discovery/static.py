@@ -21,16 +21,16 @@ Intent ids are content hashes, so loading the same file twice registers nothing 
 from __future__ import annotations
 
 import csv
+import io
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import yaml
 
-from events import quantity
+from events import bounds, quantity
 from events.intents import RegisterNode
 from services.discovery.catalog import ModelTable
-from services.discovery.inventory import GpuReading, ReportConfig, build_gpus, content_id
+from services.discovery.inventory import GpuReading, ReportConfig, build_gpus, finished
 
 CSV_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
 
@@ -39,21 +39,28 @@ class InventoryError(ValueError):
     """A malformed inventory file; ``field`` names the offending field (``nodes[3].gpus[0].count``)."""
 
     def __init__(self, path: str | Path, field: str, problem: str) -> None:
-        super().__init__(f"{path}: {field}: {problem}")
+        super().__init__(f"{path}: {field}: {bounds.echo(problem, 1024)}")
         self.field = field
 
 
-def _finish(intent: RegisterNode) -> RegisterNode:
-    return msgspec.structs.replace(intent, intent_id=content_id(intent))
-
-
-def _int(path: Path, field: str, value: object, *, low: int = 0) -> int:
+def _finish(path: Path, where: str, intent: RegisterNode) -> RegisterNode:
+    """The report with its content id, within the contract's bounds (else InventoryError naming the field)."""
     try:
-        number = int(str(value).strip())
+        return finished(intent)
+    except bounds.BoundsError as exc:
+        raise InventoryError(path, f"{where}.{exc.field}" if exc.field else where, str(exc)) from None
+
+
+def _int(path: Path, field: str, value: object, *, low: int = 0, high: int = bounds.INT32_MAX) -> int:
+    text = str(value).strip()
+    try:
+        if len(text) > 20:
+            raise ValueError(text)
+        number = int(text)
     except ValueError:
-        raise InventoryError(path, field, f"{value!r} is not an integer") from None
-    if number < low:
-        raise InventoryError(path, field, f"{value!r} must be >= {low}")
+        raise InventoryError(path, field, f"{bounds.echo(text, 40)!r} is not an integer") from None
+    if not low <= number <= high:
+        raise InventoryError(path, field, f"{value!r} must be between {low} and {high}")
     return number
 
 
@@ -66,24 +73,27 @@ def _quantity(path: Path, field: str, value: object, *, milli: bool) -> int:
 
 def load_csv(path: Path, *, pool: str, table: ModelTable, config: ReportConfig) -> list[RegisterNode]:
     """Alibaba node CSV rows -> RegisterNode (cpu from cpu_milli, memory MiB -> bytes, gpu = count)."""
-    with path.open(newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or ())]
-        if missing:
-            raise InventoryError(path, "header", f"missing columns {missing} (need {','.join(CSV_COLUMNS)})")
-        nodes = []
-        for line, row in enumerate(reader, start=2):
-            where = f"line {line}"
-            name = (row["sn"] or "").strip()
-            if not name:
-                raise InventoryError(path, f"{where}.sn", "empty node name")
-            count = _int(path, f"{where}.gpu", row["gpu"])
-            readings = [GpuReading(model=row["model"].strip(), index=i) for i in range(count)]
-            nodes.append(_finish(RegisterNode(
-                intent_id="", node=name, pool=pool, gpus=build_gpus(name, readings, table=table, config=config),
-                cpu_milli=_int(path, f"{where}.cpu_milli", row["cpu_milli"]),
-                memory_bytes=_int(path, f"{where}.memory_mib", row["memory_mib"]) * 2**20,
-                heartbeat_ttl_s=config.heartbeat_ttl_s, source="static")))
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InventoryError(path, "", f"not UTF-8 text (byte {exc.start})") from None
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    missing = [c for c in CSV_COLUMNS if c not in (reader.fieldnames or ())]
+    if missing:
+        raise InventoryError(path, "header", f"missing columns {missing} (need {','.join(CSV_COLUMNS)})")
+    nodes = []
+    for line, row in enumerate(reader, start=2):
+        where = f"line {line}"
+        name = (row["sn"] or "").strip()
+        if not name:
+            raise InventoryError(path, f"{where}.sn", "empty node name")
+        count = _int(path, f"{where}.gpu", row["gpu"], high=bounds.MAX_GPUS_PER_NODE)
+        readings = [GpuReading(model=(row["model"] or "").strip(), index=i) for i in range(count)]
+        nodes.append(_finish(path, where, RegisterNode(
+            intent_id="", node=name, pool=pool, gpus=build_gpus(name, readings, table=table, config=config),
+            cpu_milli=_int(path, f"{where}.cpu_milli", row["cpu_milli"]),
+            memory_bytes=_int(path, f"{where}.memory_mib", row["memory_mib"]) * 2**20,
+            heartbeat_ttl_s=config.heartbeat_ttl_s, source="static")))
     return nodes
 
 
@@ -95,7 +105,9 @@ def _readings(path: Path, where: str, groups: object) -> list[GpuReading]:
         field = f"{where}.gpus[{g}]"
         if not isinstance(group, dict) or not str(group.get("model", "")).strip():
             raise InventoryError(path, f"{field}.model", "required")
-        count = _int(path, f"{field}.count", group.get("count", 1), low=1)
+        count = _int(path, f"{field}.count", group.get("count", 1), low=1, high=bounds.MAX_GPUS_PER_NODE)
+        if len(readings) + count > bounds.MAX_GPUS_PER_NODE:
+            raise InventoryError(path, f"{field}.count", f"more than {bounds.MAX_GPUS_PER_NODE} GPUs on one node")
         uuids, numas = list(group.get("uuids") or []), list(group.get("numa_nodes") or [])
         for name, values in (("uuids", uuids), ("numa_nodes", numas)):
             if values and len(values) != count:
@@ -105,7 +117,9 @@ def _readings(path: Path, where: str, groups: object) -> list[GpuReading]:
         for i in range(count):
             readings.append(GpuReading(
                 model=str(group["model"]).strip(), index=len(readings), vram_bytes=vram, milli_tflops=tflops,
-                uuid=str(uuids[i]) if uuids else "", numa_node=int(numas[i]) if numas else None))
+                uuid=str(uuids[i]) if uuids else "",
+                numa_node=_int(path, f"{field}.numa_nodes[{i}]", numas[i], high=bounds.MAX_GPUS_PER_NODE - 1)
+                if numas else None))
     return readings
 
 
@@ -119,7 +133,7 @@ def _yaml_node(path: Path, index: int, entry: object, *, pool: str, table: Model
     if not isinstance(labels, dict):
         raise InventoryError(path, f"{where}.labels", "must be a mapping of strings")
     readings = _readings(path, where, entry.get("gpus") or [])
-    return _finish(RegisterNode(
+    return _finish(path, where, RegisterNode(
         intent_id="", node=name, pool=str(entry.get("pool") or pool),
         gpus=build_gpus(name, readings, table=table, config=config),
         labels={str(k): str(v) for k, v in labels.items()},
@@ -131,7 +145,12 @@ def _yaml_node(path: Path, index: int, entry: object, *, pool: str, table: Model
 
 def load_yaml(path: Path, *, pool: str, table: ModelTable, config: ReportConfig) -> list[RegisterNode]:
     """The YAML inventory format (module docstring) -> RegisterNode per node; names must be unique."""
-    data: Any = yaml.safe_load(path.read_text())
+    try:
+        data: Any = yaml.safe_load(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise InventoryError(path, "", f"not UTF-8 text (byte {exc.start})") from None
+    except (yaml.YAMLError, RecursionError, ValueError) as exc:  # ValueError: a 5,000-digit integer
+        raise InventoryError(path, "", f"not YAML: {exc}") from None
     if not isinstance(data, dict) or not isinstance(data.get("nodes"), list):
         raise InventoryError(path, "nodes", "the file must be a mapping with a 'nodes' list")
     pool = str(data.get("pool") or pool)
@@ -156,8 +175,8 @@ def load_inventory(path: str | Path, *, pool: str = "default", table: ModelTable
     path = Path(path)
     table = table or ModelTable.load()
     config = config or ReportConfig(pool=pool, source="static")
-    with path.open() as handle:
-        first = handle.readline()
+    with path.open("rb") as handle:
+        first = handle.readline().decode("utf-8", "replace")
     if path.suffix.lower() == ".csv" or first.replace(" ", "").startswith("sn,"):
         return load_csv(path, pool=pool, table=table, config=config)
     return load_yaml(path, pool=pool, table=table, config=config)

@@ -1,8 +1,9 @@
 """compose(): a Pod (+ WorkloadProfile, pool defaults, namespace quota defaults) -> AllocationSpec.
 
 The order of evaluation and the precedence are TensorFusion's ``ParseTensorFusionInfo`` and
-``Handle`` (spec/admission.md §2.1-§2.10); each deviation (a denial where TensorFusion silently
-ignores or drops a value) is listed in docs/compatibility.md. Pure: no I/O, no clock, no randomness.
+``Handle`` (TensorFusion internal/webhook/v1/tf_parser.go, pod_webhook.go); each deviation (a
+denial where TensorFusion silently ignores or drops a value) is listed in docs/compatibility.md.
+Pure: no I/O, no clock, no randomness.
 """
 
 from __future__ import annotations
@@ -187,7 +188,7 @@ def _resources(
     quota: QuotaSpec | None,
     context: ComposeContext,
 ) -> tuple[Side, Side]:
-    """Request and limit; migrated native GPU limits mean a 100 % compute limit unless shared (TF §2.4)."""
+    """Request and limit; migrated native GPU limits mean a 100 % compute limit unless shared (TensorFusion)."""
     profile_limit = Side(tflops=prof.limit.tflops, percent=prof.limit.percent, vram=prof.limit.vram)
     if native.count and opts.isolation != "shared":
         profile_limit.percent = 100_000

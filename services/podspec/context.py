@@ -12,7 +12,7 @@ from events.values import Resources
 
 
 class PoolDefaults(msgspec.Struct, frozen=True, kw_only=True):
-    """The GPUPool fields admission reads (TensorFusion GPUPool spec, spec/admission.md §2.0).
+    """The GPUPool fields admission reads (TensorFusion api/v1/gpupool_types.go).
 
     ``name``: pool used when the pod has no ``gpupool`` annotation (TensorFusion: the pool
     marked ``is-default-pool``). ``default_qos``: ``qosConfig.defaultQoS``. ``local_gpu``:

@@ -1,6 +1,7 @@
 """Gang scheduling inputs: gang-enabled / gang-min-members / gang-timeout -> stamped gang annotations.
 
-Rules and messages: TensorFusion ``parseGangScheduling`` / ``validateGang`` (spec/admission.md §2.8).
+Rules and messages: TensorFusion ``parseGangScheduling`` / ``validateGang`` (TensorFusion
+internal/webhook/v1/tf_parser.go).
 gpuledger records the gang as allocation attributes (``gang-desired-members``,
 ``gang-required-members``, ``gang-group-key``, ``gang-timeout``); it does not yet hold back a
 partial gang (docs/compatibility.md).

@@ -1,7 +1,7 @@
 """Annotation and label keys read and written by admission (TensorFusion names, domain tensor-fusion.ai).
 
 Every ``tensor-fusion.ai/*`` key lives here and nowhere else; gpuledger's own keys use the
-``gpuledger.io`` domain. Source: TensorFusion ``pkg/constants/constants.go`` (spec/admission.md §1).
+``gpuledger.io`` domain. Source: TensorFusion ``pkg/constants/constants.go``.
 """
 
 from __future__ import annotations

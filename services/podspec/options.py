@@ -1,6 +1,6 @@
 """Scalar pod options: pool, local/remote mode, sidecar, isolation, partition, model, vendor, autoscale.
 
-Precedence per TensorFusion (spec/admission.md §2.2): the profile's poolName, isLocalGPU and
+Precedence per TensorFusion (TensorFusion internal/webhook/v1/tf_parser.go): the profile's poolName, isLocalGPU and
 isolation are ignored; ``sidecar-worker=true`` forces local mode. Unknown isolation values, a
 pool the allocator does not know (when the caller passes ``known_pools``) and a bad
 ``enabled-replicas`` are denied naming the key.

@@ -1,7 +1,7 @@
 """What admission reads from the Pod object itself: containers, native GPU limits, CPU/memory, owner.
 
 Native device-plugin limits (``nvidia.com/gpu: 2``) in a TensorFusion pod become ``gpu-count``
-(TensorFusion ``parseNativeGPUResource``, spec/admission.md §2.4). The workload name follows the
+(TensorFusion ``parseNativeGPUResource``, internal/webhook/v1/tf_parser.go). The workload name follows the
 controller owner chain (§2.1 step 2); without an API lookup a ReplicaSet named
 ``<deployment>-<pod-template-hash>`` is resolved to its Deployment by name.
 """

@@ -4,7 +4,8 @@ Accepts the whole custom object or only its ``spec``. Field names follow the CRD
 (``resources.{requests,limits}.{tflops,compute,vram}``, ``gpuCount``, ``qos``, ``gpuModel``,
 ``vendor``, ``sidecarWorker``, ``partitionTemplateId``, ``replicas``, ``nodeAffinity``,
 ``autoScalingConfig``, ``gangScheduling``). Per TensorFusion, ``poolName``, ``isLocalGPU``,
-``isolation`` and ``gpuIndices`` are read but never used (spec/admission.md §2.2, quirk Q5).
+``isolation`` and ``gpuIndices`` are read but never used
+(TensorFusion internal/webhook/v1/tf_parser.go; see docs/compatibility.md).
 """
 
 from __future__ import annotations

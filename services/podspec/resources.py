@@ -1,6 +1,6 @@
 """Per-GPU request and limit: profile, namespace quota defaults, annotations, inheritance, dedicated GPU.
 
-Rules: TensorFusion ``ParseTensorFusionInfo`` (spec/admission.md §2.3, §2.5, §2.6). Precedence,
+Rules: TensorFusion ``ParseTensorFusionInfo`` (TensorFusion internal/webhook/v1/tf_parser.go). Precedence,
 highest first: dedicated-gpu > annotations > WorkloadProfile > quota defaults > request inherits
 limit. Deviations (denied, where TensorFusion drops one value silently): a pod whose annotations
 set both a TFLOPS and a compute-percent key; a request above its limit; a percent above 100; a

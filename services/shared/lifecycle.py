@@ -12,10 +12,13 @@ from __future__ import annotations
 import asyncio
 import gc
 import signal
+import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 import structlog
+
+from services.shared.settings import SettingsError, nats_security
 
 log = structlog.get_logger(__name__)
 
@@ -100,7 +103,17 @@ class Teardown:
 
 
 def run_service(main: Callable[[asyncio.Event], Coroutine[Any, Any, None]]) -> None:
-    """``asyncio.run(main(stop))`` with SIGTERM/SIGINT setting ``stop``; returns when main returns."""
+    """``asyncio.run(main(stop))`` with SIGTERM/SIGINT setting ``stop``; returns when main returns.
+
+    The ``GPULEDGER_NATS_*`` security settings are checked first (every service connects with
+    them): a missing file or an inconsistent set prints ``error: ... (field: VAR)`` on stderr and
+    exits 2 (SystemExit) before anything starts.
+    """
+    try:
+        nats_security()
+    except SettingsError as exc:
+        print(f"error: {exc} (field: {exc.field})", file=sys.stderr)
+        raise SystemExit(2) from exc
 
     async def runner() -> None:
         stop = asyncio.Event()

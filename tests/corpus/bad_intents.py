@@ -131,7 +131,7 @@ BAD_INTENTS: tuple[BadIntent, ...] = (
     _entry("weight-1e308", pool, "config.vram_weight", 1e308),
     _entry("weight-negative", pool, "config.tflops_weight", -0.5),
     _entry("label-value-64", register, "labels", {"zone": "z" * 64}),
-    _entry("labels-300", register, "labels", {f"k{i}": "v" for i in range(300)}),
+    _entry("labels-1100", register, "labels", {f"k{i}": "v" for i in range(1100)}),
     _entry("attributes-65", request, "spec.attributes", {f"k{i}": "v" for i in range(65)}),
     _entry("attributes-17k", request, "spec.attributes", {f"k{i}": "v" * 600 for i in range(30)}),
     _entry("gpu-indices-5000", request, "spec.gpu_indices", list(range(5000)), field="spec.gpu_indices[1024]"),

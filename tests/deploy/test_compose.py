@@ -63,7 +63,8 @@ def test_the_stack_of_issue_9_is_there(compose: dict[str, Any]) -> None:
 def test_state_lives_in_named_volumes(compose: dict[str, Any]) -> None:
     declared = set(compose.get("volumes", {}))
     mounts = {name: [v.split(":") for v in s.get("volumes", [])] for name, s in compose["services"].items()}
-    assert [m[1] for m in mounts["nats"]] == ["/data"] and "/data" in compose["services"]["nats"]["command"]
+    assert [m[1] for m in mounts["nats"] if not m[0].startswith(".")] == ["/data"]
+    assert "/data" in compose["services"]["nats"]["command"]
     assert [m[1] for m in mounts["postgres"]] == ["/var/lib/postgresql/data"]
     used = {m[0] for ms in mounts.values() for m in ms if not m[0].startswith((".", "/"))}
     assert used <= declared, f"undeclared volumes: {used - declared}"
@@ -96,8 +97,8 @@ def test_leader_and_standby_are_distinct_replicas(compose: dict[str, Any]) -> No
 
 
 def _host_port(mapping: str) -> str:
-    """The published host port of ``"${VAR:-8480}:8480"`` or ``"8480:8480"``."""
-    host = mapping.rsplit(":", 1)[0]
+    """The published host port of ``"127.0.0.1:${VAR:-8480}:8480"`` or ``"127.0.0.1:8480:8480"``."""
+    host = mapping.rsplit(":", 1)[0].removeprefix("127.0.0.1:")
     match = re.fullmatch(r"\$\{\w+:-(\d+)\}|(\d+)", host)
     assert match, f"unexpected port mapping {mapping!r}"
     return match[1] or match[2]
@@ -109,3 +110,25 @@ def test_every_published_port_is_documented_in_the_header(compose: dict[str, Any
         for mapping in service.get("ports", []):
             port = _host_port(mapping)
             assert re.search(rf"#\s+{port}\s", header), f"{name}: host port {port} is not documented"
+
+
+def test_every_published_port_is_on_loopback_only(compose: dict[str, Any]) -> None:
+    """A developer's stack is reachable from this machine only (docs/security.md)."""
+    published = [(name, m) for name, s in compose["services"].items() for m in s.get("ports", [])]
+    assert published
+    for name, mapping in published:
+        assert isinstance(mapping, str) and mapping.startswith("127.0.0.1:"), f"{name}: {mapping}"
+    assert not any(m.endswith(":8222") for _, m in published), "the NATS monitor is not published"
+
+
+def test_no_fixed_secret_the_stack_authenticates_with(compose: dict[str, Any]) -> None:
+    """Passwords and tokens come from .env (``${VAR:?...}``: compose refuses to start without them)."""
+    text = COMPOSE.read_text()
+    assert "gpuledger:gpuledger@" not in text and "POSTGRES_PASSWORD: gpuledger" not in text
+    for name, service in compose["services"].items():
+        for key, value in service.get("environment", {}).items():
+            if key.endswith(("PASSWORD", "TOKEN")):
+                assert re.fullmatch(r"\$\{GPULEDGER_\w+:\?[^}]+\}", str(value)), f"{name}: {key}={value}"
+    users = {s["environment"].get("GPULEDGER_NATS_USER") for s in compose["services"].values()
+             if s.get("image") == GPULEDGER_IMAGE and s["command"][0] != "migrate"}
+    assert users == {"allocator", "admission", "discovery", "autoscaler"}

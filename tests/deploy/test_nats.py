@@ -4,7 +4,9 @@ binary: ``-t`` checks a configuration file; ``-h`` lists the flags).
 
 from __future__ import annotations
 
+import base64
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import yaml
 
 from services.shared.natsserver import NatsServerError, find_binary
 from tests.deploy.conftest import OVERLAYS, REPO, Obj, find, pod_spec
+from tests.deploy.natsconf import USERS, config_files, fresh_passwords, server_environment, with_tls_dir, write_tls
 
 
 @pytest.fixture(scope="module")
@@ -31,17 +34,22 @@ def _flags(argv: list[str]) -> set[str]:
 def test_rendered_nats_conf_is_valid(rendered: dict[str, list[Obj]], overlay: str, nats_server_bin: str,
                                      tmp_path: Path) -> None:
     objects = rendered[overlay]
-    (config,) = [o for o in objects if o["kind"] == "ConfigMap"
-                 and o["metadata"]["name"].startswith("gpuledger-nats-config")]
-    path = tmp_path / "nats.conf"
-    path.write_text(config["data"]["nats.conf"])
-    env = {**os.environ, "SERVER_NAME": "gpuledger-nats-0"}
-    result = subprocess.run([nats_server_bin, "-c", str(path), "-t"], capture_output=True, text=True,
-                            env=env, timeout=30)
+    files = config_files(objects)
+    write_tls(tmp_path / "tls")
+    for name, text in files.items():
+        (tmp_path / name).write_text(with_tls_dir(text, tmp_path / "tls"))
+    env = {**os.environ, **server_environment(fresh_passwords())}
+    result = subprocess.run([nats_server_bin, "-c", str(tmp_path / "nats.conf"), "-t"], capture_output=True,
+                            text=True, env=env, timeout=30)
     assert result.returncode == 0, result.stdout + result.stderr
     statefulset = find(objects, "StatefulSet", "gpuledger-nats")
-    mounts = {m["name"]: m["mountPath"] for m in pod_spec(statefulset)["containers"][0]["volumeMounts"]}
-    assert f"store_dir: {mounts['data']}" in config["data"]["nats.conf"], "JetStream must store on the volume"
+    container = pod_spec(statefulset)["containers"][0]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert f"store_dir: {mounts['data']}" in files["nats.conf"], "JetStream must store on the volume"
+    assert f"cert_file: {mounts['tls']}/tls.crt" in files["nats.conf"], "TLS must use the mounted certificate"
+    passed = {e["name"] for e in container["env"]}
+    read = set(re.findall(r"password: \$([A-Z_]+)", files["auth.conf"]))
+    assert read <= passed, f"auth.conf reads variables the pod does not set: {sorted(read - passed)}"
 
 
 def test_every_nats_flag_used_exists(rendered: dict[str, list[Obj]], nats_server_bin: str) -> None:
@@ -53,3 +61,15 @@ def test_every_nats_flag_used_exists(rendered: dict[str, list[Obj]], nats_server
     used = (_flags(compose["services"]["nats"]["command"]) | _flags(container["args"])
             | _flags(container["lifecycle"]["preStop"]["exec"]["command"]))
     assert used and used <= known, f"unknown nats-server flags: {sorted(used - known)}"
+
+
+def test_every_nats_user_has_a_password_of_the_parsable_form(rendered: dict[str, list[Obj]]) -> None:
+    """auth.conf's users are the keys of Secret gpuledger-nats-auth (the dev overlay's values: a letter,
+    then letters and digits, since nats-server parses the variable's value)."""
+    auth = config_files(rendered["prod"])["auth.conf"]
+    users = set(re.findall(r"^\s*user: (\w+)$", auth, flags=re.MULTILINE))
+    assert users == set(USERS)
+    secret = find(rendered["dev"], "Secret", "gpuledger-nats-auth")
+    assert set(secret["data"]) == users
+    for user, value in secret["data"].items():
+        assert re.fullmatch(r"[A-Za-z][A-Za-z0-9]{7,}", base64.b64decode(value).decode()), user

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import importlib
+import re
 from typing import Any
 
 import msgspec
@@ -30,7 +31,16 @@ SETTINGS = {
 SHARED = {shared_settings.NATS_URL_ENV, shared_settings.DATABASE_URL_ENV}
 IMAGE_ONLY = {"GPULEDGER_HEALTHCHECK_URL"}
 MIGRATE_READS = {shared_settings.DATABASE_URL_ENV}
+NATS_SECURITY = {shared_settings.env_name(shared_settings.NATS_PREFIX, f.name)
+                 for f in msgspec.structs.fields(shared_settings.NatsSecurity)}
+"""Read by every service's NATS connection (services/shared/messaging.py)."""
+API_AUTH = {"GPULEDGER_API_TOKEN", "GPULEDGER_API_TOKEN_FILE"}
+"""The allocator HTTP API's bearer token (services/allocator/http.py)."""
+NATS_USERS = {"allocator": "allocator", "admission": "admission", "discovery": "discovery",
+              "autoscaler": "autoscaler"}
+"""The NATS user (deploy/base/auth.conf) each service logs in as."""
 SECRET_PLACEHOLDER = "postgresql://gpuledger:secret@gpuledger-db-rw:5432/gpuledger"
+COMPOSE_SECRET_HINT = "generate .env first (see docker-compose.yml)"
 
 
 def _settings_class(service: str) -> tuple[type[msgspec.Struct], str]:
@@ -42,16 +52,17 @@ def _settings_class(service: str) -> tuple[type[msgspec.Struct], str]:
 def allowed_variables(service: str) -> set[str]:
     """The GPULEDGER_* variables ``service`` reads."""
     if service == "migrate":
-        return MIGRATE_READS | IMAGE_ONLY | {shared_settings.NATS_URL_ENV}
+        return MIGRATE_READS | IMAGE_ONLY | {shared_settings.NATS_URL_ENV} | NATS_SECURITY
     cls, prefix = _settings_class(service)
     fields = {f.name for f in msgspec.structs.fields(cls)}
     own = {shared_settings.env_name(prefix, f) for f in fields}
     shared = {v for v in SHARED if v.removeprefix("GPULEDGER_").lower() in fields}
-    return own | shared | IMAGE_ONLY
+    return own | shared | IMAGE_ONLY | NATS_SECURITY | (API_AUTH if service == "allocator" else set())
 
 
-def _environments(rendered: dict[str, list[Obj]]) -> list[tuple[str, str, dict[str, str]]]:
-    """(where, service, environment) of every gpuledger container in compose and the overlays."""
+def _environments(rendered: dict[str, list[Obj]], *, secrets: bool = False) -> list[tuple[str, str, dict[str, str]]]:
+    """(where, service, environment) of every gpuledger container in compose and the overlays; a secret
+    reference reads as a placeholder database URL, or as ``secret:<name>/<key>`` with ``secrets``."""
     compose: dict[str, Any] = yaml.safe_load((REPO / "docker-compose.yml").read_text())
     found = [(f"compose {name}", s["command"][0], {k: str(v) for k, v in s.get("environment", {}).items()})
              for name, s in compose["services"].items() if s.get("image") == "gpuledger:dev"]
@@ -61,7 +72,7 @@ def _environments(rendered: dict[str, list[Obj]]) -> list[tuple[str, str, dict[s
             spec = pod_spec(w)
             for c in spec.get("initContainers", []) + spec["containers"]:
                 if c["image"].split(":")[0].endswith("gpuledger"):
-                    env = {k: SECRET_PLACEHOLDER if v.startswith("secret:") else v
+                    env = {k: SECRET_PLACEHOLDER if v.startswith("secret:") and not secrets else v
                            for k, v in container_env(objects, c).items()}
                     found.append((f"{overlay} {w['metadata']['name']}/{c['name']}", c["args"][0], env))
     return found
@@ -74,6 +85,23 @@ def test_every_variable_set_is_read_by_its_service(rendered: dict[str, list[Obj]
         if unknown:
             problems.append(f"{where} ({service}): {sorted(unknown)} are not settings of services.{service}")
     assert not problems, "\n".join(problems)
+
+
+def test_every_service_logs_in_to_nats_as_its_own_user_over_tls(rendered: dict[str, list[Obj]]) -> None:
+    """Each service's container names its auth.conf user and takes that user's password from Secret
+    gpuledger-nats-auth (compose: from .env), and the manifests verify the server's certificate."""
+    for where, service, env in _environments(rendered, secrets=True):
+        if service == "migrate":
+            continue
+        user = NATS_USERS[service]
+        assert env.get("GPULEDGER_NATS_USER") == user, f"{where}: NATS user {env.get('GPULEDGER_NATS_USER')}"
+        assert env.get("GPULEDGER_NATS_INBOX_PREFIX") == f"_INBOX_{user}", f"{where}: the inbox auth.conf allows"
+        password = env.get("GPULEDGER_NATS_PASSWORD", "")
+        if where.startswith("compose"):
+            assert password == f"${{GPULEDGER_{user.upper()}_NATS_PASSWORD:?{COMPOSE_SECRET_HINT}}}", where
+        else:
+            assert password == f"secret:gpuledger-nats-auth/{user}", f"{where}: {password}"
+            assert env.get("GPULEDGER_NATS_TLS_CA") == "/etc/gpuledger/nats-ca/ca.crt", where
 
 
 def test_every_service_gets_the_urls_it_needs(rendered: dict[str, list[Obj]]) -> None:
@@ -117,6 +145,6 @@ def test_the_database_urls_given_are_ones_the_allocator_accepts(rendered: dict[s
             if "GPULEDGER_DATABASE_URL" in s.get("environment", {})}
     secret = next(o for o in rendered["dev"] if o["kind"] == "Secret" and o["metadata"]["name"] == "gpuledger-db-app")
     urls.add(base64.b64decode(secret["data"]["uri"]).decode())
-    for url in urls:
+    for url in {re.sub(r"\$\{\w+:\?[^}]*\}", "secret", url) for url in urls}:  # compose reads .env
         assert database.asyncpg_dsn(url).startswith("postgresql://"), url
         assert database.sqlalchemy_url(url).startswith("postgresql+psycopg://"), url

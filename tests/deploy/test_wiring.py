@@ -5,16 +5,21 @@ is opened by a NetworkPolicy, and the high-availability pieces (R3 NATS, 2 alloc
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.deploy.conftest import OVERLAYS, Obj, container_env, find, pod_spec, workloads
+from tests.deploy.conftest import DEPLOY, OVERLAYS, Obj, container_env, find, pod_spec, render, workloads
 
 # Objects that operators create at run time, so they are referenced but never rendered.
 CREATED_BY_OPERATORS = {
     ("Secret", "gpuledger-admission-tls"): "cert-manager, from Certificate gpuledger-admission",
     ("Secret", "gpuledger-db-app"): "CloudNativePG, from Cluster gpuledger-db (prod)",
+    ("Secret", "gpuledger-nats-tls"): "cert-manager, from Certificate gpuledger-nats",
+    ("Secret", "gpuledger-nats-auth"): "the operator, with generated passwords (prod; docs/deploy.md)",
+    ("Secret", "gpuledger-api-token"): "the operator, with a generated token (prod; docs/deploy.md)",
 }
 
 
@@ -45,8 +50,9 @@ def test_every_referenced_object_exists(rendered: dict[str, list[Obj]], overlay:
     missing = {ref for w in workloads(objects) for ref in _refs(pod_spec(w))} - present
     unexplained = {ref for ref in missing if ref not in CREATED_BY_OPERATORS}
     assert not unexplained, f"{overlay}: referenced but not rendered: {sorted(unexplained)}"
-    if overlay == "dev":  # no operator makes the database Secret in dev: the overlay must
-        assert ("Secret", "gpuledger-db-app") in present
+    if overlay == "dev":  # no operator makes these Secrets in dev: the overlay must
+        for name in ("gpuledger-db-app", "gpuledger-nats-auth", "gpuledger-api-token"):
+            assert ("Secret", name) in present, name
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)
@@ -189,3 +195,17 @@ def _config_name(objects: list[Obj], prefix: str) -> str:
     (name,) = [o["metadata"]["name"] for o in objects
                if o["kind"] == "ConfigMap" and o["metadata"]["name"].startswith(prefix)]
     return name
+
+
+def test_the_api_server_component_admits_only_the_listed_addresses_to_the_webhook(tmp_path: Path) -> None:
+    """deploy/components/webhook-from-apiserver on the prod overlay: the webhook's port is open to the
+    listed block only; every other policy is unchanged."""
+    (tmp_path / "kustomization.yaml").write_text(  # kustomize takes relative paths only
+        f"resources: [{os.path.relpath(DEPLOY / 'overlays' / 'prod', tmp_path)}]\n"
+        f"components: [{os.path.relpath(DEPLOY / 'components' / 'webhook-from-apiserver', tmp_path)}]\n")
+    objects = render(tmp_path)
+    policy = find(objects, "NetworkPolicy", "gpuledger-admission")["spec"]
+    assert policy["ingress"] == [{"from": [{"ipBlock": {"cidr": "192.0.2.10/32"}}], "ports": [{"port": 9443}]}]
+    plain = render(DEPLOY / "overlays" / "prod")
+    assert [o for o in objects if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] != "gpuledger-admission"] \
+        == [o for o in plain if o["kind"] == "NetworkPolicy" and o["metadata"]["name"] != "gpuledger-admission"]

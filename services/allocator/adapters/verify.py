@@ -122,5 +122,7 @@ def _diff(table: str, actual: list[projection.Row], expected: list[projection.Ro
         if got != want:
             keys = sorted(k for k in want if got.get(k) != want[k])
             key = next(iter(want.values()))
-            return f"{table}: row {key!r} differs in {', '.join(keys)}"
+            hint = (" (the current reason of a queued row: the leader writes it within a few rounds of "
+                    "0.5 s; re-run on a quiet log)") if set(keys) <= set(projection.REASON_COLUMNS) else ""
+            return f"{table}: row {key!r} differs in {', '.join(keys)}{hint}"
     return f"{table}: rows differ"

@@ -42,7 +42,7 @@ def pool_doc(state: ClusterState, pool: str) -> dict[str, Any]:
     return {
         "name": pool,
         "configured": pool in state.pools,
-        "config": msgspec.to_builtins(state.pool_config(pool)) | {"placement": state.pool_config(pool).placement},
+        "config": msgspec.structs.asdict(state.pool_config(pool)),
         "nodes": len(state.pool_nodes.get(pool, ())),
         "gpus": len(gpus),
         "gpus_by_phase": dict(sorted(Counter(g.phase for g in gpus).items())),

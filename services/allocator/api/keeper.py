@@ -5,14 +5,19 @@ the keeper marks the pools and namespaces whose queued requests that batch may r
 (:func:`services.allocator.reasons.dirty_scope`) and, in its own task on the leader, recomputes
 those reasons and writes the ones that changed to the read model, outside the log (no event per
 change, so a waiting request does not flood the log). The first round of each leadership, and
-after the projection is reloaded, recomputes and writes every queued request. Cost per round:
-one ``decide`` per queued request in the touched pools/namespaces, computed in chunks of
-:data:`CHUNK` that yield to the event loop; one UPDATE for the changed rows.
+after the projection is reloaded, recomputes and writes every queued request. Cost: one
+``decide`` per queued request in the touched pools/namespaces (a filter pass over its pool's
+nodes, BENCHMARKS.md "Current reasons"). A round computes for at most :data:`ROUND_S` seconds,
+yielding to the event loop every :data:`SLICE_S`, and rounds start at least :data:`MIN_INTERVAL_S`
+apart, so the keeper takes at most about 5 % of the allocator's event loop however long the
+queue (what is left waits, in grant order, for the next round); one UPDATE per round for the rows
+that changed.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
@@ -27,8 +32,12 @@ from services.shared import lifecycle
 
 log = structlog.get_logger(__name__)
 
-CHUNK = 64
-"""Reasons computed between two yields to the event loop."""
+SLICE_S = 0.005
+"""Computing time between two yields to the event loop."""
+ROUND_S = 0.025
+"""Computing time of one round at most (one reason is always computed)."""
+MIN_INTERVAL_S = 0.5
+"""Least time between the starts of two rounds."""
 
 ReasonRows = dict[str, tuple[str, str, str]]
 Sink = Callable[[ReasonRows, int], Awaitable[int]]
@@ -65,6 +74,7 @@ class ReasonKeeper:
         self._scope = reasons.Scope(everything=True)
         self._wake = asyncio.Event()
         self._written: ReasonRows = {}
+        self._pending: dict[str, None] = {}  # allocation ids to recompute, in grant order
         self._session: tuple[int, int] | None = None
         self.cache: dict[str, reasons.Reason] = {}
         self.position = -1
@@ -76,9 +86,9 @@ class ReasonKeeper:
 
     def lookup(self, allocation_id: str) -> reasons.Reason | None:
         """The cached current reason when the cache is as new as the projection, else None."""
-        if self.position != self._allocator.state.position or self._scope.everything:
+        if self.position != self._allocator.state.position or self._pending:
             return None
-        if self._scope.pools or self._scope.namespaces:
+        if self._scope.everything or self._scope.pools or self._scope.namespaces:
             return None
         return self.cache.get(allocation_id)
 
@@ -87,11 +97,15 @@ class ReasonKeeper:
         while not stop.is_set():
             await lifecycle.wait_event(self._wake, idle_s)
             self._wake.clear()
+            started = time.monotonic()
             try:
                 await self.refresh()
             except Exception as exc:  # the read model is behind until the next round
                 log.warning("writing current reasons failed; will retry", error=repr(exc))
                 self._scope.everything = True
+            if self._pending:
+                self._wake.set()
+            await asyncio.sleep(max(0.0, MIN_INTERVAL_S - (time.monotonic() - started)))
 
     async def refresh(self) -> int:
         """One round (leader only): recompute the dirty reasons, write those that changed; returns
@@ -102,11 +116,13 @@ class ReasonKeeper:
             return 0
         session = (id(allocator.state), allocator.keeper.epoch)
         if session != self._session:  # new leadership or reloaded projection: the rows may be anything
-            self._session, self._written = session, {}
+            self._session, self._written, self._pending = session, {}, {}
             self._scope, self.cache = reasons.Scope(everything=True), {}
         scope, self._scope = self._scope, reasons.Scope(pools=set(), namespaces=set())
         position = allocator.state.position
-        fresh = await self._compute(scope)
+        queued = reasons.queued(allocator.state)
+        self._pending.update((a.spec.allocation_id, None) for a in queued if scope.covers(a.spec))
+        fresh = await self._compute()
         live = {a.spec.allocation_id for a in reasons.queued(allocator.state)}
         self.cache = {k: v for k, v in {**self.cache, **fresh}.items() if k in live}
         self._written = {k: v for k, v in self._written.items() if k in live}
@@ -118,14 +134,19 @@ class ReasonKeeper:
         self._written.update(changed)
         return written
 
-    async def _compute(self, scope: reasons.Scope) -> dict[str, reasons.Reason]:
+    async def _compute(self) -> dict[str, reasons.Reason]:
+        """Reasons of pending ids, in grant order, for at most ROUND_S of computing."""
         out: dict[str, reasons.Reason] = {}
-        targets = [a.spec for a in reasons.queued(self._allocator.state) if scope.covers(a.spec)]
-        for start in range(0, len(targets), CHUNK):
+        spent, slice_start = 0.0, time.monotonic()
+        while self._pending and (not out or spent < ROUND_S):
+            allocation_id = next(iter(self._pending))
+            del self._pending[allocation_id]
             state = self._allocator.state
-            for spec in targets[start:start + CHUNK]:
-                live = state.allocations.get(spec.allocation_id)
-                if live is not None and live.status == "queued":
-                    out[spec.allocation_id] = reasons.current(state, spec)
-            await asyncio.sleep(0)
+            live = state.allocations.get(allocation_id)
+            if live is not None and live.status == "queued":
+                out[allocation_id] = reasons.current(state, live.spec)
+            if (elapsed := time.monotonic() - slice_start) >= SLICE_S:
+                spent += elapsed
+                await asyncio.sleep(0)
+                slice_start = time.monotonic()
         return out

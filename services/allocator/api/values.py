@@ -1,8 +1,10 @@
 """Checked values of write bodies and path segments: names, quantities, quotas, pool settings.
 
 Quantities are Kubernetes strings (``"20"`` TFLOPS, ``"4Gi"`` VRAM) or plain non-negative
-numbers, bounded by :data:`MAX_QUANTITY` once scaled (milli-TFLOPS, bytes) so nothing that
-reaches the log overflows a BIGINT column. Every refusal is ApiError(400) naming the field.
+numbers, bounded once scaled (milli-TFLOPS, bytes) by the message contract's bounds
+(:mod:`events.bounds`: per GPU for requests and limits, the quota envelope for quota amounts), as
+are names, counts and weights; the writer checks the whole intent with ``events.guard`` before
+publishing. Every refusal is ApiError(400) naming the field.
 """
 
 from __future__ import annotations
@@ -12,15 +14,12 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
+from events import bounds
 from events.quantity import QuantityError, parse
 from events.values import PoolConfig, QuotaAmount, QuotaSpec, Resources
 from services.allocator.api.guard import ApiError
 
-MAX_QUANTITY = 1 << 62
-"""Largest milli-TFLOPS or byte count accepted (a BIGINT column holds 2^63 - 1)."""
-MAX_ID_CHARS = 253
-MAX_COUNT = 1 << 31
-"""Largest worker or GPU count in a quota (an INTEGER column)."""
+MAX_ID_CHARS = bounds.MAX_ID_LENGTH
 
 
 def name(text: str, *, field: str, limit: int) -> str:
@@ -38,8 +37,8 @@ def only(body: dict[str, Any], allowed: Iterable[str], *, field: str) -> None:
                        field=f"{field}.{extra[0][:64]}")
 
 
-def quantity(raw: Any, *, field: str, scale: int) -> int:
-    """A non-negative quantity times ``scale`` (1000: milli, 1: bytes), rounded up, <= MAX_QUANTITY."""
+def quantity(raw: Any, *, field: str, scale: int, bound: int) -> int:
+    """A non-negative quantity times ``scale`` (1000: milli, 1: bytes), rounded up, at most ``bound``."""
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
         raise ApiError(400, f"{field} must be a quantity string such as \"20\" or \"4Gi\"", field=field)
     try:
@@ -49,8 +48,8 @@ def quantity(raw: Any, *, field: str, scale: int) -> int:
     if not value.is_finite() or value < 0 or value.adjusted() > 20:
         raise ApiError(400, f"{field} must be a finite non-negative quantity, got {str(raw)[:64]!r}", field=field)
     scaled = int((value * scale).to_integral_value(rounding="ROUND_CEILING"))
-    if scaled > MAX_QUANTITY:
-        raise ApiError(400, f"{field} {str(raw)[:64]!r} is above the bound {MAX_QUANTITY} once scaled", field=field)
+    if scaled > bound:
+        raise ApiError(400, f"{field} {str(raw)[:64]!r} is above the bound {bound} once scaled", field=field)
     return scaled
 
 
@@ -59,8 +58,9 @@ def resources(raw: Any, *, field: str) -> Resources:
     if not isinstance(raw, dict):
         raise ApiError(400, f"{field} must be an object {{\"tflops\", \"vram\"}}", field=field)
     only(raw, ("tflops", "vram"), field=field)
-    return Resources(milli_tflops=quantity(raw.get("tflops", 0), field=f"{field}.tflops", scale=1000),
-                     vram_bytes=quantity(raw.get("vram", 0), field=f"{field}.vram", scale=1))
+    return Resources(
+        milli_tflops=quantity(raw.get("tflops", 0), field=f"{field}.tflops", scale=1000, bound=bounds.MAX_MILLI_TFLOPS),
+        vram_bytes=quantity(raw.get("vram", 0), field=f"{field}.vram", scale=1, bound=bounds.MAX_VRAM_BYTES))
 
 
 def _amount(raw: Any, *, field: str) -> QuotaAmount | None:
@@ -70,11 +70,14 @@ def _amount(raw: Any, *, field: str) -> QuotaAmount | None:
         raise ApiError(400, f"{field} must be an object {{\"tflops\", \"vram\"}} or null", field=field)
     only(raw, ("tflops", "vram"), field=field)
     tflops, vram = raw.get("tflops"), raw.get("vram")
-    return QuotaAmount(milli_tflops=None if tflops is None else quantity(tflops, field=f"{field}.tflops", scale=1000),
-                       vram_bytes=None if vram is None else quantity(vram, field=f"{field}.vram", scale=1))
+    return QuotaAmount(
+        milli_tflops=None if tflops is None else quantity(tflops, field=f"{field}.tflops", scale=1000,
+                                                          bound=bounds.MAX_QUOTA_MILLI_TFLOPS),
+        vram_bytes=None if vram is None else quantity(vram, field=f"{field}.vram", scale=1,
+                                                      bound=bounds.MAX_QUOTA_VRAM_BYTES))
 
 
-def _count(raw: Any, *, field: str, low: int = 0, high: int = MAX_COUNT) -> int | None:
+def _count(raw: Any, *, field: str, low: int = 0, high: int = bounds.MAX_COUNT) -> int | None:
     if raw is None:
         return None
     if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
@@ -103,17 +106,18 @@ def quota(body: dict[str, Any]) -> QuotaSpec:
 
 
 def pool_config(body: dict[str, Any]) -> PoolConfig:
-    """A PoolConfig; weights finite in [0, 1000], ``placement`` a string (the allocator checks the name)."""
+    """A PoolConfig; weights finite in [0, events.bounds.MAX_WEIGHT], ``placement`` a strategy
+    name (the allocator checks it)."""
     only(body, ("placement", "vram_weight", "tflops_weight", "max_workers_per_node"), field="body")
     defaults = PoolConfig()
     placement = body.get("placement", defaults.placement)
-    if not isinstance(placement, str) or not 0 < len(placement) <= 63:
+    if not isinstance(placement, str) or not 0 < len(placement) <= bounds.MAX_LABEL_VALUE_LENGTH:
         raise ApiError(400, "placement must be a strategy name", field="placement")
     weights = {}
     for key in ("vram_weight", "tflops_weight"):
         raw = body.get(key, getattr(defaults, key))
-        if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw <= 1000:
-            raise ApiError(400, f"{key} must be a number from 0 to 1000", field=key)
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw <= bounds.MAX_WEIGHT:
+            raise ApiError(400, f"{key} must be a number from 0 to {bounds.MAX_WEIGHT:g}", field=key)
         weights[key] = float(raw)
     workers = _count(body.get("max_workers_per_node", 0), field="max_workers_per_node")
     return PoolConfig(placement=placement, max_workers_per_node=workers or 0, **weights)

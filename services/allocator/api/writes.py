@@ -13,7 +13,9 @@ from typing import Any
 
 from aiohttp import web
 
+from events import guard as events_guard
 from events import intents
+from events.bounds import MAX_LABEL_VALUE_LENGTH, MAX_NAME_LENGTH, BoundsError
 from services import podspec
 from services.allocator.api import documents, guard, paging, values
 from services.allocator.api.context import allocator_of, waiter_of
@@ -35,6 +37,10 @@ def _wait_of(params: dict[str, str]) -> float:
 
 
 async def _decide(request: web.Request, intent: intents.AnyIntent, wait_s: float) -> web.Response:
+    try:
+        events_guard.check_message(intent)
+    except BoundsError as exc:
+        raise guard.ApiError(400, str(exc), field=exc.field) from exc
     try:
         view = await waiter_of(request).submit(intent, timeout_s=wait_s)
     except Exception as exc:  # NATS down or refusing: not the client's fault, and nothing was published
@@ -109,7 +115,7 @@ async def resize(request: web.Request) -> web.Response:
 async def set_quota(request: web.Request) -> web.Response:
     """PUT /api/v1/quotas/{namespace}?wait=: body in the ``quota`` shape of GET /api/v1/quotas."""
     params = paging.query(request, allowed=("wait",))
-    namespace = values.name(request.match_info["namespace"], field="namespace", limit=63)
+    namespace = values.name(request.match_info["namespace"], field="namespace", limit=MAX_LABEL_VALUE_LENGTH)
     spec = values.quota(await guard.read_object(request))
     return await _decide(request, intents.SetQuota(intent_id=_intent_id("quota"), namespace=namespace, spec=spec),
                          _wait_of(params))
@@ -118,7 +124,7 @@ async def set_quota(request: web.Request) -> web.Response:
 async def remove_quota(request: web.Request) -> web.Response:
     """DELETE /api/v1/quotas/{namespace}?wait=: remove the namespace's quota."""
     params = paging.query(request, allowed=("wait",))
-    namespace = values.name(request.match_info["namespace"], field="namespace", limit=63)
+    namespace = values.name(request.match_info["namespace"], field="namespace", limit=MAX_LABEL_VALUE_LENGTH)
     return await _decide(request, intents.RemoveQuota(intent_id=_intent_id("unquota"), namespace=namespace),
                          _wait_of(params))
 
@@ -127,7 +133,7 @@ async def configure_pool(request: web.Request) -> web.Response:
     """PUT /api/v1/pools/{pool}?wait=: body a PoolConfig (``placement``, ``vram_weight``,
     ``tflops_weight``, ``max_workers_per_node``)."""
     params = paging.query(request, allowed=("wait",))
-    pool = values.name(request.match_info["pool"], field="pool", limit=253)
+    pool = values.name(request.match_info["pool"], field="pool", limit=MAX_NAME_LENGTH)
     config = values.pool_config(await guard.read_object(request))
     return await _decide(request, intents.ConfigurePool(intent_id=_intent_id("pool"), pool=pool, config=config),
                          _wait_of(params))

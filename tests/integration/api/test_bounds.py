@@ -47,6 +47,9 @@ async def test_every_api_route_needs_the_token_and_probes_stay_open(guarded: Api
                 assert r.status == expected, (method, path, headers, r.status)
     status, body = await guarded.get("/api/v1/status")
     assert status == 401 and body["field"] == "Authorization"
+    for sneaky in ("/%61pi/v1/status", "/api/v1/../v1/status", "/nothing", "/api"):
+        async with guarded.session.get(guarded.base + sneaky) as r:
+            assert r.status == 401, sneaky
     async with guarded.session.get(guarded.base + "/api/v1/status",
                                    headers={"Authorization": f"Bearer {TOKEN}"}) as r:
         assert r.status == 200 and "pools" in await r.json()

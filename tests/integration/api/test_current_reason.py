@@ -13,10 +13,11 @@ from urllib.parse import quote
 
 import pytest
 
-from services.allocator.adapters import history, verify
+from services.allocator.adapters import database, history, verify
 from services.allocator.adapters.postgres import PostgresEventStore
 from tests.integration.log.test_history_sql import doc_queries, run
 from tests.integration.service.factory import register_node
+from tests.integration.service.harness import start_replica
 
 from .conftest import Api, pod
 
@@ -80,3 +81,28 @@ async def test_a_queued_requests_reason_follows_what_blocks_it_now(api: Api, dat
     assert row["status"] == "granted" and row["reason"] == waiting["reason"]  # the queueing reason again
     report = await verify.verify(store)
     assert report.ok, report.problems
+
+
+async def test_a_new_leader_rewrites_every_queued_rows_reason(api: Api, nats_url: str, database_url: str) -> None:
+    """A leader that died before writing a changed reason leaves a stale row; the next leader's
+    first round rewrites every queued row, so ``replay --verify`` agrees again."""
+    await api.publish(register_node("n1", gpus=1))
+    await api.send("POST", "/api/v1/allocations", pod("pod-a", tflops="90"))
+    _, waiting = await api.send("POST", "/api/v1/allocations", pod("pod-c", tflops="50"))
+    assert waiting["type"] == "allocation_queued"
+    await api.replica.stop()
+    pool = await database.create_pool(database_url, max_size=2)
+    store = PostgresEventStore(pool)
+    try:
+        await pool.execute("UPDATE allocations SET reason = 'stale', code = 'stale' WHERE pod = 'pod-c'")
+        assert not (await verify.verify(store)).ok
+        successor = await start_replica(nats_url, database_url=database_url, holder="r2")
+        try:
+            row = await _eventually_row(store, "capacity")
+            assert row["reason"] == waiting["reason"]
+            report = await verify.verify(store)
+            assert report.ok, report.problems
+        finally:
+            await successor.stop()
+    finally:
+        await pool.close()

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 from urllib.parse import quote
 
+import aiohttp
 import pytest
 import yaml
 
 from tests.integration.service.factory import register_node
+from tests.integration.service.harness import start_replica, until
 
 from .conftest import Api, pod
 
@@ -109,3 +111,19 @@ async def test_wait_zero_answers_202_and_the_intent_is_still_decided(api: Api) -
         raise AssertionError("the pending intent was never decided")
     status, body = await api.send("POST", "/api/v1/allocations", pod("x"), wait="61")
     assert status == 400 and body["field"] == "wait"
+
+
+async def test_a_standby_answers_reads_and_writes(api: Api, nats_url: str, database_url: str) -> None:
+    standby = await start_replica(nats_url, database_url=database_url, holder="r2")
+    try:
+        assert standby.allocator.keeper.role == "standby"
+        await api.publish(register_node("n1", gpus=1))
+        async with aiohttp.ClientSession() as session:
+            other = Api(session, standby, api.js)
+            status, decided = await other.send("POST", "/api/v1/allocations", pod("via-standby", tflops="10"))
+            assert status == 200 and decided["type"] == "allocation_granted", decided
+            await until(lambda: standby.allocator.state.position >= decided["position"], what="standby caught up")
+            _, listed = await other.get("/api/v1/allocations", pod="via-standby")
+            assert [a["status"] for a in listed["items"]] == ["granted"]
+    finally:
+        await standby.stop()

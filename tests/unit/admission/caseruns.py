@@ -1,4 +1,4 @@
-"""Table-test runner for the spec/admission.md cases: one Case per row, one generic checker."""
+"""Table-test runner for the admission behaviour cases: one Case per row, one generic checker."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The four spec/admission.md §6 manifests end to end: YAML -> pod -> compose -> RequestAllocation ->
+"""Four TensorFusion-style manifests end to end: YAML -> pod -> compose -> RequestAllocation ->
 the domain's ``process`` against a small inventory (the allocator's own decision)."""
 
 from __future__ import annotations

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
-from events import bounds, quantity
+from events import bounds, guard, quantity
 from services.podspec import PodSpecError, compose, keys
 from tests.unit.admission.builders import MOCK_POOL, a_pod
 
@@ -62,3 +64,26 @@ def test_names_at_the_limit_are_accepted() -> None:
 def test_attributes_over_the_byte_limit_name_the_annotations() -> None:
     error = _denied({**RES, "inject-container": "c" * (bounds.MAX_ATTRIBUTES_BYTES + 1)})
     assert error.field in ("metadata.annotations", keys.INJECT_CONTAINER)
+
+
+_ANY_VALUE = st.one_of(
+    st.text(max_size=12),
+    st.from_regex(r"[+-]?[0-9]{0,30}(\.[0-9]{0,5})?([eE][+-]?[0-9]{1,12}|Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?",
+                  fullmatch=True),
+    st.sampled_from(["9" * 5000, "1e999999999", "8Ei", "0," * 3000, "²", "٣", "1_000", "0x10", " 1 ", "true"]),
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.sampled_from(sorted({*keys.RESOURCE_KEYS, keys.GPU_COUNT, keys.GPU_INDICES, keys.QOS,
+                                               keys.ISOLATION, keys.POOL, keys.GPU_MODEL, keys.VENDOR,
+                                               keys.ENABLED_REPLICAS, keys.GANG_MIN_MEMBERS, keys.GANG_TIMEOUT,
+                                               keys.GANG_ENABLED, keys.INJECT_CONTAINER, keys.DEDICATED_GPU})),
+                       _ANY_VALUE, max_size=6))
+def test_any_annotation_text_composes_within_bounds_or_is_one_pod_spec_error(annotations: dict[str, str]) -> None:
+    try:
+        spec = compose(a_pod({"tflops-request": "1", **annotations}), pool_defaults=MOCK_POOL)
+    except PodSpecError as exc:
+        assert exc.field and len(str(exc).encode()) <= 1024
+        return
+    assert guard.check_message(spec) is spec

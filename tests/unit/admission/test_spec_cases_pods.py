@@ -1,4 +1,4 @@
-"""spec/admission.md §5 cases C1-C32c as table tests of compose() (the pure parser).
+"""TensorFusion webhook behaviour cases C1-C32c as table tests of compose() (the pure parser).
 
 Rows that concern TensorFusion machinery gpuledger does not build (client injection, workload
 CRs, grey-release counters, auto-migration of unlabelled pods) assert what gpuledger does

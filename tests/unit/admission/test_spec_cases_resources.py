@@ -1,4 +1,4 @@
-"""spec/admission.md §5 cases C33-C57 as table tests of compose(), plus C10/C15/C32 through review().
+"""TensorFusion webhook behaviour cases C33-C57 as table tests of compose(), plus C10/C15/C32 through review().
 
 Deviations from TensorFusion (deny instead of silently dropping a value) are marked DEV and
 listed in docs/compatibility.md.

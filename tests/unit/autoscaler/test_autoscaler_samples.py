@@ -50,6 +50,7 @@ def test_malformed_and_unknown_samples_are_counted_and_service_keeps_going() -> 
     assert engine.ingest(sample(allocation_id="a-0", at=T0)) is None
     assert engine.ingest(sample(allocation_id="a-0", at=T0 - timedelta(minutes=5))) == "out_of_order"
     assert dict(engine.dropped) == {"invalid": 3, "unknown_workload": 1, "out_of_order": 1}
+    engine.flush(("ml", "llama"))
     assert engine.aggregators[("ml", "llama")].sample_count == 1
 
 

@@ -77,3 +77,24 @@ def test_any_intent_shaped_input_decodes_within_bounds_or_is_one_decode_error(da
         assert isinstance(exc.field, str) and isinstance(exc.value, str)
         return
     assert guard.check_message(intent) is intent
+
+
+_event_shaped = st.fixed_dictionaries(
+    {"type": st.sampled_from(["node_removed", "allocation_granted", "intent_rejected", "x"])},
+    optional={"schema_version": _json, "at": st.one_of(st.just("2026-01-01T00:00:00Z"), _json), "node": _json,
+              "pool": _json, "spec": _json},
+).map(msgspec.json.encode)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(_event_shaped, st.binary(max_size=100), st.integers(0, 3000).map(_deep),
+                 st.sampled_from([b'{"type":"node_removed","node":"\xe9t\xe9"}',
+                                  b'{"type":"node_removed","schema_version":-1000000000000}'])))
+def test_any_event_shaped_input_decodes_or_is_one_decode_error(data: bytes) -> None:
+    """Readers of GPULEDGER_EVENTS (admission, autoscaler) skip what does not decode; nothing else escapes."""
+    try:
+        event = codec.decode_event(data)
+    except codec.DecodeError as exc:
+        assert str(exc).startswith(("malformed event", "invalid event"))
+        return
+    assert codec.tag_of(event) in data.decode()

@@ -1,0 +1,187 @@
+"""The dashboard's routes (an aiohttp sub-application mounted at ``/ui`` on the allocator's app).
+
+``GET /ui/`` Cluster, ``/ui/queue`` Queue, ``/ui/allocations/{id}`` Allocation (``/ui/allocations
+?id=`` jumps there), ``/ui/nodes/{name}`` Node, ``/ui/quality`` Placement quality,
+``/ui/live.json`` ``{"position", "role", "epoch"}`` (what the page script polls to refresh in place),
+``/ui/static/*`` the CSS and the script. Bad query values answer 400 naming the field; unknown
+nodes and allocations 404. Everything reads the allocator's live projection through ``reads``
+and the log through ``lives`` and ``timeline``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+from urllib.parse import quote
+
+import asyncpg
+import structlog
+from aiohttp import web
+
+from services.allocator.dashboard import auth, lives, reads, render
+from services.allocator.dashboard.timeline import QualityTimeline
+from services.allocator.ports import CorruptEventError
+from services.allocator.service import Allocator
+
+log = structlog.get_logger(__name__)
+
+ALLOCATOR = web.AppKey("dashboard_allocator", Allocator)
+TIMELINE = web.AppKey("dashboard_timeline", QualityTimeline)
+
+MAX_PER_PAGE = 2000
+"""Most nodes on one page of the GPU map."""
+NODES_PER_PAGE = 250
+QUEUE_PER_PAGE = 100
+MAX_NAME = 512
+"""Longest node name or allocation id accepted in a URL."""
+
+
+class BadQuery(ValueError):
+    """A query value is not acceptable; ``field`` names it."""
+
+    def __init__(self, message: str, *, field: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+def _int(request: web.Request, name: str, default: int, high: int) -> int:
+    raw = request.query.get(name)
+    if raw is None or raw == "":
+        return default
+    if not raw.isdigit() or not 1 <= int(raw) <= high:
+        raise BadQuery(f"{name} must be a whole number from 1 to {high}, got {raw[:40]!r}", field=name)
+    return int(raw)
+
+
+def _name(request: web.Request, key: str) -> str:
+    value = request.match_info[key]
+    if len(value) > MAX_NAME:
+        raise BadQuery(f"{key} is longer than {MAX_NAME} characters", field=key)
+    return value
+
+
+def _common(allocator: Allocator, active: str) -> dict[str, Any]:
+    return {"position": allocator.state.position, "role": allocator.keeper.role, "active": active}
+
+
+async def cluster(request: web.Request) -> web.Response:
+    """Pools (capacity, used, free, quality) and the GPU map, filtered and paged by node."""
+    allocator = request.app[ALLOCATOR]
+    started = time.perf_counter()
+    query = request.query
+    flt = reads.MapFilter(pool=query.get("pool", ""), model=query.get("model", ""),
+                          node=query.get("node", ""), show=query.get("show", ""))
+    if flt.show not in reads.SHOW:
+        raise BadQuery(f"show must be one of {', '.join(s for s in reads.SHOW if s)}, got {flt.show[:40]!r}",
+                       field="show")
+    number = _int(request, "page", 1, 10**6)
+    per_page = _int(request, "per_page", NODES_PER_PAGE, MAX_PER_PAGE)
+    state = allocator.state
+    groups = list(reads.gpu_map(state, flt))
+    shown = groups[(number - 1) * per_page:number * per_page]
+    return render.page(
+        "cluster.html", **_common(allocator, "cluster"), pools=reads.pools(state), models=reads.models(state),
+        flt=flt, groups=shown, nodes_total=len(groups), gpus_total=sum(len(g.cells) for g in groups),
+        gpus_shown=sum(len(g.cells) for g in shown), page=number, per_page=per_page,
+        pages=max(1, -(-len(groups) // per_page)), show_values=reads.SHOW,
+        built_ms=1000 * (time.perf_counter() - started))
+
+
+async def queue(request: web.Request) -> web.Response:
+    """Queued requests in grant order with their stored reason and the live explanation."""
+    allocator = request.app[ALLOCATOR]
+    number = _int(request, "page", 1, 10**6)
+    waiting, total = reads.queue(allocator.state, offset=(number - 1) * QUEUE_PER_PAGE, limit=QUEUE_PER_PAGE)
+    return render.page("queue.html", **_common(allocator, "queue"), waiting=waiting, total=total, page=number,
+                       pages=max(1, -(-total // QUEUE_PER_PAGE)))
+
+
+async def find_allocation(request: web.Request) -> web.Response:
+    """``?id=`` -> 303 to that allocation's page."""
+    wanted = request.query.get("id", "").strip()
+    if not wanted or len(wanted) > MAX_NAME:
+        raise BadQuery(f"id must be an allocation id of 1 to {MAX_NAME} characters", field="id")
+    raise web.HTTPSeeOther(f"{auth.PREFIX}/allocations/{quote(wanted, safe='')}")
+
+
+async def allocation(request: web.Request) -> web.Response:
+    """One allocation: its live record (if granted or queued) and every event of it in the log."""
+    allocator = request.app[ALLOCATOR]
+    allocation_id = _name(request, "id")
+    live = reads.allocation(allocator.state, allocation_id)
+    steps = lives.steps(await lives.events_of(allocator.store, allocation_id))
+    if live is None and not steps:
+        return render.problem(f"no allocation {allocation_id!r} in the log", field="id", status=404)
+    return render.page("allocation.html", **_common(allocator, "allocation"), allocation_id=allocation_id,
+                       live=live, steps=steps, limit=lives.MAX_STEPS)
+
+
+async def node(request: web.Request) -> web.Response:
+    """One node: phase, heartbeat, labels, its GPUs and the allocations placed on it."""
+    allocator = request.app[ALLOCATOR]
+    name = _name(request, "name")
+    record = reads.node(allocator.state, name)
+    if record is None:
+        return render.problem(f"no node {name!r} in the projection", field="name", status=404)
+    gpus = reads.node_gpus(allocator.state, record)
+    return render.page("node.html", **_common(allocator, "node"), node=record, gpus=gpus,
+                       shares={g.name: reads.used_share(g) for g in gpus},
+                       classes={g.name: reads.share_class(reads.used_share(g)) for g in gpus},
+                       allocations=reads.allocations_on(allocator.state, name))
+
+
+async def quality(request: web.Request) -> web.Response:
+    """Unallocated % and fragmentation % of each pool now, and over time from the log."""
+    allocator = request.app[ALLOCATOR]
+    samples = await request.app[TIMELINE].update(allocator.store)
+    names = sorted({pool for s in samples for pool in s.pools})
+    series = {pool: [s.pools.get(pool, reads.Quality()) for s in samples] for pool in names}
+    lines = {pool: {"unallocated": render.polyline([q.unallocated_pct for q in qs]),
+                    "fragmentation": render.polyline([q.fragmentation_pct for q in qs])}
+             for pool, qs in series.items()}
+    return render.page("quality.html", **_common(allocator, "quality"), pools=reads.pools(allocator.state),
+                       samples=samples, lines=lines)
+
+
+async def live(request: web.Request) -> web.Response:
+    """``{"position", "role", "epoch"}``: the page script refreshes when the position moves."""
+    allocator = request.app[ALLOCATOR]
+    return web.json_response({"position": allocator.state.position, "role": allocator.keeper.role,
+                              "epoch": allocator.keeper.epoch}, headers={"Cache-Control": "no-store"})
+
+
+@web.middleware
+async def _problems(request: web.Request, handler: auth.Handler) -> web.StreamResponse:
+    """BadQuery -> 400 naming the field; the event log unreachable or unreadable -> 503."""
+    try:
+        return await handler(request)
+    except BadQuery as exc:
+        return render.problem(str(exc), field=exc.field)
+    except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, CorruptEventError) as exc:
+        log.warning("dashboard could not read the event log", path=request.path, error=repr(exc))
+        return render.problem(f"the event log cannot be read now ({type(exc).__name__}); try again",
+                              field="", status=503)
+
+
+def build(allocator: Allocator, *, token: str | None = None) -> web.Application:
+    """The dashboard sub-application for ``allocator``; ``token`` defaults to GPULEDGER_API_TOKEN."""
+    secret = os.environ.get("GPULEDGER_API_TOKEN", "") if token is None else token
+    app = web.Application(middlewares=[auth.middleware(secret), _problems])
+    app[ALLOCATOR] = allocator
+    app[TIMELINE] = QualityTimeline()
+    app.router.add_get("/", cluster)
+    app.router.add_get("/queue", queue)
+    app.router.add_get("/allocations", find_allocation)
+    app.router.add_get("/allocations/{id}", allocation)
+    app.router.add_get("/nodes/{name}", node)
+    app.router.add_get("/quality", quality)
+    app.router.add_get("/live.json", live)
+    app.router.add_static("/static/", render.STATIC)
+    return app
+
+
+def mount(app: web.Application, allocator: Allocator, *, token: str | None = None) -> None:
+    """Serve the dashboard of ``allocator`` under ``/ui/`` of ``app`` (the allocator's HTTP app);
+    ``token`` as in :func:`build` (pass the API's, so both take the same one)."""
+    app.add_subapp(auth.PREFIX, build(allocator, token=token))

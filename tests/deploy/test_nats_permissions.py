@@ -1,0 +1,257 @@
+"""deploy/'s NATS permissions on a real nats-server: the rendered nats.conf + auth.conf with test
+passwords and a trustme CA, TLS required. The real allocator (in-memory log) creates the streams,
+consumes intents and writes events as user ``allocator``; each producer's allowed operations work;
+every forbidden publish, JetStream API call and login is refused and leaves the streams unchanged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import msgspec
+import nats
+import pytest
+from nats.aio.client import Client as NATS
+from nats.errors import Error as NatsError
+
+from events import intents, subjects
+from events.values import QuotaSpec
+from services.allocator import bootstrap
+from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
+from services.allocator.settings import AllocatorSettings
+from services.autoscaler import checkpoint
+from services.shared import messaging
+from services.shared.natsserver import NatsServer
+from services.shared.settings import NatsSecurity
+from tests.deploy.conftest import Obj
+from tests.deploy.natsconf import config_files, fresh_passwords, server_environment, single_server_config, write_tls
+from tests.integration.service.factory import register_node, request
+
+pytestmark = pytest.mark.integration
+
+
+class Secured(msgspec.Struct, kw_only=True):
+    server: NatsServer
+    passwords: dict[str, str]
+    ca_file: str
+
+
+class Session(msgspec.Struct, kw_only=True):
+    """A connected client and the errors the server sent it."""
+
+    client: NATS
+    errors: list[str]
+
+
+@pytest.fixture
+def secured(rendered: dict[str, list[Obj]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Secured]:
+    files = config_files(rendered["prod"])
+    write_tls(tmp_path / "tls")
+    passwords = fresh_passwords()
+    for name, value in server_environment(passwords).items():
+        monkeypatch.setenv(name, value)
+    server = NatsServer(tmp_path / "nats", config=single_server_config(files, tmp_path / "tls"))
+    server.start()
+    try:
+        yield Secured(server=server, passwords=passwords, ca_file=str(tmp_path / "tls" / "ca.crt"))
+    finally:
+        server.stop()
+
+
+@contextlib.asynccontextmanager
+async def session(secured: Secured, user: str) -> AsyncIterator[Session]:
+    errors: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(str(exc))
+
+    inbox = "" if user == "operator" else f"_INBOX_{user}"  # as the manifests set GPULEDGER_NATS_INBOX_PREFIX
+    security = NatsSecurity(user=user, password=secured.passwords[user], tls_ca=secured.ca_file, inbox_prefix=inbox)
+    client = await messaging.connect(secured.server.url, name=user, security=security, error_cb=on_error)
+    try:
+        yield Session(client=client, errors=errors)
+    finally:
+        await client.close()
+
+
+async def _refused_publish(who: Session, subject: str, *, jetstream: bool = True) -> None:
+    """Publishing ``subject`` is refused: no ack (JetStream) and a permissions violation naming it."""
+    if jetstream:
+        with pytest.raises(NatsError):
+            await who.client.jetstream().publish(subject, b"{}", timeout=1)
+    else:
+        await who.client.publish(subject, b"{}")
+        await who.client.flush()
+    await _violation(who, f'publish to "{subject}"')
+
+
+async def _violation(who: Session, what: str) -> None:
+    """Wait for the server's permissions violation for ``what`` (``publish to "subject"``)."""
+    for _ in range(50):
+        if any(f"permissions violation for {what}".lower() in e.lower() for e in who.errors):
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"no permissions violation for {what}: {who.errors}")
+
+
+async def _messages(client: NATS) -> dict[str, int]:
+    js = client.jetstream()
+    return {name: (await js.stream_info(name)).state.messages
+            for name in (subjects.INTENT_STREAM, subjects.EVENT_STREAM)}
+
+
+def _allocator_environment(secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The allocator's NATS settings as its manifest sets them (its URL carries user and password)."""
+    monkeypatch.setenv("GPULEDGER_NATS_TLS_CA", secured.ca_file)
+    monkeypatch.setenv("GPULEDGER_NATS_INBOX_PREFIX", "_INBOX_allocator")
+
+
+@contextlib.asynccontextmanager
+async def allocator(secured: Secured) -> AsyncIterator[Any]:
+    settings = AllocatorSettings(nats_url=secured.server.url_for("allocator", secured.passwords["allocator"]),
+                                 http_port=0, holder="permissions-test", heartbeat_check_s=0)
+    stop, ready = asyncio.Event(), asyncio.get_running_loop().create_future()
+    leases = InMemoryLeaseStore()
+    task = asyncio.create_task(bootstrap.serve(settings, stop, store=InMemoryEventStore(leases), leases=leases,
+                                               on_ready=lambda a, port: ready.set_result((a, port))))
+    try:
+        done, _ = await asyncio.wait([task, ready], timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        assert ready in done, task.exception() if task.done() else "allocator not ready"
+        serving, port = ready.result()
+        while not serving.keeper.is_leader:
+            await asyncio.sleep(0.05)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop.set()
+        await asyncio.wait_for(task, 30)
+
+
+async def _next_event(sub: Any, tag: str) -> dict[str, Any]:
+    while True:
+        msg = await sub.next_msg(timeout=15)
+        if msg.subject == subjects.event_subject(tag):
+            decoded: dict[str, Any] = msgspec.json.decode(msg.data)
+            return decoded
+
+
+async def test_each_service_can_do_what_its_code_does(secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
+    _allocator_environment(secured, monkeypatch)
+    async with (allocator(secured) as api, session(secured, "discovery") as discovery,
+                session(secured, "admission") as admission, session(secured, "autoscaler") as autoscaler,
+                session(secured, "operator") as operator):
+        await messaging.ensure_streams(discovery.client.jetstream())  # info only: the streams exist
+        await messaging.publish_intent(discovery.client.jetstream(), register_node("node-a"))
+        events = await messaging.subscribe_events(admission.client.jetstream())
+        seq = await messaging.publish_intent(admission.client.jetstream(), request("pod-1"))
+        assert seq >= 2
+        granted = await _next_event(events, "allocation_granted")
+        assert granted["spec"]["allocation_id"] == "pod-1" and granted["node"] == "node-a"
+        await events.unsubscribe()
+
+        quota = intents.SetQuota(intent_id="quota-1", namespace="team-b", spec=QuotaSpec(max_workers=3))
+        await messaging.publish_intent(operator.client.jetstream(), quota)
+        resize = intents.ResizeAllocation(intent_id="resize-1", allocation_id="pod-1",
+                                          request=request("x").spec.request, limit=request("x").spec.limit)
+        await messaging.publish_intent(autoscaler.client.jetstream(), resize)
+        kv = await checkpoint.open_bucket(autoscaler.client.jetstream(), "gpuledger_autoscaler")
+        await kv.put("w.test", b"state")
+        assert (await kv.get("w.test")).value == b"state"
+        assert await kv.keys() == ["w.test"]  # checkpoint.load lists the keys (an ordered consumer)
+
+        async def answer(msg: Any) -> None:
+            await msg.respond(b"recommendation")
+
+        await autoscaler.client.subscribe(subjects.AUTOSCALER_RECOMMEND_SUBJECT, cb=answer)
+        await autoscaler.client.flush()
+        reply = await operator.client.request(subjects.AUTOSCALER_RECOMMEND_SUBJECT, b"{}", timeout=5)
+        assert reply.data == b"recommendation"
+        assert not (discovery.errors + admission.errors + autoscaler.errors + operator.errors)
+        # A write of the allocator's HTTP API: published and its outcome read back as user allocator.
+        async with aiohttp.ClientSession() as http, http.delete(f"{api}/api/v1/allocations/pod-1?wait=10") as answer:
+            assert answer.status == 200, await answer.text()
+            assert (await answer.json())["type"] == "allocation_released"
+        counts = await _messages(operator.client)
+        assert counts[subjects.INTENT_STREAM] == 5 and counts[subjects.EVENT_STREAM] >= 3
+
+
+async def test_forbidden_publishes_and_stream_changes_are_refused(secured: Secured,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    _allocator_environment(secured, monkeypatch)
+    async with (allocator(secured), session(secured, "discovery") as discovery,
+                session(secured, "admission") as admission, session(secured, "autoscaler") as autoscaler,
+                session(secured, "agent") as agent, session(secured, "operator") as operator):
+        await messaging.publish_intent(discovery.client.jetstream(), register_node("node-a"))
+        before = await _messages(operator.client)
+        await _refused_publish(admission, subjects.intent_subject("register_node"))
+        await _refused_publish(admission, subjects.intent_subject("configure_pool"))
+        await _refused_publish(discovery, subjects.intent_subject("request_allocation"))
+        await _refused_publish(discovery, subjects.event_subject("allocation_granted"))
+        await _refused_publish(autoscaler, subjects.intent_subject("release_allocation"))
+        await _refused_publish(autoscaler, subjects.event_subject("allocation_released"))
+        await _refused_publish(agent, subjects.intent_subject("register_node"))
+        await _refused_publish(operator, subjects.event_subject("allocation_granted"))
+        # Acking (and so dropping) the allocator's intents, or deleting, purging, re-configuring a stream.
+        await _refused_publish(admission, f"$JS.ACK.{subjects.INTENT_STREAM}.allocator.1.1.1.0.0", jetstream=False)
+        for who in (admission, discovery, autoscaler, operator):
+            for api in (f"$JS.API.STREAM.DELETE.{subjects.EVENT_STREAM}",
+                        f"$JS.API.STREAM.PURGE.{subjects.INTENT_STREAM}",
+                        f"$JS.API.STREAM.UPDATE.{subjects.EVENT_STREAM}",
+                        f"$JS.API.CONSUMER.DELETE.{subjects.INTENT_STREAM}.allocator",
+                        f"$JS.API.STREAM.MSG.DELETE.{subjects.EVENT_STREAM}"):
+                await _refused_publish(who, api, jetstream=False)
+        await agent.client.publish(subjects.metrics_subject("node-a"), b"{}")
+        await agent.client.flush()
+        assert await _messages(operator.client) == before
+        # Reading another service's replies (the allocator's pulled intents) or the events directly.
+        for who, subject in ((admission, "_INBOX_allocator.>"), (autoscaler, "_INBOX.>"),
+                             (discovery, subjects.event_subject("allocation_granted")), (agent, "_INBOX.>")):
+            await who.client.subscribe(subject)
+            await who.client.flush()
+            await _violation(who, f'subscription to "{subject}"')
+
+
+async def _login_refused(url: str, **options: Any) -> str:
+    errors: list[str] = []
+
+    async def on_error(exc: Exception) -> None:
+        errors.append(repr(exc))
+
+    with pytest.raises((NatsError, OSError, asyncio.TimeoutError)) as caught:
+        client = await nats.connect(url, allow_reconnect=False, connect_timeout=3, error_cb=on_error, **options)
+        await client.close()
+    return " ".join([*errors, repr(caught.value)])
+
+
+async def test_anonymous_wrong_password_and_unverified_tls_logins_are_refused(secured: Secured) -> None:
+    context = messaging.tls_context(NatsSecurity(tls_ca=secured.ca_file))
+    url = secured.server.url
+    assert "Authorization Violation" in await _login_refused(url, tls=context)
+    assert "Authorization Violation" in await _login_refused(url, tls=context, user="admission", password="guess")
+    assert "Authorization Violation" in await _login_refused(
+        url, tls=context, user="admission", password=secured.passwords["discovery"])
+    # The right password to a server whose certificate is not trusted (system roots only): refused
+    # before the password is sent.
+    assert "CERTIFICATE_VERIFY_FAILED" in await _login_refused(
+        url, user="admission", password=secured.passwords["admission"])
+    async with session(secured, "admission") as admission:
+        assert admission.client.is_connected
+
+
+async def test_a_producer_started_before_the_allocator_waits_for_its_streams(
+        secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Discovery may not create streams: ``ensure_streams`` waits until the allocator has made them."""
+    _allocator_environment(secured, monkeypatch)
+    async with session(secured, "discovery") as discovery:
+        waiting = asyncio.create_task(messaging.ensure_streams(discovery.client.jetstream()))
+        await asyncio.sleep(1)
+        assert not waiting.done()
+        async with allocator(secured):
+            await asyncio.wait_for(waiting, 30)
+            await messaging.publish_intent(discovery.client.jetstream(), register_node("node-a"))
+        denied = f"$JS.API.STREAM.CREATE.{subjects.INTENT_STREAM}".lower()
+        assert any(denied in e.lower() for e in discovery.errors), discovery.errors
