@@ -58,7 +58,8 @@ class Allocator:
         self.consumer = consumer
         self.relay = relay
         self.metrics = AllocatorMetrics()
-        self.watchdog = Watchdog(self.metrics.registry, stuck_after_s=settings.stuck_after_s)
+        self.watchdog = Watchdog(self.metrics.registry, stuck_after_s=settings.stuck_after_s, relay_lag=lambda: (
+            max(0, self.state.position - relay.offset) if keeper.is_leader else 0))
         relay.on_skip = self.watchdog.relay_skipped.inc
         self._publish = publish
         self._process = process
@@ -232,7 +233,8 @@ class Allocator:
     async def _append(self, decided: Sequence[DecidedIntent], epoch: int) -> list[StoredEvent]:
         if not decided:
             return []
-        return await self.store.append(decided, lease=self.settings.lease_name, epoch=epoch, state=self.state)
+        with self.watchdog.append_latency.time():
+            return await self.store.append(decided, lease=self.settings.lease_name, epoch=epoch, state=self.state)
 
     async def _reject(self, msg: Msg, error: BaseException, *, epoch: int, started: float) -> bool:
         """Append an IntentRejected for ``msg`` alone (its decision or append failed with ``error``)."""

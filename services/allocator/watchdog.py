@@ -1,4 +1,4 @@
-"""The allocator's stuck alarm and the counters of the loop's failure handling.
+"""The allocator's stuck alarm and the loop's own instruments (failure handling, append, relay).
 
 :class:`Watchdog` remembers since when the loop has failed to make progress (a batch, a fetch,
 a catch-up or a reload failing and being retried) and at which intent stream sequence. Once that
@@ -13,6 +13,8 @@ instruments are registered in the allocator's Prometheus registry:
   they were deleted from the stream.
 - ``gpuledger_relay_skipped_events_total``: events the relay could not publish (over NATS's
   maximum payload) and skipped.
+- ``gpuledger_append_latency_seconds``: time of each fenced ``EventStore.append`` (histogram).
+- ``gpuledger_relay_lag_events``: on the leader, log position minus the last relayed position.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from prometheus_client import CollectorRegistry, Counter, Gauge
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+APPEND_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
 
 
 class Watchdog:
     """Progress tracking of one allocator replica (``clock``: monotonic seconds)."""
 
-    def __init__(self, registry: CollectorRegistry, *, stuck_after_s: float,
+    def __init__(self, registry: CollectorRegistry, *, stuck_after_s: float, relay_lag: Callable[[], float],
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.stuck_after_s = stuck_after_s
         self._clock = clock
@@ -42,6 +46,11 @@ class Watchdog:
                             registry=registry)
         self.relay_skipped = Counter("gpuledger_relay_skipped_events", "Events too large to relay, skipped",
                                      registry=registry)
+        self.append_latency = Histogram("gpuledger_append_latency_seconds", "Time of one fenced append",
+                                        buckets=APPEND_BUCKETS, registry=registry)
+        lag = Gauge("gpuledger_relay_lag_events", "Log position minus the last relayed position (leader)",
+                    registry=registry)
+        lag.set_function(relay_lag)
 
     def failed(self, seq: int, error: BaseException) -> None:
         """Record a failed attempt at stream sequence ``seq`` (the clock starts at the first one)."""

@@ -80,7 +80,7 @@ def test_a_rejection_is_bounded_and_storable_whatever_it_carries() -> None:
 
 def test_the_watchdog_raises_the_alarm_after_the_setting_and_resets_on_progress() -> None:
     now = [100.0]
-    dog = Watchdog(CollectorRegistry(), stuck_after_s=30, clock=lambda: now[0])
+    dog = Watchdog(CollectorRegistry(), stuck_after_s=30, relay_lag=lambda: 0, clock=lambda: now[0])
     dog.failed(5, OSError("down"))
     now[0] = 120.0
     dog.failed(5, OSError("still down"))
