@@ -115,20 +115,12 @@ def candidate_ids(deliveries: Sequence[Delivery]) -> list[str]:
     for delivery in deliveries:
         ids.append(log_key(delivery.msg_id or f"nats-seq-{delivery.stream_seq}"))
         try:
-            intent = _decode(delivery.data)
+            intent = codec.decode_intent(delivery.data)
         except Exception:  # any undecodable payload is keyed on its msg id
             continue
         if log_key(intent.intent_id) != ids[-1]:
             ids.append(log_key(intent.intent_id))
     return ids
-
-
-def _decode(data: bytes) -> intents.AnyIntent:
-    """decode_intent, also refusing NUL characters (PostgreSQL JSONB cannot store ``\\u0000``, so
-    such an intent would fail every append and block the stream)."""
-    if b"\\u0000" in data:
-        raise codec.DecodeError("invalid intent: strings must not contain NUL (\\u0000) characters")
-    return codec.decode_intent(data)
 
 
 class IntentFailed(Exception):
@@ -146,7 +138,7 @@ def rejected_alone(state: ClusterState, delivery: Delivery, error: BaseException
     """The rejection of one delivery whose decision or append failed with ``error`` (keyed on its
     intent id when it decodes, else its msg id); folded into ``state``."""
     try:
-        intent_id = _decode(delivery.data).intent_id
+        intent_id = codec.decode_intent(delivery.data).intent_id
     except Exception:  # undecodable: keyed on its msg id
         intent_id = ""
     event = rejected_event(delivery, reason=f"intent could not be decided or stored: {describe(error)}",
@@ -174,7 +166,7 @@ def decide_batch(
         intent: intents.AnyIntent | None = None
         error: Exception | None = None
         try:
-            intent = _decode(delivery.data)
+            intent = codec.decode_intent(delivery.data)
         except Exception as exc:  # every way a payload can fail to decode is a rejection
             error = exc
         key = log_key(intent.intent_id if intent else delivery.msg_id or f"nats-seq-{delivery.stream_seq}")
