@@ -8,7 +8,7 @@ No floats cross the wire except pool score weights. Every field is bounded by
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -50,6 +50,12 @@ PLACEMENT_STRATEGIES: tuple[str, ...] = (
 GPU_PHASES: tuple[str, ...] = ("Pending", "Updating", "Running", "Unknown", "Destroying", "Migrating")
 """TensorFusion GPU phases; only ``Running`` is schedulable."""
 
+IsolationCapabilities = Annotated[
+    tuple[Literal["shared", "soft", "hard", "partitioned"], ...],
+    msgspec.Meta(max_length=len(ISOLATION_MODES)),
+]
+"""A GPU's supported isolation modes (values of :data:`ISOLATION_MODES`, at most one each)."""
+
 MAX_GPUS_PER_ALLOCATION = 128
 """TensorFusion MaxGPUCounterPerAllocation."""
 
@@ -80,6 +86,14 @@ class GpuSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=
     ``name`` is the GPU's cluster-unique key, written into the pod's ``tensor-fusion.ai/gpu-ids``.
     ``capacity`` has no compute percent. ``phase`` follows TensorFusion (only Running schedules);
     ``used_by`` is "" or "tensor-fusion" for eligible GPUs.
+
+    Topology and capabilities (all optional; the default means "unknown", as before they existed):
+    ``isolation_capabilities`` lists the :data:`ISOLATION_MODES` the GPU can run (empty: unknown,
+    every mode allowed, as TensorFusion does when its ``virtualization-capabilities`` annotation is
+    absent). ``numa_node`` is the host NUMA node the GPU is attached to. ``interconnect_group`` names
+    the GPU's NVLink domain on its node (GPUs of one node with the same non-empty group reach each
+    other over NVLink; discovery uses the smallest PCI bus id of the connected component); "" means
+    no NVLink peer or unknown. MIG capability is per model: see ``services.partitions.templates``.
     """
 
     name: Name
@@ -92,6 +106,8 @@ class GpuSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=
     phase: Token = "Running"
     used_by: Token = ""
     isolation_mode: Token = ""
+    isolation_capabilities: IsolationCapabilities = ()
+    interconnect_group: Token = ""
 
 
 class NodeSelectorRequirement(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):

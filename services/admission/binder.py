@@ -145,6 +145,8 @@ class Binder:
             log.info("bind_skipped", allocation_id=grant.allocation_id, status=exc.status)
             return
         self.pods[grant.allocation_id] = pod
+        for problem in grant.problems:
+            log.warning("bind_annotation_skipped", allocation_id=grant.allocation_id, problem=problem)
         log.info("bound", allocation_id=grant.allocation_id, pod=meta["name"], node=grant.node, gpus=grant.gpus)
 
     async def mark_rejected(self, allocation_id: str) -> None:

@@ -2,7 +2,8 @@
 
 Step 1 (pod still gated): required node affinity to the granted node (``matchFields``
 ``metadata.name In [node]``, ANDed into every existing required term, the only edit Kubernetes
-allows on a gated pod's affinity: KEP-3838) and ``tensor-fusion.ai/gpu-ids``. Step 2: remove the
+allows on a gated pod's affinity: KEP-3838), ``tensor-fusion.ai/gpu-ids`` and the grant's other
+annotations (``effective-hard-sm-percent``, ``container-gpus``). Step 2: remove the
 ``gpuledger.io/allocation`` gate, guarded by a JSONPatch ``test`` op. Both are empty when already
 done, so re-binding is idempotent.
 """
@@ -57,11 +58,11 @@ def _affinity_ops(spec: Mapping[str, Any], node: str) -> list[Op]:
 
 
 def pin_ops(pod: Mapping[str, Any], *, grant: Grant) -> list[Op]:
-    """Step 1: node affinity + gpu-ids annotation (empty when the pod already carries both)."""
+    """Step 1: node affinity + gpu-ids and the grant's annotations (empty when the pod carries them all)."""
     spec = pod.get("spec") if isinstance(pod.get("spec"), Mapping) else {}
     annotations = (pod.get("metadata") or {}).get("annotations")
-    gpu_ids = ",".join(grant.gpus)
-    wanted = {keys.GPU_IDS: gpu_ids} if (annotations or {}).get(keys.GPU_IDS) != gpu_ids else {}
+    target = {keys.GPU_IDS: ",".join(grant.gpus), **grant.annotations}
+    wanted = {k: v for k, v in target.items() if (annotations or {}).get(k) != v}
     ops = map_ops("/metadata/annotations", existing=annotations, changes=wanted)
     return ops + _affinity_ops(spec or {}, grant.node)
 

@@ -10,17 +10,22 @@ from __future__ import annotations
 import msgspec
 
 from events import decisions
+from services.admission.grant_annotations import bind_annotations
 from services.admission.view import ClusterView
 
 
 class Grant(msgspec.Struct, frozen=True, kw_only=True):
-    """A granted allocation the pod must be pinned to: node and GPU names."""
+    """A granted allocation the pod must be pinned to: node and GPU names, plus the annotations the
+    bind writes besides ``gpu-ids`` (:mod:`services.admission.grant_annotations`) and the problems
+    that left one of those out (logged at bind)."""
 
     allocation_id: str
     namespace: str
     pod: str
     node: str
     gpus: tuple[str, ...]
+    annotations: dict[str, str] = {}
+    problems: tuple[str, ...] = ()
 
 
 class AllocationBook:
@@ -31,14 +36,18 @@ class AllocationBook:
         self.queued: dict[str, tuple[str, str]] = {}
         self.rejected: dict[str, str] = {}
         """allocation id -> reason, for pods that stay gated because their request can never fit."""
+        self.gpu_capacity: dict[str, int] = {}
+        """GPU name -> milli-TFLOPS, from the latest NodeRegistered (for the hard SM percent)."""
 
     def apply(self, event: decisions.AnyEvent, *, view: ClusterView | None = None) -> Grant | None:
         """Fold one event; returns the Grant when ``event`` is an AllocationGranted (to bind now)."""
         match event:
             case decisions.AllocationGranted(spec=spec, node=node, gpus=gpus):
                 self.queued.pop(spec.allocation_id, None)
+                annotations, problems = bind_annotations(spec, gpus, self.gpu_capacity)
                 grant = Grant(
-                    allocation_id=spec.allocation_id, namespace=spec.namespace, pod=spec.pod, node=node, gpus=gpus
+                    allocation_id=spec.allocation_id, namespace=spec.namespace, pod=spec.pod, node=node, gpus=gpus,
+                    annotations=annotations, problems=tuple(problems),
                 )
                 self.granted[spec.allocation_id] = grant
                 return grant
@@ -49,11 +58,14 @@ class AllocationBook:
             case decisions.AllocationRejected(spec=spec, reason=reason):
                 self._forget(spec.allocation_id)
                 self.rejected[spec.allocation_id] = reason
-            case decisions.NodeRegistered(pool=pool, gpus=gpus) if view is not None:
-                view.pools.add(pool)
+            case decisions.NodeRegistered(pool=pool, gpus=gpus):
                 for gpu in gpus:
-                    if gpu.model:
-                        view.model_capacity[gpu.model] = gpu.capacity
+                    self.gpu_capacity[gpu.name] = gpu.capacity.milli_tflops
+                if view is not None:
+                    view.pools.add(pool)
+                    for gpu in gpus:
+                        if gpu.model:
+                            view.model_capacity[gpu.model] = gpu.capacity
         return None
 
     def _forget(self, allocation_id: str) -> None:

@@ -77,7 +77,9 @@ def _auth_middleware(token: str) -> Middleware:
 
     @web.middleware
     async def authenticate(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if token and request.path not in OPEN_PATHS:
+        # A route of a sub-application (the dashboard under /ui) is checked by that application's own
+        # middleware, which also takes the token from its login cookie; routing decides, not the path text.
+        if token and request.path not in OPEN_PATHS and len(request.match_info.apps) <= 1:
             given = request.headers.get("Authorization", "").encode("utf-8", "surrogateescape")
             if not hmac.compare_digest(given, expected):
                 return web.json_response({"error": "a bearer token is required (Authorization: Bearer <token>)",

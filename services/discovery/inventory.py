@@ -16,7 +16,7 @@ import msgspec
 
 from events import codec, guard
 from events.intents import RegisterNode
-from events.values import GpuSpec, Resources
+from events.values import GpuSpec, IsolationCapabilities, Resources
 from services.discovery.catalog import ModelTable
 
 
@@ -49,6 +49,10 @@ class GpuReading(msgspec.Struct, frozen=True, kw_only=True):
     numa_node: int | None = None
     milli_tflops: int = 0
     """An explicit capacity override (static files); 0: from the model table."""
+    isolation_capabilities: IsolationCapabilities = ()
+    """Isolation modes the GPU supports (events.values.ISOLATION_MODES); (): unknown."""
+    interconnect_group: str = ""
+    """NVLink group on the node (GPUs with the same non-empty group share NVLink); "": none/unknown."""
 
 
 def gpu_name(node: str, index: int) -> str:
@@ -69,7 +73,9 @@ def build_gpus(node: str, readings: list[GpuReading], *, table: ModelTable,
             capacity=Resources(milli_tflops=reading.milli_tflops or capacity.milli_tflops,
                                vram_bytes=capacity.vram_bytes),
             model=capacity.model, vendor=capacity.vendor, index=reading.index,
-            uuid=reading.uuid.lower(), numa_node=reading.numa_node, phase="Running"))
+            uuid=reading.uuid.lower(), numa_node=reading.numa_node, phase="Running",
+            isolation_capabilities=reading.isolation_capabilities,
+            interconnect_group=reading.interconnect_group))
     return tuple(gpus)
 
 

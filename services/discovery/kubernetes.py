@@ -5,7 +5,9 @@ GPUs); a malformed GFD label raises :class:`NodeLabelError` naming the node, lab
 ``watch_nodes`` follows the Nodes with ``services.shared.kube.watch_objects`` (resume by
 resourceVersion, re-list on 410) and publishes only what changed; the heartbeat loop re-sends.
 Labels: ``nvidia.com/gpu.product`` (model), ``nvidia.com/gpu.count``, ``nvidia.com/gpu.memory``
-(MiB per GPU). Cordoned (``spec.unschedulable``) or NotReady nodes are reported unschedulable.
+(MiB per GPU), ``nvidia.com/mig.capable`` (optional: "true"/"false" -> isolation capabilities with
+or without ``partitioned``; absent: unknown). GFD labels carry no NUMA node or NVLink group.
+Cordoned (``spec.unschedulable``) or NotReady nodes are reported unschedulable.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from kubernetes_asyncio import client
 
 from events import bounds, quantity
 from events.intents import RegisterNode, RemoveNode
+from events.values import IsolationCapabilities
 from services.discovery.catalog import ModelTable
 from services.discovery.heartbeat import Inventory, Publish
 from services.discovery.inventory import GpuReading, ReportConfig, build_gpus, finished, same_report
@@ -28,6 +31,7 @@ log = structlog.get_logger(__name__)
 PRODUCT_LABEL = "nvidia.com/gpu.product"
 COUNT_LABEL = "nvidia.com/gpu.count"
 MEMORY_LABEL = "nvidia.com/gpu.memory"
+MIG_CAPABLE_LABEL = "nvidia.com/mig.capable"
 MAX_GPUS_PER_NODE = 64
 """TensorFusion reads at most 64 devices per node (TensorFusion node discovery)."""
 
@@ -54,6 +58,16 @@ def _int_label(node: str, labels: dict[str, str], label: str, *, low: int, high:
     if not low <= value <= high:
         raise NodeLabelError(node, label, raw, f"must be between {low} and {high}")
     return value
+
+
+def _capabilities(node: str, labels: dict[str, str]) -> IsolationCapabilities:
+    """Isolation capabilities from GFD's ``nvidia.com/mig.capable`` (() when the label is absent)."""
+    if MIG_CAPABLE_LABEL not in labels:
+        return ()
+    value = str(labels[MIG_CAPABLE_LABEL]).strip().lower()
+    if value not in ("true", "false"):
+        raise NodeLabelError(node, MIG_CAPABLE_LABEL, labels[MIG_CAPABLE_LABEL], "must be true or false")
+    return ("shared", "soft", "hard", "partitioned") if value == "true" else ("shared", "soft", "hard")
 
 
 def _allocatable(node: str, status: dict[str, Any]) -> tuple[int, int]:
@@ -95,7 +109,9 @@ def node_report(obj: dict[str, Any], *, table: ModelTable, config: ReportConfig)
         raise NodeLabelError(name, PRODUCT_LABEL, labels.get(PRODUCT_LABEL), "missing or empty")
     mib = _int_label(name, labels, MEMORY_LABEL, low=1, high=2**40) if MEMORY_LABEL in labels else 0
     cpu, memory = _allocatable(name, obj.get("status") or {})
-    readings = [GpuReading(model=product, index=i, vram_bytes=mib * 2**20) for i in range(count)]
+    capabilities = _capabilities(name, labels)
+    readings = [GpuReading(model=product, index=i, vram_bytes=mib * 2**20, isolation_capabilities=capabilities)
+                for i in range(count)]
     intent = RegisterNode(
         intent_id="", node=name, pool=labels.get(config.pool_label) or config.pool,
         gpus=build_gpus(name, readings, table=table, config=config), labels=labels,

@@ -2,10 +2,11 @@
 
 ``read_devices(nvml)`` takes the NVML module as a parameter (``import pynvml`` in production, a
 fake in unit tests) and returns :class:`GpuReading` per device: uuid (lowercased, as TensorFusion
-keys GPUs), NVML name (model lookup via the table's normalisation), total memory bytes, index
-and NUMA node (``nvmlDeviceGetNumaNodeId``, else the PCI device's sysfs ``numa_node``; -1 or
-unavailable -> None). At most 64 devices (TensorFusion node discovery). ``node_report`` adds the host's CPU and
-memory. NVML errors other than on optional fields propagate as the module's NVMLError.
+keys GPUs), NVML name (model lookup via the table's normalisation), total memory bytes, index,
+NUMA node, NVLink interconnect group and isolation capabilities (see
+:mod:`services.discovery.nvml_topology`; unknown -> None / "" / ()). At most 64 devices
+(TensorFusion node discovery). ``node_report`` adds the host's CPU and memory. NVML errors
+other than on optional fields propagate as the module's NVMLError.
 """
 
 from __future__ import annotations
@@ -15,7 +16,10 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from events.intents import RegisterNode
+from services.discovery import nvml_topology
 from services.discovery.catalog import ModelTable
 from services.discovery.inventory import GpuReading, ReportConfig, build_gpus, finished
 
@@ -23,41 +27,32 @@ MAX_DEVICES = 64
 SYSFS_PCI = Path("/sys/bus/pci/devices")
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _numa(nvml: Any, handle: Any, *, sysfs: Path) -> int | None:
-    getter = getattr(nvml, "nvmlDeviceGetNumaNodeId", None)
-    if getter is not None:
-        try:
-            node = int(getter(handle))
-            return node if node >= 0 else None
-        except nvml.NVMLError:
-            pass
-    try:
-        bus_id = _text(nvml.nvmlDeviceGetPciInfo(handle).busId).lower()
-        # NVML bus ids have an 8-digit domain ("00000000:3B:00.0"); sysfs uses 4 ("0000:3b:00.0").
-        node = int((sysfs / bus_id[-12:] / "numa_node").read_text().strip())
-    except (nvml.NVMLError, OSError, ValueError, AttributeError):
-        return None
-    return node if node >= 0 else None
-
-
 def read_devices(nvml: Any, *, sysfs: Path = SYSFS_PCI) -> list[GpuReading]:
-    """Init NVML, read every device (up to 64), shut NVML down. Raises ``nvml.NVMLError``."""
+    """Init NVML, read every device (up to 64), shut NVML down. Raises ``nvml.NVMLError``.
+
+    NUMA node, NVLink group and isolation capabilities come from :mod:`nvml_topology`; a GPU
+    whose PCI info cannot be read gets no NUMA node and no group (unknown), the others are unaffected.
+    """
     nvml.nvmlInit()
     try:
-        readings = []
+        readings, links = [], {}
         for i in range(min(int(nvml.nvmlDeviceGetCount()), MAX_DEVICES)):
             handle = nvml.nvmlDeviceGetHandleByIndex(i)
             index = int(nvml.nvmlDeviceGetIndex(handle)) if hasattr(nvml, "nvmlDeviceGetIndex") else i
-            readings.append(GpuReading(
-                model=_text(nvml.nvmlDeviceGetName(handle)), index=index,
+            try:
+                pci_bus = nvml_topology.bus_id(nvml.nvmlDeviceGetPciInfo(handle).busId)
+            except (nvml.NVMLError, AttributeError):
+                pci_bus = ""
+            if pci_bus:
+                links[pci_bus] = nvml_topology.nvlink_remotes(nvml, handle)
+            readings.append((pci_bus, GpuReading(
+                model=nvml_topology.text(nvml.nvmlDeviceGetName(handle)), index=index,
                 vram_bytes=int(nvml.nvmlDeviceGetMemoryInfo(handle).total),
-                uuid=_text(nvml.nvmlDeviceGetUUID(handle)).lower(),
-                numa_node=_numa(nvml, handle, sysfs=sysfs)))
-        return readings
+                uuid=nvml_topology.text(nvml.nvmlDeviceGetUUID(handle)).lower(),
+                numa_node=nvml_topology.numa_node(nvml, handle, pci_bus, sysfs=sysfs) if pci_bus else None,
+                isolation_capabilities=nvml_topology.isolation_capabilities(nvml, handle))))
+        groups = nvml_topology.interconnect_groups(links)
+        return [msgspec.structs.replace(r, interconnect_group=groups.get(bus, "")) for bus, r in readings]
     finally:
         nvml.nvmlShutdown()
 

@@ -12,10 +12,14 @@ YAML format (documented in docs/discovery.md)::
         gpus:                # groups; indices continue across groups
           - {model: A100_SXM_80G, count: 8}            # capacity from the model table
           - {model: L4, vram: 24Gi, tflops: "121", uuids: [GPU-1], numa_nodes: [0]}
+          - {model: H100_SXM, count: 2, numa_nodes: [0, 1], interconnect_groups: [nvl0, nvl0],
+             isolation_capabilities: [shared, soft, hard, partitioned]}
 
 CSV (cluster-trace-gpu-v2023 ``openb_node_list_gpu_node.csv``): header ``sn,cpu_milli,memory_mib,
-gpu,model``. Bad input raises :class:`InventoryError` naming the file, the entry and the field.
-Intent ids are content hashes, so loading the same file twice registers nothing new.
+gpu,model``, optionally also ``numa_nodes``, ``interconnect_groups`` (space-separated, one per GPU)
+and ``isolation_capabilities`` (space-separated modes). Bad input raises :class:`InventoryError`
+naming the file, the entry and the field. Intent ids are content hashes, so loading the same file
+twice registers nothing new.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ import io
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import yaml
 
 from events import bounds, quantity
 from events.intents import RegisterNode
+from events.values import ISOLATION_MODES, IsolationCapabilities
 from services.discovery.catalog import ModelTable
 from services.discovery.inventory import GpuReading, ReportConfig, build_gpus, finished
 
@@ -71,6 +77,30 @@ def _quantity(path: Path, field: str, value: object, *, milli: bool) -> int:
         raise InventoryError(path, field, str(exc)) from None
 
 
+def _capabilities(path: Path, field: str, value: object) -> IsolationCapabilities:
+    """A list of isolation modes (YAML list, or a space-separated CSV cell); () when absent."""
+    items = value.split() if isinstance(value, str) else value
+    if not isinstance(items, list) or len(items) > len(ISOLATION_MODES):
+        raise InventoryError(path, field, f"must be a list of isolation modes {list(ISOLATION_MODES)}")
+    modes = [str(item).strip() for item in items]
+    for mode in modes:
+        if mode not in ISOLATION_MODES:
+            raise InventoryError(path, field, f"{bounds.echo(mode, 40)!r} is not one of {list(ISOLATION_MODES)}")
+    if len(set(modes)) != len(modes):
+        raise InventoryError(path, field, f"lists a mode twice: {modes}")
+    return msgspec.convert(tuple(modes), IsolationCapabilities)
+
+
+def _per_gpu(path: Path, field: str, value: object, count: int) -> list[str]:
+    """A per-GPU list (YAML list, or a space-separated CSV cell) of ``count`` entries, or []."""
+    items = value.split() if isinstance(value, str) else value
+    if not isinstance(items, list):
+        raise InventoryError(path, field, "must be a list with one entry per GPU")
+    if items and len(items) != count:
+        raise InventoryError(path, field, f"has {len(items)} entries for count {count}")
+    return [str(item).strip() for item in items]
+
+
 def load_csv(path: Path, *, pool: str, table: ModelTable, config: ReportConfig) -> list[RegisterNode]:
     """Alibaba node CSV rows -> RegisterNode (cpu from cpu_milli, memory MiB -> bytes, gpu = count)."""
     try:
@@ -88,13 +118,28 @@ def load_csv(path: Path, *, pool: str, table: ModelTable, config: ReportConfig) 
         if not name:
             raise InventoryError(path, f"{where}.sn", "empty node name")
         count = _int(path, f"{where}.gpu", row["gpu"], high=bounds.MAX_GPUS_PER_NODE)
-        readings = [GpuReading(model=(row["model"] or "").strip(), index=i) for i in range(count)]
+        readings = _topology(path, where, row, count, [
+            GpuReading(model=(row["model"] or "").strip(), index=i) for i in range(count)])
         nodes.append(_finish(path, where, RegisterNode(
             intent_id="", node=name, pool=pool, gpus=build_gpus(name, readings, table=table, config=config),
             cpu_milli=_int(path, f"{where}.cpu_milli", row["cpu_milli"]),
             memory_bytes=_int(path, f"{where}.memory_mib", row["memory_mib"]) * 2**20,
             heartbeat_ttl_s=config.heartbeat_ttl_s, source="static")))
     return nodes
+
+
+def _topology(path: Path, where: str, entry: dict[str, Any], count: int,
+              readings: list[GpuReading]) -> list[GpuReading]:
+    """``readings`` with the optional ``numa_nodes``, ``interconnect_groups`` (per GPU) and
+    ``isolation_capabilities`` (all GPUs) of a YAML group or CSV row."""
+    numas = _per_gpu(path, f"{where}.numa_nodes", entry.get("numa_nodes") or [], count)
+    groups = _per_gpu(path, f"{where}.interconnect_groups", entry.get("interconnect_groups") or [], count)
+    capabilities = _capabilities(path, f"{where}.isolation_capabilities", entry.get("isolation_capabilities") or [])
+    return [msgspec.structs.replace(
+        reading, isolation_capabilities=capabilities,
+        interconnect_group=groups[i] if groups else "",
+        numa_node=_int(path, f"{where}.numa_nodes[{i}]", numas[i], high=bounds.MAX_GPUS_PER_NODE - 1)
+        if numas else None) for i, reading in enumerate(readings)]
 
 
 def _readings(path: Path, where: str, groups: object) -> list[GpuReading]:
@@ -108,18 +153,12 @@ def _readings(path: Path, where: str, groups: object) -> list[GpuReading]:
         count = _int(path, f"{field}.count", group.get("count", 1), low=1, high=bounds.MAX_GPUS_PER_NODE)
         if len(readings) + count > bounds.MAX_GPUS_PER_NODE:
             raise InventoryError(path, f"{field}.count", f"more than {bounds.MAX_GPUS_PER_NODE} GPUs on one node")
-        uuids, numas = list(group.get("uuids") or []), list(group.get("numa_nodes") or [])
-        for name, values in (("uuids", uuids), ("numa_nodes", numas)):
-            if values and len(values) != count:
-                raise InventoryError(path, f"{field}.{name}", f"has {len(values)} entries for count {count}")
+        uuids = _per_gpu(path, f"{field}.uuids", group.get("uuids") or [], count)
         vram = _quantity(path, f"{field}.vram", group["vram"], milli=False) if "vram" in group else 0
         tflops = _quantity(path, f"{field}.tflops", group["tflops"], milli=True) if "tflops" in group else 0
-        for i in range(count):
-            readings.append(GpuReading(
-                model=str(group["model"]).strip(), index=len(readings), vram_bytes=vram, milli_tflops=tflops,
-                uuid=str(uuids[i]) if uuids else "",
-                numa_node=_int(path, f"{field}.numa_nodes[{i}]", numas[i], high=bounds.MAX_GPUS_PER_NODE - 1)
-                if numas else None))
+        readings.extend(_topology(path, field, group, count, [GpuReading(
+            model=str(group["model"]).strip(), index=len(readings) + i, vram_bytes=vram, milli_tflops=tflops,
+            uuid=uuids[i] if uuids else "") for i in range(count)]))
     return readings
 
 

@@ -48,6 +48,10 @@ GANG_GROUP_KEY = key("gang-group-key")
 CONTAINER_GPU_COUNT = key("container-gpu-count")
 WORKLOAD = key("workload")
 GPU_IDS = key("gpu-ids")
+CONTAINER_GPUS = key("container-gpus")
+"""Written at bind: JSON ``{"container": ["gpu", ...]}`` from CONTAINER_GPU_COUNT (ContainerGPUsAnnotation)."""
+EFFECTIVE_HARD_SM_PERCENT = key("effective-hard-sm-percent")
+"""Written at bind for hard isolation with a TFLOPS limit: whole percent of the GPU's SMs, 1..100."""
 EMBEDDED_WORKER = key("embedded-worker")
 
 RESOURCE_KEYS: tuple[str, ...] = (

@@ -30,7 +30,7 @@ class FakeNvml:
         self.devices = devices
         self.calls: list[str] = []
         if not numa_api:
-            self.nvmlDeviceGetNumaNodeId = None
+            self.nvmlDeviceGetMemoryAffinity = None
 
     def nvmlInit(self) -> None:
         self.calls.append("init")
@@ -58,10 +58,10 @@ class FakeNvml:
     def nvmlDeviceGetMemoryInfo(self, h: dict[str, Any]) -> SimpleNamespace:
         return SimpleNamespace(total=h["memory"], free=h["memory"], used=0)
 
-    def nvmlDeviceGetNumaNodeId(self, h: dict[str, Any]) -> int:
+    def nvmlDeviceGetMemoryAffinity(self, h: dict[str, Any], words: int, scope: int) -> list[int]:
         if "numa" not in h:
             raise self.NVMLError("Not Supported")
-        return int(h["numa"])
+        return [1 << int(h["numa"]) if int(h["numa"]) >= 0 else 0] + [0] * (words - 1)
 
     def nvmlDeviceGetPciInfo(self, h: dict[str, Any]) -> SimpleNamespace:
         return SimpleNamespace(busId=h.get("bus", b"00000000:3B:00.0"))
