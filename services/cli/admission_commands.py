@@ -12,11 +12,6 @@ from pathlib import Path
 
 import typer
 
-from services.admission.service import run_admission
-from services.admission.settings import load_settings
-from services.shared import lifecycle
-from services.shared.settings import SettingsError
-
 
 def admission(
     host: str = typer.Option(None, help="Listen address (GPULEDGER_ADMISSION_HOST, default 127.0.0.1)."),
@@ -32,6 +27,11 @@ def admission(
     as_json: bool = typer.Option(False, "--json", help="Print the ready line as JSON."),
 ) -> None:
     """Serve the TensorFusion-compatible mutating webhook (POST /mutate-v1-pod) and the binder."""
+    from services.admission.service import run_admission
+    from services.admission.settings import load_settings
+    from services.shared import lifecycle
+    from services.shared.settings import SettingsError
+
     try:
         settings = load_settings(
             host=host,

@@ -11,32 +11,22 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import msgspec
 import typer
-import yaml
-from nats.errors import NoRespondersError
-from nats.errors import TimeoutError as NatsTimeout
-from rich.console import Console
 
-from events.metrics import SampleError, UsageSample, decode_sample
-from services.autoscaler import config as cfg
-from services.autoscaler import cron
-from services.autoscaler.report import ProfileSettings, offline
-from services.autoscaler.service import RECOMMEND_SUBJECT, run_autoscaler
-from services.autoscaler.settings import AutoscalerSettings
 from services.cli import endpoints
 from services.cli.output import BadInput, fail
-from services.podspec.errors import PodSpecError
-from services.shared import lifecycle, logs, messaging
-from services.shared import settings as shared_settings
 
-console = Console()
+if TYPE_CHECKING:
+    from events.metrics import UsageSample
+    from services.autoscaler.report import ProfileSettings
 
 
 def read_samples(path: Path) -> list[UsageSample]:
     """Usage samples of a JSONL file; BadInput names the line of the first bad one."""
+    from events.metrics import SampleError, decode_sample
+
     try:
         lines = path.read_bytes().splitlines()  # each line's UTF-8 is checked by decode_sample
     except OSError as exc:
@@ -54,6 +44,12 @@ def read_samples(path: Path) -> list[UsageSample]:
 
 def read_profile(path: Path) -> ProfileSettings:
     """The WorkloadProfile YAML (the object or its spec); BadInput names the bad field."""
+    import yaml
+
+    from services.autoscaler import config as cfg
+    from services.autoscaler.report import ProfileSettings
+    from services.podspec.errors import PodSpecError
+
     try:
         obj = yaml.safe_load(path.read_bytes().decode("utf-8"))
     except OSError as exc:
@@ -73,25 +69,28 @@ def read_profile(path: Path) -> ProfileSettings:
 
 
 async def ask(nats_url: str, workload: str, *, namespace: str, timeout_s: float) -> dict[str, Any]:
-    """Request a live report from the running autoscaler."""
-    client = await messaging.connect(nats_url, name="gpuledger-recommend")
+    """Request a live report from the running autoscaler (a bounded connect: services.cli.bus)."""
+    from events import subjects
+    from services.cli import bus
+
+    client = await bus.connect(nats_url, name="gpuledger-recommend")
     try:
-        payload = msgspec.json.encode({"workload": workload, "namespace": namespace})
-        reply = await client.request(RECOMMEND_SUBJECT, payload, timeout=timeout_s)
+        payload = json.dumps({"workload": workload, "namespace": namespace}).encode()
+        reply = await client.request(subjects.AUTOSCALER_RECOMMEND_SUBJECT, payload, timeout=timeout_s)
     finally:
-        await client.close()
-    result: dict[str, Any] = msgspec.json.decode(reply.data)
+        await bus.close(client)
+    result: dict[str, Any] = json.loads(reply.data)
     return result
 
 
 def _print(report: dict[str, Any]) -> None:
-    console.print(f"workload {report['namespace']}/{report['workload']}: {report.get('reason') or '-'}")
+    typer.echo(f"workload {report['namespace']}/{report['workload']}: {report.get('reason') or '-'}")
     for resource in ("tflops", "vram"):
         est = report[resource]
-        console.print(f"  {resource:6} lower {est['lower']}  target {est['target']}  upper {est['upper']}")
+        typer.echo(f"  {resource:6} lower {est['lower']}  target {est['target']}  upper {est['upper']}")
     req, lim = report["request"], report["limit"]
-    console.print(f"  request {req['tflops']} TFLOPS / {req['vram']}   limit {lim['tflops']} TFLOPS / {lim['vram']}")
-    console.print(f"  applied: {report['applied']}   {report.get('message') or ''}")
+    typer.echo(f"  request {req['tflops']} TFLOPS / {req['vram']}   limit {lim['tflops']} TFLOPS / {lim['vram']}")
+    typer.echo(f"  applied: {report['applied']}   {report.get('message') or ''}")
 
 
 def recommend(
@@ -104,14 +103,23 @@ def recommend(
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Estimates and the recommended request/limit of a workload, and why."""
+    from nats.errors import NoRespondersError
+    from nats.errors import TimeoutError as NatsTimeout
+
+    from services.autoscaler import cron
+    from services.cli.client import StackUnreachable
+    from services.shared import settings as shared_settings
+
     try:
         report = _recommend(workload, namespace, samples, config, timeout, data_dir)
     except (BadInput, endpoints.EndpointsError, shared_settings.SettingsError) as exc:
         fail(str(exc), field=exc.field, code=2, as_json=as_json)
     except cron.CronError as exc:
         fail(str(exc), field="spec.autoScalingConfig.cronScalingRules", code=2, as_json=as_json)
+    except StackUnreachable as exc:
+        fail(str(exc), field=None, code=1, as_json=as_json)
     except (NoRespondersError, NatsTimeout, OSError) as exc:
-        fail(f"no autoscaler answered: {exc!r}", field="autoscaler", code=1, as_json=as_json)
+        fail(f"no autoscaler answered within {timeout} s: {exc!r}", field="autoscaler", code=1, as_json=as_json)
     if "error" in report:
         fail(report["error"], field=report.get("field", "workload"), code=2, as_json=as_json)
     print(json.dumps(report)) if as_json else _print(report)
@@ -119,6 +127,8 @@ def recommend(
 
 def _recommend(workload: str, namespace: str, samples: Path | None, config: Path | None, timeout: float,
                data_dir: Path | None) -> dict[str, Any]:
+    from services.autoscaler.report import offline
+
     if samples is not None or config is not None:
         if samples is None or config is None:
             raise BadInput("the offline form needs both --samples and --config",
@@ -132,6 +142,13 @@ def _recommend(workload: str, namespace: str, samples: Path | None, config: Path
 
 def autoscaler(data_dir: Path | None = typer.Option(None, "--data-dir", help="Data dir of `gpuledger up`.")) -> None:
     """Run the autoscaler with settings from GPULEDGER_* variables (until SIGTERM)."""
+    import msgspec
+
+    from services.autoscaler.service import run_autoscaler
+    from services.autoscaler.settings import AutoscalerSettings
+    from services.shared import lifecycle, logs
+    from services.shared import settings as shared_settings
+
     try:
         nats_url = endpoints.resolve(data_dir).nats_url if data_dir is not None else None
         settings = shared_settings.load(AutoscalerSettings, nats_url=nats_url)

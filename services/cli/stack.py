@@ -20,7 +20,6 @@ import msgspec
 import psycopg
 import structlog
 from rich.console import Console
-from rich.progress import Progress
 
 from events import intents
 from services.allocator import bootstrap
@@ -73,16 +72,17 @@ def load_inventory(path: Path) -> list[intents.RegisterNode]:
 
 async def _publish_inventory(allocator: Allocator, nodes: list[intents.RegisterNode], *,
                              nats_url: str, console: Console) -> None:
+    from services.cli.progress import Meter
+
     client = await messaging.connect(nats_url, name="gpuledger-up")
     try:
         js = client.jetstream()
-        with Progress(console=console, transient=True) as progress:
-            task = progress.add_task("loading inventory", total=len(nodes))
+        with Meter("loading inventory", len(nodes)) as meter:
             for node in nodes:
                 await messaging.publish_intent(js, node)
             ids = [node.intent_id for node in nodes]
             while (done := len(await allocator.store.processed(ids))) < len(ids):
-                progress.update(task, completed=done)
+                meter.update(done, "nodes registered")
                 await asyncio.sleep(0.2)
     finally:
         await client.close()

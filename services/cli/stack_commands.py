@@ -1,57 +1,37 @@
 """CLI commands of the stack area: ``up``, ``allocator``, ``submit``, ``status``, ``simulate``.
 
-Output shapes are DESIGN.md's "CLI output contracts"; exit codes 0 success, 2 bad input (with
-``{"error", "field"}`` on stdout under ``--json``), 1 anything else (stack unreachable, timeout).
+``submit``, ``status`` and ``simulate`` talk to the allocator's HTTP API (services.cli.client);
+``up`` and ``allocator`` import the services only when they run, so ``--help`` stays fast.
+Exit codes: 0 done/granted, 1 stack unreachable or other failure, 2 bad input (``{"error",
+"field"}`` on stdout under ``--json``), 3 queued, 4 rejected (``submit``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import json
-import uuid
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import typer
-import yaml
-from rich.console import Console
-from rich.table import Table
 
-from events import codec, intents, subjects
-from services import podspec
-from services.allocator import settings as allocator_settings
-from services.allocator import simulation, views
-from services.allocator.adapters import database
-from services.allocator.adapters.postgres import PostgresEventStore
-from services.allocator.adapters.relay import INTENT_HEADER, POSITION_HEADER
-from services.allocator.domain.state import ClusterState
-from services.cli import endpoints, stack
+from services.cli import client, endpoints, output
+from services.cli.guard import DataDir, JsonOut, guarded
 from services.cli.output import BadInput, fail
-from services.shared import lifecycle, logs, messaging
-from services.shared.settings import DATABASE_URL_ENV, SettingsError
 
-console = Console()
-err_console = Console(stderr=True)
+ENABLED_LABEL = "tensor-fusion.ai/enabled"
+"""The label that makes the admission webhook handle a pod (services.podspec.keys.ENABLED)."""
 
-DataDirOption = typer.Option(None, "--data-dir", help="Data dir of `gpuledger up` (reads endpoints.json).")
-JsonOption = typer.Option(False, "--json", help="Print JSON (DESIGN.md shapes).")
+MAX_WAIT_S = 60.0
+"""Longest decision wait the API accepts (``?wait=``)."""
 
-
-def _guard(as_json: bool, action: Any) -> Any:
-    """Run ``action()``: bad input exits 2, any other failure exits 1, with the error shown."""
-    try:
-        return action()
-    except (BadInput, endpoints.EndpointsError, podspec.PodSpecError, SettingsError) as exc:
-        fail(str(exc), field=getattr(exc, "field", ""), code=2, as_json=as_json)
-    except typer.Exit:
-        raise
-    except Exception as exc:
-        fail(str(exc) or repr(exc), field="", code=1, as_json=as_json)
+PodFile = Annotated[Path, typer.Argument(metavar="POD.yaml", help="A Pod manifest (YAML or JSON).")]
 
 
 def read_pod(path: Path) -> dict[str, Any]:
-    """The first YAML/JSON document of ``path`` as a dict; raises BadInput naming the file."""
+    """The first YAML/JSON document of ``path``, which must be a Pod; raises BadInput naming the
+    file, or ``kind`` for another kind of object (a Deployment's pods are created by Kubernetes and
+    reach the allocator through the admission webhook)."""
+    import yaml
+
     try:
         document = next(iter(yaml.safe_load_all(path.read_text())), None)
     except OSError as exc:
@@ -60,132 +40,205 @@ def read_pod(path: Path) -> dict[str, Any]:
         raise BadInput(f"{path} is not YAML: {exc}", field="POD") from exc
     if not isinstance(document, dict):
         raise BadInput(f"{path} does not hold a Pod object", field="POD")
+    kind = document.get("kind")
+    if kind != "Pod":
+        raise BadInput(f"{path} is a {kind or 'manifest without kind'}, not a Pod: submit takes one Pod manifest "
+                       "(the pods of a Deployment, Job, ... are submitted by the admission webhook when "
+                       "Kubernetes creates them)", field="kind")
     return document
 
 
-def compose(pod: dict[str, Any]) -> Any:
-    """The pod's AllocationSpec (a fresh UID when the manifest has none); raises PodSpecError."""
-    return podspec.compose(pod, context=podspec.ComposeContext(review_uid=str(uuid.uuid4())))
+def labelled(pod: dict[str, Any], *, force: bool) -> dict[str, Any]:
+    """``pod`` when it carries ``tensor-fusion.ai/enabled: "true"`` (the admission webhook skips
+    others) or ``force`` is given (the API is then asked with ``?force=true``); raises BadInput
+    otherwise."""
+    metadata = _mapping(pod.get("metadata"))
+    labels = _mapping(metadata.get("labels"))
+    if labels.get(ENABLED_LABEL) == "true":
+        return pod
+    if not force:
+        raise BadInput(f"pod {metadata.get('namespace', 'default')}/{metadata.get('name', '')} is not labelled "
+                       f"{ENABLED_LABEL}: \"true\"; the admission webhook would let it run without a GPU "
+                       "allocation. Add the label, or pass --force to submit it anyway",
+                       field=f"metadata.labels.{ENABLED_LABEL}")
+    return pod
 
 
-async def load_state(database_url: str) -> ClusterState:
-    """The projection as of now: newest snapshot + replay from the log at ``database_url``."""
-    if not database_url:
-        raise BadInput("no database URL: pass --data-dir or set GPULEDGER_DATABASE_URL", field="data_dir")
-    pool = await database.create_pool(database_url, max_size=1)
-    try:
-        return await PostgresEventStore(pool).load_state()
-    finally:
-        await pool.close()
+def _mapping(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
-async def submit_and_wait(nats_url: str, spec: Any, *, timeout_s: float) -> dict[str, Any]:
-    """Publish RequestAllocation for ``spec`` and return its outcome event's view (with position)."""
-    client = await messaging.connect(nats_url, name="gpuledger-submit")
-    try:
-        sub = await client.subscribe(f"{subjects.EVENT_SUBJECT_PREFIX}.>")
-        intent = intents.RequestAllocation(intent_id=f"submit-{uuid.uuid4()}", spec=spec)
-        await messaging.publish_intent(client.jetstream(), intent)
-        deadline = asyncio.get_running_loop().time() + timeout_s
-        while (left := deadline - asyncio.get_running_loop().time()) > 0:
-            try:
-                msg = await sub.next_msg(timeout=left)
-            except TimeoutError:
-                break
-            headers = msg.headers or {}
-            if headers.get(INTENT_HEADER) != intent.intent_id:
-                continue
-            event = codec.decode_event(msg.data)
-            if views.is_outcome_of(event, spec.allocation_id) or codec.tag_of(event) == "intent_rejected":
-                return views.outcome_view(event, position=int(headers.get(POSITION_HEADER, "0")))
-        raise TimeoutError(f"no decision for {intent.intent_id} within {timeout_s}s (is the allocator up?)")
-    finally:
-        await client.close()
+def outcome_code(view: dict[str, Any]) -> int:
+    """The exit code of a ``submit`` answer: granted 0, queued 3, rejected 4, intent_rejected 2; an
+    ``existing`` live allocation (a repeated submit) by its status."""
+    kind = str(view.get("type") or "")
+    if kind in ("", "existing"):
+        kind = str(view.get("status") or "")
+    return output.OUTCOME_CODES.get(kind, output.OTHER)
 
 
-def _print_outcome(view: dict[str, Any]) -> None:
-    console.print(f"{view['type']}: {view['namespace']}/{view['pod']} (allocation {view['allocation_id']})")
-    if view["node"]:
-        console.print(f"  node {view['node']}, GPUs {', '.join(view['gpus'])}")
-    if view["reason"]:
-        console.print(f"  reason: {view['reason']}", markup=False)
-    if view["position"] is not None:
-        console.print(f"  log position {view['position']}")
-
-
-def _print_status(view: dict[str, Any]) -> None:
-    table = Table("pool", "GPUs", "TFLOPS cap", "TFLOPS free", "VRAM cap", "VRAM free", title="pools")
-    for pool in view["pools"]:
-        cap, free = pool["capacity"], pool["available"]
-        table.add_row(pool["name"], str(pool["gpus"]), cap["tflops"], free["tflops"], cap["vram"], free["vram"])
-    console.print(table)
-    counts = view["allocations"]
-    console.print(f"{len(view['nodes'])} nodes, {len(view['gpus'])} GPUs; allocations: "
-                  f"{counts['granted']} granted, {counts['queued']} queued; log position {view['position']}")
+def print_outcome(view: dict[str, Any]) -> None:
+    """Text of an outcome (``submit``/``simulate``): type, pod, node and GPUs, request, reason."""
+    kind = view.get("type") or view.get("status", "")
+    typer.echo(f"{kind}: {view.get('namespace', '')}/{view.get('pod', '')} "
+               f"(allocation {view.get('allocation_id', '')})")
+    if view.get("node"):
+        typer.echo(f"  node {view['node']}, GPUs {', '.join(view.get('gpus') or [])}")
+    if view.get("request"):
+        typer.echo(f"  request {output.request_text(view['request'])}, limit "
+                   f"{output.request_text(view.get('limit'), unset=True)}")
+    if view.get("reason"):
+        typer.echo(f"  reason: {view['reason']}")
+    if view.get("position") is not None:
+        typer.echo(f"  log position {view['position']}")
 
 
 def up(data_dir: Path = typer.Option(endpoints.DEFAULT_DATA_DIR, "--data-dir", help="State directory."),
        inventory: Path | None = typer.Option(None, "--inventory", help="YAML inventory or node CSV."),
        http_port: int = typer.Option(0, "--http-port", help="Allocator HTTP port (0: any free).")) -> None:
-    """Start NATS, PostgreSQL, the allocator and the other services; Ctrl-C stops them."""
-    logs.setup("warning")
+    """Start the whole stack.
+
+    NATS, PostgreSQL, the allocator and the other services, until Ctrl-C. One `up` per data dir:
+    a second one exits 2 naming the holder."""
+    from services.cli.datalock import DataDirLock, DataDirLocked
+
     if inventory is not None and not inventory.is_file():
         fail(f"inventory file {inventory} not found", field="inventory", code=2, as_json=False)
+    lock = DataDirLock(data_dir.resolve())
+    try:
+        lock.acquire()
+    except DataDirLocked as exc:
+        fail(str(exc), field="data_dir", code=output.BAD_INPUT, as_json=False)
+    try:
+        _run_up(data_dir, inventory, http_port)
+    finally:
+        lock.release()
+
+
+def _run_up(data_dir: Path, inventory: Path | None, http_port: int) -> None:
+    import asyncio
+
+    from rich.console import Console
+
+    from services.cli import stack
+    from services.shared import lifecycle, logs
+
+    logs.setup("warning")
+    console = Console()
     options = stack.UpOptions(data_dir=data_dir, inventory=inventory, http_port=http_port)
 
     async def main(stop: asyncio.Event) -> None:
         await stack.run_up(options, stop, console=console)
 
-    _guard(False, lambda: lifecycle.run_service(main))
+    guarded(False, lambda: lifecycle.run_service(main))
     console.print("gpuledger stopped")
 
 
 def allocator() -> None:
-    """Run one allocator replica with settings from GPULEDGER_* variables (until SIGTERM)."""
-    from services.allocator import bootstrap
+    """Run one allocator replica.
 
-    config = _guard(False, allocator_settings.load)
+    Settings come from GPULEDGER_* variables; it runs until SIGTERM."""
+    import functools
+
+    from services.allocator import bootstrap
+    from services.allocator import settings as allocator_settings
+    from services.shared import lifecycle, logs
+    from services.shared.settings import DATABASE_URL_ENV, SettingsError
+
+    try:
+        config = allocator_settings.load()
+    except SettingsError as exc:
+        fail(str(exc), field="settings", as_json=False)
     if not config.database_url:
         fail(f"{DATABASE_URL_ENV} is not set", field=DATABASE_URL_ENV, code=2, as_json=False)
     logs.setup(config.log_level, json=config.log_json)
-    _guard(False, lambda: lifecycle.run_service(functools.partial(bootstrap.serve, config)))
+    guarded(False, lambda: lifecycle.run_service(functools.partial(bootstrap.serve, config)))
 
 
-def submit(pod_file: Path = typer.Argument(..., metavar="POD.yaml"),
-           timeout: float = typer.Option(30.0, "--timeout", help="Seconds to wait for the decision."),
-           data_dir: Path | None = DataDirOption, as_json: bool = JsonOption) -> None:
-    """Publish the Pod's allocation request and print the allocator's decision."""
-    spec = _guard(as_json, lambda: compose(read_pod(pod_file)))
-    found = _guard(as_json, lambda: endpoints.resolve(data_dir))
-    view = _guard(as_json, lambda: asyncio.run(submit_and_wait(found.nats_url, spec, timeout_s=timeout)))
-    print(json.dumps(view)) if as_json else _print_outcome(view)
+def submit(pod_file: PodFile,
+           timeout: float = typer.Option(30.0, "--timeout", min=0.1, help="Seconds to wait for the decision."),
+           force: bool = typer.Option(False, "--force", help=f"Submit a pod without the {ENABLED_LABEL} label."),
+           data_dir: DataDir = None, as_json: JsonOut = False) -> None:
+    """Request a GPU share for a Pod.
+
+    Prints the allocator's decision. Idempotent per namespace/pod: while that pod has a live
+    allocation, submitting it again returns that allocation. Refuses other kinds (a Deployment)
+    and pods the webhook would skip (unlabelled; --force submits them anyway)."""
+
+    def body() -> dict[str, Any]:
+        pod = labelled(read_pod(pod_file), force=force)
+        api = client.connect(data_dir, timeout_s=timeout + 5)
+        query = {"wait": f"{min(timeout, MAX_WAIT_S):g}", "force": "true" if force else None}
+        view: dict[str, Any] = api.request("POST", "/api/v1/allocations", body=pod, query=query)
+        return view
+
+    view = guarded(as_json, body)
+    output.emit_json(view) if as_json else print_outcome(view)
+    raise typer.Exit(outcome_code(view))
 
 
-def status(data_dir: Path | None = DataDirOption, as_json: bool = JsonOption) -> None:
-    """Per pool, node and GPU: capacity, available, allocations (from the log)."""
-    found = _guard(as_json, lambda: endpoints.resolve(data_dir))
-    state = _guard(as_json, lambda: asyncio.run(load_state(found.database_url)))
-    view = views.status_view(state)
-    print(json.dumps(view)) if as_json else _print_status(view)
+def status(data_dir: DataDir = None, as_json: JsonOut = False) -> None:
+    """Show capacity and usage.
+
+    Per pool capacity, free and used TFLOPS/VRAM, nodes and GPUs by phase, allocation counts
+    (`nodes` and `gpuledger nodes show` list them one by one)."""
+    view = guarded(as_json, lambda: client.connect(data_dir).get("/api/v1/status"))
+    output.emit_json(view) if as_json else print_status(view)
 
 
-def simulate(pod_file: Path = typer.Argument(..., metavar="POD.yaml"),
-             data_dir: Path | None = DataDirOption, as_json: bool = JsonOption) -> None:
-    """What the allocator would decide for the Pod now, and why (nothing is written)."""
-    pod = _guard(as_json, lambda: read_pod(pod_file))
-    found = _guard(as_json, lambda: endpoints.resolve(data_dir))
-    state = _guard(as_json, lambda: asyncio.run(load_state(found.database_url)))
-    result = _guard(as_json, lambda: simulation.simulate(state, pod))
+def print_status(view: dict[str, Any]) -> None:
+    """Text of ``status``: a pools table (capacity, free, used %), nodes and GPUs by phase, allocations."""
+    rows = []
+    for pool in view.get("pools", []):
+        cap, free = pool.get("capacity") or {}, pool.get("available") or {}
+        cap_t, free_t = output.quantity(cap.get("tflops")), output.quantity(free.get("tflops"))
+        cap_v, free_v = output.quantity(cap.get("vram")), output.quantity(free.get("vram"))
+        counts = pool.get("allocations") or {}
+        rows.append([pool.get("name", ""), str(pool.get("nodes", "")), str(pool.get("gpus", "")),
+                     output.tflops(cap.get("tflops")), output.tflops(free.get("tflops")),
+                     output.usage(None if cap_t is None or free_t is None else cap_t - free_t, cap_t),
+                     output.vram(cap.get("vram")), output.vram(free.get("vram")),
+                     output.usage(None if cap_v is None or free_v is None else cap_v - free_v, cap_v),
+                     f"{counts.get('granted', 0)}/{counts.get('queued', 0)}"])
+    output.table(("pool", "nodes", "GPUs", "TFLOPS", "TFLOPS free", "TFLOPS used", "VRAM", "VRAM free", "VRAM used",
+                  "granted/queued"), rows, title="pools")
+    typer.echo(f"nodes: {_by_phase(view.get('nodes_by_phase') or {})}")
+    typer.echo(f"GPUs:  {_by_phase(view.get('gpus_by_phase') or {})}")
+    counts = view.get("allocations", {})
+    typer.echo(f"allocations: {counts.get('granted', 0)} granted, {counts.get('queued', 0)} queued; "
+               f"log position {view.get('position', 0)}")
+
+
+def _by_phase(counts: dict[str, int]) -> str:
+    total = sum(counts.values())
+    return f"{total:,}" + (f" ({', '.join(f'{n:,} {phase}' for phase, n in sorted(counts.items()))})" if counts else "")
+
+
+def simulate(pod_file: PodFile, data_dir: DataDir = None, as_json: JsonOut = False) -> None:
+    """Show what a Pod would get.
+
+    What the allocator would decide for the Pod now, and why (nothing is written)."""
+
+    def body() -> dict[str, Any]:
+        pod = read_pod(pod_file)
+        result: dict[str, Any] = client.connect(data_dir).request("POST", "/api/v1/simulate", body=pod)
+        return result
+
+    result = guarded(as_json, body)
     if as_json:
-        print(json.dumps(result))
+        output.emit_json(result)
         return
-    if result["outcome"] is not None:
-        _print_outcome(result["outcome"])
-    for item in result["filters"]:
-        console.print(f"  filter {item['name']}: removed {item['removed']} GPUs")
+    if result.get("outcome") is not None:
+        print_outcome(result["outcome"])
+    else:
+        asked = result.get("allocation_request") or {}
+        typer.echo(f"no new decision for {asked.get('namespace', '')}/{asked.get('pod', '')}: it already has a live "
+                   f"allocation (`gpuledger why {asked.get('namespace', '')}/{asked.get('pod', '')}` explains it)")
+    for item in result.get("filters", []):
+        typer.echo(f"  filter {item['name']}: removed {item['removed']} GPUs")
 
 
 def register(app: typer.Typer) -> None:
     """Add this area's commands to app."""
     for command in (up, allocator, submit, status, simulate):
-        app.command()(command)
+        app.command(epilog=output.EXIT_CODES_HELP)(command)

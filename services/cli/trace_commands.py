@@ -1,31 +1,45 @@
 """CLI commands of the trace area: ``trace experiment`` (the ATC'23 fill-up experiment) and
 ``trace replay`` (a timed replay of the trace through the running stack).
 
-Exit codes: 0 ok, 2 bad input (``{"error", "field"}`` on stdout under ``--json``), 1 anything else.
+Both default to the openb files shipped in ``data/openb``. ``trace replay`` plays the first
+``--limit`` pods (default 1,000) squeezed into about ``--duration`` seconds (default 60) unless
+``--speedup`` is given, shows progress, and runs in its own pool ``trace`` (node names
+``trace-...``, namespace ``trace``): the default pool is never touched. Ctrl-C or SIGTERM stops it
+after it has released every allocation it still holds.
+Exit codes: 0 ok, 1 anything else (including an interrupted or unverified replay), 2 bad input
+(``{"error", "field"}`` on stdout under ``--json``).
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
-import msgspec
 import typer
 
-from events.intents import RegisterNode
 from services.cli import endpoints
 from services.cli.output import fail
-from services.discovery.static import InventoryError, load_inventory
-from services.trace.openb import TraceError, TracePod, trace_pods
+
+if TYPE_CHECKING:
+    from events.intents import RegisterNode
+    from services.trace.openb import TracePod
+
+OPENB = Path(__file__).resolve().parents[2] / "data" / "openb"
+DEFAULT_NODES = OPENB / "openb_node_list_gpu_node.csv"
+DEFAULT_PODS = OPENB / "openb_pod_list_default.csv"
 
 JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON instead of text.")]
-NodesCsv = Annotated[Path, typer.Option("--nodes", help="Node CSV (openb_node_list_gpu_node.csv format).")]
-PodsCsv = Annotated[Path, typer.Option("--pods", help="Pod CSV (openb_pod_list_*.csv format).")]
+NodesCsv = Annotated[Path, typer.Option("--nodes", help="Node CSV (openb_node_list_gpu_node.csv format); "
+                                        "default: the shipped data/openb file.")]
+PodsCsv = Annotated[Path, typer.Option("--pods", help="Pod CSV (openb_pod_list_*.csv format); "
+                                       "default: data/openb/openb_pod_list_default.csv.")]
 
 
 def _load(nodes: Path, pods: Path, *, as_json: bool) -> tuple[list[RegisterNode], list[TracePod]]:
+    from services.discovery.static import InventoryError, load_inventory
+    from services.trace.openb import TraceError, trace_pods
+
     for path, field in ((nodes, "nodes"), (pods, "pods")):
         if not path.is_file():
             fail(f"{path}: no such file", field=field, as_json=as_json)
@@ -41,9 +55,11 @@ def _load(nodes: Path, pods: Path, *, as_json: bool) -> tuple[list[RegisterNode]
 
 
 def experiment(
-    nodes: NodesCsv,
-    pods: PodsCsv,
-    strategy: Annotated[list[str], typer.Option("--strategy", help="Strategy name (repeat for several).")],
+    strategy: Annotated[list[str], typer.Option("--strategy", help="Strategy name (repeat for several): "
+                                                "best-fit, compact-first, fgd, frag-cpu, low-load-first, "
+                                                "node-compact-gpu-low-load, random.")],
+    nodes: NodesCsv = DEFAULT_NODES,
+    pods: PodsCsv = DEFAULT_PODS,
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds 42, 43, … (the paper uses 10).")] = 10,
     engine: Annotated[str, typer.Option(help="auto (array engine where it has the strategy), array or domain.")]
     = "auto",
@@ -51,6 +67,8 @@ def experiment(
     as_json: JsonOut = False,
 ) -> None:
     """Run the ATC'23 fill-up experiment; print unallocated GPU % at 100/110/130 % arrived."""
+    import msgspec
+
     from services.allocator.domain import profile
     from services.trace.experiment import engine_for, run
 
@@ -83,42 +101,84 @@ def experiment(
 
 
 def replay(
-    nodes: NodesCsv,
-    pods: PodsCsv,
-    speedup: Annotated[float, typer.Option("--speedup", min=1e-6, help="Compress trace time by K.")] = 1000.0,
-    limit: Annotated[int, typer.Option("--limit", min=0, help="Replay only the first N pods (0: all).")] = 0,
+    nodes: NodesCsv = DEFAULT_NODES,
+    pods: PodsCsv = DEFAULT_PODS,
+    limit: Annotated[int, typer.Option("--limit", min=0, help="Replay only the first N pods (0: all 8,152).")]
+    = 1000,
+    duration: Annotated[float, typer.Option("--duration", min=1.0, help="Squeeze the replayed trace time into "
+                                            "about this many seconds (ignored with --speedup).")] = 60.0,
+    speedup: Annotated[float | None, typer.Option("--speedup", min=1e-6, help="Compress trace time by K "
+                                                  "(default: from --duration).")] = None,
     data_dir: Annotated[Path | None, typer.Option("--data-dir", help="Data dir of `gpuledger up`.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for outcomes at the end.")] = 60.0,
+    timeout: Annotated[float, typer.Option("--timeout", min=1.0, help="Give up when no decision came for this "
+                                           "many seconds (node registration, the last outcomes).")] = 60.0,
     as_json: JsonOut = False,
 ) -> None:
-    """Replay the trace with real arrivals and departures through NATS → allocator → PostgreSQL."""
-    from services.trace.replay import ReplayError, replay_trace
+    """Replay the trace with real arrivals and departures through NATS → allocator → PostgreSQL, in
+    its own pool `trace`; Ctrl-C releases what it holds, then stops."""
+    import asyncio
+
+    from services.cli import bus
+    from services.cli.client import StackUnreachable
+    from services.trace.replay import ReplayError, trace_span
 
     try:
         found = endpoints.resolve(data_dir)
     except endpoints.EndpointsError as exc:
-        fail(str(exc), field=exc.field, as_json=as_json)
+        fail(str(exc), field=exc.field, code=1, as_json=as_json)
     if not found.nats_url or not found.database_url:
-        fail("the stack's NATS and database URLs are both needed", field="data_dir", as_json=as_json)
-    node_intents, pod_rows = _load(nodes, pods, as_json=as_json)
+        fail("the stack's NATS and database URLs are both needed", field="data_dir", code=1, as_json=as_json)
     try:
-        report = asyncio.run(replay_trace(
-            node_intents, pod_rows[:limit] if limit else pod_rows, nats_url=found.nats_url,
-            database_url=found.database_url, speedup=speedup, timeout_s=timeout))
+        asyncio.run(_reachable(bus, found.nats_url, found.source))
+    except StackUnreachable as exc:
+        fail(str(exc), field=None, as_json=as_json)
+    node_intents, pod_rows = _load(nodes, pods, as_json=as_json)
+    chosen = pod_rows[:limit] if limit else pod_rows
+    factor = speedup if speedup is not None else trace_span(chosen) / duration
+    try:
+        report = asyncio.run(_replay(node_intents, chosen, found, factor, timeout, as_json))
     except ReplayError as exc:
         fail(str(exc), field=None, as_json=as_json)
     if as_json:
+        import msgspec
+
         typer.echo(json.dumps(msgspec.to_builtins(report)))
-        return
-    typer.echo(report.summary())
-    if not report.verified:
+    else:
+        typer.echo(report.summary())
+    if report.interrupted or not report.verified:
         raise typer.Exit(1)
+
+
+async def _reachable(bus: Any, url: str, where: str) -> None:
+    await bus.close(await bus.connect(url, name="gpuledger-trace-replay-check", where=where))
+
+
+async def _replay(nodes: list[RegisterNode], pods: list[TracePod], found: endpoints.Endpoints, speedup: float,
+                  timeout: float, as_json: bool) -> Any:
+    import asyncio
+
+    from services.cli.progress import Meter
+    from services.shared import lifecycle
+    from services.trace.replay import replay_trace
+
+    stop = asyncio.Event()
+    lifecycle.install_stop_signals(stop)
+    try:
+        with Meter("trace replay", 1) as meter:
+            def progress(done: int, total: int, allocated: float) -> None:
+                meter.total = total
+                meter.update(done, f"allocated {allocated:.1f} % of GPU")
+
+            return await replay_trace(nodes, pods, nats_url=found.nats_url, database_url=found.database_url,
+                                      speedup=speedup, timeout_s=timeout, stop=stop, progress=progress)
+    finally:
+        lifecycle.remove_stop_signals()
 
 
 def register(app: typer.Typer) -> None:
     """Add ``trace experiment`` and ``trace replay`` to ``app``."""
     group = typer.Typer(help="The Alibaba GPU-sharing trace: placement experiment and timed replay.",
-                        no_args_is_help=True)
+                        no_args_is_help=True, rich_markup_mode=None)
     group.command("experiment")(experiment)
     group.command("replay")(replay)
     app.add_typer(group, name="trace")

@@ -7,6 +7,12 @@ published with ``publish_intent``. Outcomes are read from the allocator's event 
 and grants from the queue happen for real. At the end the log is verified
 (``services.allocator.adapters.verify.verify``: rebuild = snapshot = read models) and the
 report carries its digest.
+
+Isolation: the replay has its own pool (``trace``), namespace (``trace``) and node and GPU names
+(``trace-`` + the trace's name), and every request targets that pool, so the default pool's nodes
+and allocations are never touched. When ``stop`` is set (Ctrl-C / SIGTERM in the CLI) it stops
+publishing, releases or withdraws every allocation it still holds, waits for those decisions and
+returns a report marked ``interrupted``.
 """
 
 from __future__ import annotations
@@ -21,7 +27,6 @@ from nats.aio.msg import Msg
 from nats.js.client import JetStreamContext
 
 from events import codec, subjects
-from events import decisions as ev
 from events.intents import RegisterNode, ReleaseAllocation, RequestAllocation
 from services.allocator.adapters import database
 from services.allocator.adapters.postgres import PostgresEventStore
@@ -29,72 +34,29 @@ from services.allocator.adapters.relay import INTENT_HEADER
 from services.allocator.adapters.verify import verify
 from services.shared import messaging
 from services.trace.openb import TracePod
-from services.trace.replay_report import ReplayReport, percentiles
+from services.trace.replay_report import ReplayReport, Tracker, percentiles
 
 REPLAY_POOL = "trace"
+REPLAY_NAMESPACE = "trace"
+NAME_PREFIX = "trace-"
+"""Prefix of the replay's node and GPU names: never the names of the default pool's nodes."""
+
+Progress = Callable[[int, int, float], None]
+"""``progress(done, total, allocated_pct)``: called as the timeline is published."""
 
 
 class ReplayError(RuntimeError):
     """The replay could not run (no timestamps, stack unreachable, outcomes missing)."""
 
 
-class Tracker:
-    """Folds the allocator's events into per-pod outcomes, latencies and the allocated milli-GPU."""
-
-    def __init__(self, pods: dict[str, TracePod]) -> None:
-        self.pods = pods
-        self.sent: dict[str, float] = {}
-        self.latency: list[float] = []
-        self.queue_wait: list[float] = []
-        self.queued_at: dict[str, float] = {}
-        self.state: dict[str, str] = {}
-        self.outcomes: dict[str, int] = {}
-        self.decided: set[str] = set()
-        self.used_milli = 0
-        self.nodes_registered = 0
-
-    def on_event(self, event: ev.AnyEvent, intent_id: str, now: float) -> None:
-        """Apply one event (decided by ``intent_id``) received at ``now`` (monotonic seconds)."""
-        if intent_id in self.sent and intent_id not in self.decided:
-            self.decided.add(intent_id)
-            self.latency.append(now - self.sent[intent_id])
-        match event:
-            case ev.NodeRegistered():
-                self.nodes_registered += 1
-            case ev.AllocationGranted(spec=spec) if spec.allocation_id in self.pods:
-                aid = spec.allocation_id
-                if event.from_queue and aid in self.queued_at:
-                    self.queue_wait.append(now - self.queued_at.pop(aid))
-                else:
-                    self.outcomes[aid] = self.outcomes.get(aid, 0) + 1
-                self.state[aid] = "granted"
-                self.used_milli += self.pods[aid].demand
-            case ev.AllocationQueued(spec=spec) | ev.AllocationRejected(spec=spec) if spec.allocation_id in self.pods:
-                aid = spec.allocation_id
-                self.outcomes[aid] = self.outcomes.get(aid, 0) + 1
-                queued = isinstance(event, ev.AllocationQueued)
-                self.state[aid] = "queued" if queued else "rejected"
-                if queued:
-                    self.queued_at[aid] = now
-            case ev.AllocationReleased(allocation_id=aid) if aid in self.pods:
-                if self.state.get(aid) == "granted":
-                    self.used_milli -= self.pods[aid].demand
-                self.queued_at.pop(aid, None)
-                self.state[aid] = "withdrawn" if event.was_queued else "released"
-            case _:
-                pass
-
-    def final_counts(self) -> dict[str, int]:
-        """How many pods ended in each state (``none``: no outcome seen)."""
-        counts: dict[str, int] = {}
-        for aid in self.pods:
-            state = self.state.get(aid, "none")
-            counts[state] = counts.get(state, 0) + 1
-        return counts
-
-    def multiple_outcomes(self) -> int:
-        """Pods whose request got more than one first outcome (must be 0)."""
-        return sum(1 for n in self.outcomes.values() if n > 1)
+def replay_nodes(nodes: Sequence[RegisterNode], run: str) -> list[RegisterNode]:
+    """``nodes`` moved into the replay's own pool under prefixed node and GPU names (fresh intent ids)."""
+    out = []
+    for intent in nodes:
+        gpus = tuple(msgspec.structs.replace(g, name=NAME_PREFIX + g.name, uuid="") for g in intent.gpus)
+        out.append(msgspec.structs.replace(intent, intent_id=f"{run}-{intent.intent_id}", pool=REPLAY_POOL,
+                                           node=NAME_PREFIX + intent.node, gpus=gpus))
+    return out
 
 
 def timeline(pods: Sequence[TracePod], run: str) -> list[tuple[int, int, TracePod, str]]:
@@ -114,10 +76,20 @@ def timeline(pods: Sequence[TracePod], run: str) -> list[tuple[int, int, TracePo
     return out
 
 
-async def _wait(condition: Callable[[], bool], timeout_s: float) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
+def trace_span(pods: Sequence[TracePod]) -> int:
+    """Seconds of trace time from the first arrival to the last departure or arrival (at least 1)."""
+    times = [t for p in pods for t in (p.created, p.deleted) if t is not None]
+    return max(1, max(times, default=0) - min(times, default=0))
+
+
+async def _wait(ids: Sequence[str], tracker: Tracker, stall_s: float) -> bool:
+    """Wait until every intent of ``ids`` is decided; False when no new decision came for ``stall_s``
+    seconds (a busy allocator that keeps deciding is waited for, a stalled one is not)."""
+    last_done, last_change = -1, time.monotonic()
+    while (done := sum(1 for i in ids if i in tracker.decided)) < len(ids):
+        if done != last_done:
+            last_done, last_change = done, time.monotonic()
+        elif time.monotonic() - last_change > stall_s:
             return False
         await asyncio.sleep(0.05)
     return True
@@ -129,29 +101,59 @@ async def _publish(js: JetStreamContext, intent: RequestAllocation | ReleaseAllo
     await messaging.publish_intent(js, intent)
 
 
+def _release(aid: str, suffix: str, reason: str) -> ReleaseAllocation:
+    return ReleaseAllocation(intent_id=f"{aid}-{suffix}", allocation_id=aid, namespace=REPLAY_NAMESPACE, pod=aid,
+                             pool=REPLAY_POOL, reason=reason)
+
+
 async def _drive(js: JetStreamContext, events: list[tuple[int, int, TracePod, str]], tracker: Tracker,
-                 *, speedup: float, capacity_milli: int) -> tuple[float, list[tuple[float, float]]]:
-    """Publish the timeline on schedule; returns the wall seconds and (trace hours, allocated %) samples."""
+                 *, speedup: float, capacity_milli: int, stop: asyncio.Event,
+                 progress: Progress | None) -> list[tuple[float, float]]:
+    """Publish the timeline on schedule until done or ``stop``; returns (trace hours, allocated %) samples."""
     t0 = events[0][0]
-    span = max(1, events[-1][0] - t0)
-    every = max(1, span // 40)
+    every = max(1, (events[-1][0] - t0) // 40)
     samples: list[tuple[float, float]] = []
     next_sample = t0
     start = time.monotonic()
-    for at, order, pod, aid in events:
+    for done, (at, order, pod, aid) in enumerate(events):
         delay = start + (at - t0) / speedup - time.monotonic()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        if delay > 0 and await _stopped(stop, delay):
+            break
+        if stop.is_set():
+            break
+        allocated = round(100 * tracker.used_milli / capacity_milli, 3)
         while at >= next_sample:
-            samples.append(((next_sample - t0) / 3600, round(100 * tracker.used_milli / capacity_milli, 3)))
+            samples.append(((next_sample - t0) / 3600, allocated))
             next_sample += every
         if order == 1:
             await _publish(js, RequestAllocation(intent_id=f"{aid}-req", spec=pod.spec(
-                pool=REPLAY_POOL, allocation_id=aid, namespace="trace")), tracker)
+                pool=REPLAY_POOL, allocation_id=aid, namespace=REPLAY_NAMESPACE)), tracker)
         else:
-            await _publish(js, ReleaseAllocation(intent_id=f"{aid}-rel", allocation_id=aid, namespace="trace",
-                                                 pod=aid, pool=REPLAY_POOL, reason="trace deletion_time"), tracker)
-    return time.monotonic() - start, samples
+            await _publish(js, _release(aid, "rel", "trace deletion_time"), tracker)
+        if progress is not None:
+            progress(done + 1, len(events), allocated)
+    return samples
+
+
+async def _stopped(stop: asyncio.Event, delay: float) -> bool:
+    try:
+        async with asyncio.timeout(delay):
+            await stop.wait()
+    except TimeoutError:
+        return False
+    return True
+
+
+async def _release_live(js: JetStreamContext, tracker: Tracker, timeout_s: float) -> int:
+    """Release (or withdraw) every allocation the replay still holds; returns how many."""
+    live = tracker.live()
+    ids = []
+    for aid in live:
+        intent = _release(aid, "interrupted", "trace replay interrupted")
+        ids.append(intent.intent_id)
+        await _publish(js, intent, tracker)
+    await _wait(ids, tracker, timeout_s)
+    return len(live)
 
 
 async def _verify(database_url: str) -> tuple[bool, str, int, list[str]]:
@@ -163,30 +165,32 @@ async def _verify(database_url: str) -> tuple[bool, str, int, list[str]]:
     return report.ok, report.digest, report.position, list(report.problems)
 
 
-async def _register_nodes(js: JetStreamContext, nodes: Sequence[RegisterNode], tracker: Tracker, *, run: str,
-                          timeout_s: float) -> None:
-    node_ids = []
+async def _register_nodes(js: JetStreamContext, nodes: Sequence[RegisterNode], tracker: Tracker,
+                          *, timeout_s: float) -> None:
     for intent in nodes:
-        node_ids.append(f"{run}-{intent.intent_id}")
-        await _publish(js, msgspec.structs.replace(intent, intent_id=node_ids[-1], pool=REPLAY_POOL), tracker)
-    if not await _wait(lambda: all(i in tracker.decided for i in node_ids), timeout_s):
-        raise ReplayError(f"the allocator did not register {len(nodes)} nodes within {timeout_s}s")
+        await _publish(js, intent, tracker)
+    if not await _wait([i.intent_id for i in nodes], tracker, timeout_s):
+        raise ReplayError(f"the allocator stopped registering the {len(nodes)} nodes (no decision for {timeout_s}s)")
     tracker.latency.clear()
 
 
 async def replay_trace(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, nats_url: str,
-                       database_url: str, speedup: float, timeout_s: float = 60.0) -> ReplayReport:
-    """Replay ``pods`` on ``nodes`` (registered into pool ``trace``) through the stack at ``speedup``.
+                       database_url: str, speedup: float, timeout_s: float = 60.0,
+                       stop: asyncio.Event | None = None, progress: Progress | None = None) -> ReplayReport:
+    """Replay ``pods`` on ``nodes`` (registered into pool ``trace`` under ``trace-`` names) through
+    the stack at ``speedup``; ``stop`` interrupts it (live allocations are released first).
 
     Raises ReplayError when the trace has no timestamps or the stack does not decide in time.
     """
+    stop = stop or asyncio.Event()
     run = uuid.uuid4().hex[:8]
     events = timeline(pods, run)
     if not events:
         raise ReplayError("the trace has no pods")
+    own_nodes = replay_nodes(nodes, run)
     tracker = Tracker({f"{run}-{p.name}": p for p in pods})
-    intents = [f"{aid}-{'req' if order == 1 else 'rel'}" for _, order, _, aid in events]
-    nc = await messaging.connect(nats_url, name="gpuledger-trace-replay")
+    nc = await messaging.connect(nats_url, name="gpuledger-trace-replay", allow_reconnect=False)
+    released = 0
     try:
         async def on_msg(msg: Msg) -> None:
             intent_id = (msg.headers or {}).get(INTENT_HEADER, "")
@@ -194,23 +198,26 @@ async def replay_trace(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], 
 
         await nc.subscribe(f"{subjects.EVENT_SUBJECT_PREFIX}.>", cb=on_msg)
         js = nc.jetstream()
-        await _register_nodes(js, nodes, tracker, run=run, timeout_s=timeout_s)
+        await _register_nodes(js, own_nodes, tracker, timeout_s=timeout_s)
         started = time.monotonic()
-        _, samples = await _drive(js, events, tracker, speedup=speedup,
-                                  capacity_milli=1000 * sum(len(n.gpus) for n in nodes))
-        complete = await _wait(lambda: all(i in tracker.decided for i in intents), timeout_s)
+        samples = await _drive(js, events, tracker, speedup=speedup, stop=stop, progress=progress,
+                               capacity_milli=1000 * sum(len(n.gpus) for n in nodes))
+        intents = [i for i in tracker.sent if i.endswith(("-req", "-rel"))]
+        complete = await _wait(intents, tracker, timeout_s)
         wall = time.monotonic() - started
+        if stop.is_set():
+            released = await _release_live(js, tracker, timeout_s)
     finally:
         await nc.close()
     ok, digest, position, problems = await _verify(database_url)
     decided = sum(1 for i in intents if i in tracker.decided)
     if not complete:
-        problems.append(f"{len(intents) - decided} intents had no decision within {timeout_s}s")
+        problems.append(f"{len(intents) - decided} intents had no decision (none came for {timeout_s}s)")
     return ReplayReport(
         pods=len(pods), intents=len(intents), decided=decided, seconds=round(wall, 3), speedup=speedup,
         decisions_per_s=round(len(tracker.latency) / wall, 1) if wall else 0.0,
         latency_ms=percentiles(tracker.latency), queue_wait_ms=percentiles(tracker.queue_wait),
         final_states=tracker.final_counts(), multiple_outcomes=tracker.multiple_outcomes(),
-        allocation_pct_over_time=samples, verified=ok and complete, digest=digest, position=position,
-        problems=problems,
+        allocation_pct_over_time=samples, verified=ok and complete, digest=digest,
+        position=position, problems=problems, interrupted=stop.is_set(), released_on_interrupt=released,
     )

@@ -105,6 +105,17 @@ async def _messages(client: NATS) -> dict[str, int]:
             for name in (subjects.INTENT_STREAM, subjects.EVENT_STREAM)}
 
 
+async def _settled(client: NATS) -> dict[str, int]:
+    """The stream counts once the allocator has decided and relayed the one intent published so far."""
+    counts = await _messages(client)
+    for _ in range(200):
+        await asyncio.sleep(0.1)
+        previous, counts = counts, await _messages(client)
+        if counts[subjects.EVENT_STREAM] >= 1 and counts == previous:
+            return counts
+    raise AssertionError(f"the allocator relayed no event of the registered node: {counts}")
+
+
 def _allocator_environment(secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
     """The allocator's NATS settings as its manifest sets them (its URL carries user and password)."""
     monkeypatch.setenv("GPULEDGER_NATS_TLS_CA", secured.ca_file)
@@ -186,7 +197,7 @@ async def test_forbidden_publishes_and_stream_changes_are_refused(secured: Secur
                 session(secured, "admission") as admission, session(secured, "autoscaler") as autoscaler,
                 session(secured, "agent") as agent, session(secured, "operator") as operator):
         await messaging.publish_intent(discovery.client.jetstream(), register_node("node-a"))
-        before = await _messages(operator.client)
+        before = await _settled(operator.client)
         await _refused_publish(admission, subjects.intent_subject("register_node"))
         await _refused_publish(admission, subjects.intent_subject("configure_pool"))
         await _refused_publish(discovery, subjects.intent_subject("request_allocation"))

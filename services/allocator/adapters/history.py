@@ -1,6 +1,6 @@
 """History queries over the read models (``gpuledger history``); docs/sql.md has the SQL for more.
 
-Owns the allocation-history filter (namespace, pod, node, since, at) and the JSON shape of a
+Owns the allocation-history filter (namespace, pod, node, status, since, at) and the JSON shape of a
 history row: quantities as canonical Kubernetes strings, times as ISO-8601 UTC.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 import asyncpg
 import msgspec
 
-from events.quantity import format_bytes, format_milli
+from events.quantity import format_bytes, format_milli, format_percent_milli
 from services.allocator.adapters.projection import Row
 
 
@@ -23,6 +23,7 @@ class HistoryFilter(msgspec.Struct, frozen=True, kw_only=True):
     namespace: str | None = None
     pod: str | None = None
     node: str | None = None
+    status: str | None = None
     since: datetime | None = None
     at: datetime | None = None
     limit: int = 50
@@ -32,7 +33,7 @@ def allocations_sql(flt: HistoryFilter) -> tuple[str, list[Any]]:
     """The SELECT for ``flt`` with its asyncpg parameters (newest lives first)."""
     where: list[str] = []
     args: list[Any] = []
-    for column, value in (("namespace", flt.namespace), ("pod", flt.pod), ("node", flt.node)):
+    for column, value in (("namespace", flt.namespace), ("pod", flt.pod), ("node", flt.node), ("status", flt.status)):
         if value is not None:
             args.append(value)
             where.append(f"{column} = ${len(args)}")
@@ -57,14 +58,21 @@ def _iso(moment: datetime | None) -> str | None:
     return None if moment is None else moment.isoformat()
 
 
+def _request(row: Row) -> dict[str, str]:
+    """The per-GPU request; a compute share (``compute_percent``, e.g. ``"50"``) when it is one."""
+    request = {"tflops": format_milli(row["request_milli_tflops"]), "vram": format_bytes(row["request_vram_bytes"])}
+    if row.get("request_compute_milli_percent"):
+        request["compute_percent"] = format_percent_milli(row["request_compute_milli_percent"])
+    return request
+
+
 def to_json(row: Row) -> dict[str, Any]:
     """A history row in the CLI's JSON shape (quantities as Kubernetes strings, e.g. ``"100"``, ``"10Gi"``)."""
     return {
         "allocation_id": row["allocation_id"], "namespace": row["namespace"], "pod": row["pod"],
         "workload": row["workload"], "pool": row["pool"], "status": row["status"], "qos": row["qos"],
         "node": row["node"] or "", "gpus": list(row["gpus"]), "gpu_count": row["gpu_count"],
-        "request": {"tflops": format_milli(row["request_milli_tflops"]),
-                    "vram": format_bytes(row["request_vram_bytes"])},
+        "request": _request(row),
         "limit": {"tflops": format_milli(row["limit_milli_tflops"]), "vram": format_bytes(row["limit_vram_bytes"])},
         "requested_at": _iso(row["requested_at"]), "queued_at": _iso(row["queued_at"]),
         "granted_at": _iso(row["granted_at"]), "resized_at": _iso(row["resized_at"]),

@@ -12,10 +12,10 @@ from typer.testing import CliRunner
 
 from events.base import Intent
 from events.intents import RegisterNode, RemoveNode
-from services.cli import discovery_commands
 from services.cli.main import app
 from services.discovery import service, settings
 from services.discovery.kubernetes import COUNT_LABEL, MEMORY_LABEL, PRODUCT_LABEL
+from services.shared import logs
 from tests.fixtures.kube_api import KubeApiServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -104,7 +104,7 @@ async def test_watch_restart_and_410_lose_no_change(kube_api: KubeApiServer, run
 def test_cli_once_prints_the_reports(kube_api_threaded: KubeApiServer, tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     # CliRunner swaps sys.stderr; a logging setup bound to it would outlive this test.
-    monkeypatch.setattr(discovery_commands.logs, "setup", lambda *a, **k: None)
+    monkeypatch.setattr(logs, "setup", lambda *a, **k: None)
     kube_api_threaded.add_node("gpu-1", labels=GFD)
     kube_api_threaded.add_node("gpu-2", labels={PRODUCT_LABEL: "NVIDIA-H100-80GB-HBM3", COUNT_LABEL: "8"})
     kubeconfig = kube_api_threaded.write_kubeconfig(tmp_path / "kubeconfig")

@@ -100,11 +100,11 @@ def test_history_filters_and_json_shape(database_url: str, tmp_path: Path) -> No
     assert result.exit_code == 0 and "pod-b" in result.stdout and "released" in result.stdout
 
 
-def test_bad_input_exits_2_naming_the_field(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def test_bad_input_exits_2_and_no_stack_exits_1(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("GPULEDGER_DATABASE_URL", raising=False)
     monkeypatch.chdir(tmp_path)
     code, out = _invoke("history", "--json")
-    assert code == 2 and isinstance(out, dict) and out["field"] == "data_dir"
+    assert code == 1 and isinstance(out, dict) and out["field"] == "data_dir"  # no stack: not bad input
     code, out = _invoke("history", "--json", "--since", "yesterday", "--database-url", "postgresql://x/y")
     assert (code, out["field"]) == (2, "since")  # type: ignore[call-overload]
     code, out = _invoke("replay", "--json", "--database-url", "mysql://x/y")

@@ -100,6 +100,9 @@ def test_up_serves_submit_status_simulate_and_stops_on_ctrl_c(tmp_path: Path, da
         stack.wait_up()
         found = json.loads((data_dir / "endpoints.json").read_text())
         assert set(found) == {"nats_url", "database_url", "allocator_http", "webhook_https"}
+        code, simulated = cli("simulate", str(pod), "--json", "--data-dir", str(data_dir))
+        assert code == 0 and simulated["outcome"]["type"] == "allocation_granted"
+        assert simulated["outcome"]["position"] is None and simulated["filters"]
         code, outcome = cli("submit", str(pod), "--json", "--data-dir", str(data_dir))
         assert code == 0, outcome
         assert outcome["type"] == "allocation_granted"
@@ -107,10 +110,7 @@ def test_up_serves_submit_status_simulate_and_stops_on_ctrl_c(tmp_path: Path, da
         assert outcome["request"] == {"tflops": "10", "vram": "4Gi"}
         code, status = cli("status", "--json", "--data-dir", str(data_dir))
         assert code == 0 and status["allocations"] == {"granted": 1, "queued": 0}
-        assert len(status["gpus"]) == 3 and status["position"] >= outcome["position"]
-        code, simulated = cli("simulate", str(pod), "--json", "--data-dir", str(data_dir))
-        assert code == 0 and simulated["outcome"]["type"] == "allocation_granted"
-        assert simulated["outcome"]["position"] is None and simulated["filters"]
+        assert sum(status["gpus_by_phase"].values()) == 3 and status["position"] >= outcome["position"]
         pod.write_text(POD.replace('tflops-request: "10"', "tflops-request: lots"))
         code, error = cli("submit", str(pod), "--json", "--data-dir", str(data_dir))
         assert code == 2 and error["field"] == "tensor-fusion.ai/tflops-request"

@@ -132,7 +132,9 @@ def test_nats_server_restarts_on_the_same_port_and_keeps_its_streams(tmp_path: P
 def test_endpoints_resolve_from_data_dir_then_environment(tmp_path: Path) -> None:
     written = endpoints.Endpoints(nats_url="nats://x:1", database_url="postgresql://y/z")
     endpoints.write(tmp_path, written)
-    assert endpoints.resolve(tmp_path, {}) == written
+    found = endpoints.resolve(tmp_path, {})
+    assert (found.nats_url, found.database_url, found.source) == (written.nats_url, written.database_url,
+                                                                  str(tmp_path / "endpoints.json"))
     from_env = endpoints.resolve(None, {"GPULEDGER_NATS_URL": "nats://e:2"})
     assert from_env.nats_url == "nats://e:2"
     with pytest.raises(endpoints.EndpointsError) as missing:

@@ -65,7 +65,7 @@ def test_up_refuses_anonymous_nats_and_wrong_passwords(tmp_path: Path, data_dir:
         psycopg.connect(found["database_url"], connect_timeout=5).close()
 
         code, status = cli("status", "--json", "--data-dir", str(data_dir))
-        assert code == 0 and len(status["gpus"]) == 3, status
+        assert code == 0 and sum(status["gpus_by_phase"].values()) == 3, status
     finally:
         assert stack.interrupt() == 0, stack.log.read_text()[-4000:]
     output = stack.log.read_text()

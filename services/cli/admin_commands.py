@@ -1,0 +1,300 @@
+"""CLI commands that configure and inspect the cluster through the allocator's HTTP API:
+``quota set|list|remove``, ``pool list|configure``, ``nodes`` (list) and ``nodes show NAME``.
+
+Every command takes ``--data-dir`` and ``--json``; writes are decided by the allocator like any
+intent (the answer is the resulting event or view). Exit codes: 0 done, 1 stack unreachable or
+other failure, 2 bad input (``{"error", "field"}``), 4 the allocator rejected the change.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from services.cli import client, output
+from services.cli.guard import DataDir, JsonOut, guarded
+from services.cli.output import BadInput
+
+STRATEGY_NAMES = ("best-fit", "compact-first", "fgd", "frag-cpu", "low-load-first", "node-compact-gpu-low-load",
+                  "random")
+"""Placement strategies a pool can be configured with: the names of the domain's registry
+(services.allocator.domain.profile.STRATEGIES; a test keeps them equal). A constant here so that
+``--help`` does not import the domain."""
+
+_POOL_KEYS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node")
+_STRATEGIES_HELP = "Placement strategy: " + ", ".join(STRATEGY_NAMES) + "."
+
+
+def _api(data_dir: Any) -> client.Api:
+    return client.connect(data_dir)
+
+
+def _rejected_exit(answer: Any) -> None:
+    if isinstance(answer, dict) and str(answer.get("type", "")).endswith("_rejected"):
+        raise typer.Exit(output.REJECTED)
+
+
+# --- quota ------------------------------------------------------------------------------------------
+
+def _amount(tflops: str | None, vram: str | None, name: str) -> dict[str, str] | None:
+    if tflops is None and vram is None:
+        return None
+    amount = {}
+    for value, unit, field in ((tflops, "tflops", f"{name}-tflops"), (vram, "vram", f"{name}-vram")):
+        if value is None:
+            continue
+        if output.quantity(value) is None or (output.quantity(value) or 0) < 0:
+            raise BadInput(f"--{field} must be a non-negative quantity like 100, 500m or 40Gi, got {value!r}",
+                           field=field)
+        amount[unit] = value
+    return amount
+
+
+def quota_set(
+    namespace: Annotated[str, typer.Argument(help="Namespace the quota bounds.")],
+    total_tflops: Annotated[str | None, typer.Option("--total-tflops", help="Σ TFLOPS requested (e.g. 100).")]
+    = None,
+    total_vram: Annotated[str | None, typer.Option("--total-vram", help="Σ VRAM requested (e.g. 40Gi).")] = None,
+    limit_tflops: Annotated[str | None, typer.Option("--limit-tflops", help="Σ TFLOPS limits.")] = None,
+    limit_vram: Annotated[str | None, typer.Option("--limit-vram", help="Σ VRAM limits.")] = None,
+    max_workers: Annotated[int | None, typer.Option("--max-workers", min=0, help="Granted allocations at most.")]
+    = None,
+    max_gpu_count: Annotated[int | None, typer.Option("--max-gpu-count", min=0, help="GPUs per workload at most.")]
+    = None,
+    data_dir: DataDir = None,
+    as_json: JsonOut = False,
+) -> None:
+    """Set a namespace quota.
+
+    Creates or replaces NAMESPACE's GPU quota (TensorFusion GPUResourceQuota); bounds not given are
+    unbounded."""
+
+    def body() -> None:
+        quota: dict[str, Any] = {}
+        for key, value in (("total_requests", _amount(total_tflops, total_vram, "total")),
+                           ("total_limits", _amount(limit_tflops, limit_vram, "limit")),
+                           ("max_workers", max_workers), ("max_gpu_count", max_gpu_count)):
+            if value is not None:
+                quota[key] = value
+        if not quota:
+            raise BadInput("give at least one bound (--total-tflops, --total-vram, --limit-tflops, "
+                           "--limit-vram, --max-workers, --max-gpu-count)", field="total-tflops")
+        answer = _api(data_dir).request("PUT", f"/api/v1/quotas/{client.quoted(namespace)}", body=quota)
+        if as_json:
+            output.emit_json(answer)
+        else:
+            typer.echo(f"quota of {namespace} set")
+        _rejected_exit(answer)
+
+    guarded(as_json, body)
+
+
+def quota_list(show_all: Annotated[bool, typer.Option("--all", help="Also namespaces with usage but no quota.")]
+               = False, data_dir: DataDir = None, as_json: JsonOut = False) -> None:
+    """List quotas.
+
+    Every namespace quota with its usage."""
+
+    def body() -> None:
+        rows = list(_api(data_dir).items("/api/v1/quotas"))
+        rows = [row for row in rows if row.get("quota") is not None] if not show_all else rows
+        if as_json:
+            output.emit_json(rows)
+            return
+        output.table(("namespace", "total requests", "total limits", "max workers", "max GPUs", "used"),
+                     [_quota_row(row) for row in rows], title="quotas")
+
+    guarded(as_json, body)
+
+
+def _quota_row(row: dict[str, Any]) -> list[str]:
+    spec = row.get("quota") or {}
+    used = row.get("usage") or {}
+    return [row.get("namespace", ""), _bound(spec.get("total_requests")), _bound(spec.get("total_limits")),
+            "unset" if spec.get("max_workers") is None else str(spec.get("max_workers")),
+            "unset" if spec.get("max_gpu_count") is None else str(spec.get("max_gpu_count")),
+            (output.request_text(used.get("requests")) + f", {used.get('workers', 0)} workers")
+            if used.get("requests") else "-"]
+
+
+def _bound(amount: dict[str, Any] | None) -> str:
+    """A quota amount: each dimension in human units, ``unset`` (unbounded) when absent or null."""
+    if not amount:
+        return "unset"
+    tflops = amount.get("tflops")
+    vram = amount.get("vram")
+    return f"{'unset' if tflops is None else output.tflops(tflops)}, {'unset' if vram is None else output.vram(vram)}"
+
+
+def quota_remove(namespace: Annotated[str, typer.Argument(help="Namespace whose quota goes.")],
+                 data_dir: DataDir = None, as_json: JsonOut = False) -> None:
+    """Remove a namespace quota.
+
+    The namespace becomes unlimited."""
+
+    def body() -> None:
+        answer = _api(data_dir).request("DELETE", f"/api/v1/quotas/{client.quoted(namespace)}")
+        if as_json:
+            output.emit_json(answer if answer is not None else {"namespace": namespace, "removed": True})
+        else:
+            typer.echo(f"quota of {namespace} removed")
+
+    guarded(as_json, body)
+
+
+# --- pool -------------------------------------------------------------------------------------------
+
+def pool_list(data_dir: DataDir = None, as_json: JsonOut = False) -> None:
+    """List pools.
+
+    Pools with their strategy, capacity and free TFLOPS/VRAM."""
+
+    def body() -> None:
+        rows = list(_api(data_dir).items("/api/v1/pools"))
+        if as_json:
+            output.emit_json(rows)
+            return
+        output.table(("pool", "strategy", "nodes", "GPUs", "TFLOPS", "TFLOPS free", "VRAM", "VRAM free"),
+                     [_pool_row(row) for row in rows], title="pools")
+
+    guarded(as_json, body)
+
+
+def _pool_row(row: dict[str, Any]) -> list[str]:
+    config = row.get("config") or {}
+    cap, free = row.get("capacity") or {}, row.get("available") or {}
+    return [row.get("name", ""), config.get("placement", row.get("placement", "")), str(row.get("nodes", "")),
+            str(row.get("gpus", "")), output.tflops(cap.get("tflops")), output.tflops(free.get("tflops")),
+            output.vram(cap.get("vram")), output.vram(free.get("vram"))]
+
+
+def pool_configure(
+    pool: Annotated[str, typer.Argument(help="Pool to configure.")],
+    strategy: Annotated[str | None, typer.Option("--strategy", help=_STRATEGIES_HELP)] = None,
+    vram_weight: Annotated[float | None, typer.Option("--vram-weight", min=0.0, help="Score weight of VRAM %.")]
+    = None,
+    tflops_weight: Annotated[float | None, typer.Option("--tflops-weight", min=0.0, help="Score weight of TFLOPS %.")]
+    = None,
+    max_workers_per_node: Annotated[int | None, typer.Option("--max-workers-per-node", min=0,
+                                                             help="Allocations per node at most (0: unlimited).")]
+    = None,
+    data_dir: DataDir = None,
+    as_json: JsonOut = False,
+) -> None:
+    """Configure a pool.
+
+    Sets POOL's placement strategy, score weights and workers per node (options not given keep
+    their value)."""
+
+    def body() -> None:
+        if strategy is not None and strategy not in STRATEGY_NAMES:
+            raise BadInput(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGY_NAMES)}", field="strategy")
+        changes = {key: value for key, value in (("placement", strategy), ("vram_weight", vram_weight),
+                                                 ("tflops_weight", tflops_weight),
+                                                 ("max_workers_per_node", max_workers_per_node)) if value is not None}
+        if not changes:
+            raise BadInput("give at least one of --strategy, --vram-weight, --tflops-weight, --max-workers-per-node",
+                           field="strategy")
+        api = _api(data_dir)
+        current = next((p.get("config") or {} for p in api.items("/api/v1/pools") if p.get("name") == pool), {})
+        config = {key: current[key] for key in _POOL_KEYS if key in current} | changes
+        answer = api.request("PUT", f"/api/v1/pools/{client.quoted(pool)}", body=config)
+        if as_json:
+            output.emit_json(answer)
+        else:
+            typer.echo(f"pool {pool} configured: " + ", ".join(f"{k} {v}" for k, v in changes.items()))
+        _rejected_exit(answer)
+
+    guarded(as_json, body)
+
+
+# --- nodes ------------------------------------------------------------------------------------------
+
+def nodes_list(ctx: typer.Context,
+               pool: Annotated[str | None, typer.Option("--pool", help="Only this pool.")] = None,
+               phase: Annotated[str | None, typer.Option("--phase", help="Only this phase (e.g. Running, Lost).")]
+               = None,
+               limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many nodes (0: all).")] = 0,
+               data_dir: DataDir = None, as_json: JsonOut = False) -> None:
+    """List GPU nodes.
+
+    Nodes with their pool, phase, GPUs and usage (`nodes show NAME` for one)."""
+    if ctx.invoked_subcommand is not None:
+        return
+
+    def body() -> None:
+        rows = list(_api(data_dir).items("/api/v1/nodes", limit=limit, pool=pool, phase=phase))
+        if as_json:
+            output.emit_json(rows)
+            return
+        output.table(("node", "pool", "phase", "GPUs", "TFLOPS", "TFLOPS used", "VRAM", "VRAM used", "allocations"),
+                     [_node_row(row) for row in rows], title=f"nodes ({len(rows)})")
+
+    guarded(as_json, body)
+
+
+def _node_row(row: dict[str, Any]) -> list[str]:
+    cap, free = row.get("capacity") or {}, row.get("available") or {}
+    cap_t, free_t = output.quantity(cap.get("tflops")), output.quantity(free.get("tflops"))
+    cap_v, free_v = output.quantity(cap.get("vram")), output.quantity(free.get("vram"))
+    gpus = row.get("gpus")
+    return [row.get("name", ""), row.get("pool", ""), row.get("phase", ""),
+            str(len(gpus) if isinstance(gpus, list) else gpus if gpus is not None else ""),
+            output.tflops(cap.get("tflops")),
+            output.usage(None if cap_t is None or free_t is None else cap_t - free_t, cap_t),
+            output.vram(cap.get("vram")),
+            output.usage(None if cap_v is None or free_v is None else cap_v - free_v, cap_v),
+            str(len(row["allocations"]) if isinstance(row.get("allocations"), list) else row.get("allocations", ""))]
+
+
+def nodes_show(name: Annotated[str, typer.Argument(help="Node name.")],
+               data_dir: DataDir = None, as_json: JsonOut = False) -> None:
+    """Show one node.
+
+    Its phase, last heartbeat, GPUs with their usage, allocations."""
+
+    def body() -> None:
+        node = _api(data_dir).get(f"/api/v1/nodes/{client.quoted(name)}")
+        if as_json:
+            output.emit_json(node)
+            return
+        output.lines([("node", node.get("name", name)), ("pool", node.get("pool", "")),
+                      ("phase", node.get("phase", "")), ("last heartbeat", node.get("last_heartbeat") or "-"),
+                      ("source", node.get("source") or "-")])
+        gpus = [g for g in node.get("gpu_list", []) if isinstance(g, dict)]
+        output.table(("GPU", "model", "phase", "TFLOPS", "TFLOPS free", "VRAM", "VRAM free", "allocations"),
+                     [[g.get("name", ""), g.get("model", ""), g.get("phase", ""),
+                       output.tflops((g.get("capacity") or {}).get("tflops")),
+                       output.tflops((g.get("available") or {}).get("tflops")),
+                       output.vram((g.get("capacity") or {}).get("vram")),
+                       output.vram((g.get("available") or {}).get("vram")),
+                       ",".join(g.get("allocations", []))] for g in gpus], title="GPUs")
+        allocations = [a for a in node.get("allocation_list", []) if isinstance(a, dict)]
+        if allocations:
+            output.table(("allocation", "namespace", "pod", "status", "GPUs", "request"),
+                         [[a.get("allocation_id", ""), a.get("namespace", ""), a.get("pod", ""), a.get("status", ""),
+                           ",".join(a.get("gpus") or []), output.request_text(a.get("request"))] for a in allocations],
+                         title="allocations")
+
+    guarded(as_json, body)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``quota``, ``pool`` and ``nodes`` to ``app`` (the API calls are made when a command runs)."""
+    quota = typer.Typer(help="Namespace GPU quotas (TensorFusion GPUResourceQuota).", no_args_is_help=True,
+                        rich_markup_mode=None)
+    quota.command("set")(quota_set)
+    quota.command("list")(quota_list)
+    quota.command("remove")(quota_remove)
+    app.add_typer(quota, name="quota")
+    pool = typer.Typer(help="GPU pools: list them, configure their placement. " + _STRATEGIES_HELP,
+                       no_args_is_help=True, rich_markup_mode=None)
+    pool.command("list")(pool_list)
+    pool.command("configure")(pool_configure)
+    app.add_typer(pool, name="pool")
+    nodes = typer.Typer(help="GPU nodes: `nodes` lists them, `nodes show NAME` shows one.",
+                        invoke_without_command=True, rich_markup_mode=None)
+    nodes.callback()(nodes_list)
+    nodes.command("show")(nodes_show)
+    app.add_typer(nodes, name="nodes")

@@ -1,0 +1,187 @@
+"""Every lifecycle verb of the CLI against one real ``gpuledger up`` (small inventory): submit and
+its idempotency, refusals, queue/why/quota/resize/release, pools and nodes, history filters,
+``events`` (including ``--follow``), and an interrupted ``trace replay`` that releases what it held
+and leaves the default pool alone."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.integration.cli.upstack import CLI, ENV, ROOT, UpStack, as_json, gpuledger
+
+pytestmark = pytest.mark.integration
+
+INVENTORY = "sn,cpu_milli,memory_mib,gpu,model\nnode-a,64000,262144,2,V100M32\nnode-b,32000,131072,1,T4\n"
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: {namespace}
+  labels: {{tensor-fusion.ai/enabled: "true"}}
+  annotations: {{tensor-fusion.ai/tflops-request: "{tflops}", tensor-fusion.ai/vram-request: 4Gi}}
+spec:
+  containers: [{{name: main, image: python:3.11}}]
+"""
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Path]:
+    """A running ``gpuledger up --inventory`` (3 GPUs); yields its data dir."""
+    root = Path(tempfile.mkdtemp(prefix="gpuledger-verbs-"))
+    (root / "nodes.csv").write_text(INVENTORY)
+    up = UpStack(root, "--data-dir", str(root / "stack"), "--inventory", str(root / "nodes.csv"), log=root / "up.log")
+    try:
+        up.wait_up()
+        yield root / "stack"
+    finally:
+        assert up.interrupt() == 0, up.log.read_text()[-4000:]
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def cli(data_dir: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return gpuledger(*args, "--data-dir", str(data_dir))
+
+
+def pod(data_dir: Path, name: str, namespace: str = "team-a", tflops: str = "10") -> str:
+    path = data_dir.parent / f"{namespace}-{name}.yaml"
+    path.write_text(POD.format(name=name, namespace=namespace, tflops=tflops))
+    return str(path)
+
+
+def test_submit_is_idempotent_per_pod(stack: Path) -> None:
+    first = cli(stack, "submit", pod(stack, "twice"), "--json")
+    assert first.returncode == 0 and as_json(first)["type"] == "allocation_granted"
+    again = cli(stack, "submit", pod(stack, "twice"), "--json")
+    assert again.returncode == 0
+    assert as_json(again)["allocation_id"] == as_json(first)["allocation_id"] and as_json(again)["type"] == "existing"
+    live = cli(stack, "status", "--json")
+    assert as_json(live)["allocations"]["granted"] == 1
+    assert cli(stack, "release", "team-a/twice").returncode == 0
+
+
+def test_rejected_and_bad_input_exit_codes(stack: Path) -> None:
+    huge = cli(stack, "submit", pod(stack, "huge", tflops="5000"), "--json")
+    assert huge.returncode == 4 and as_json(huge)["type"] == "allocation_rejected"
+    assert "scaling quota" not in as_json(huge)["reason"]
+    bad = cli(stack, "submit", pod(stack, "bad", tflops="two"), "--json")
+    assert bad.returncode == 2 and as_json(bad)["field"] == "tensor-fusion.ai/tflops-request"
+    unknown = cli(stack, "pool", "configure", "default", "--strategy", "no-such", "--json")
+    assert unknown.returncode == 2 and as_json(unknown)["field"] == "strategy"
+    missing = cli(stack, "release", "team-a/nobody", "--json")
+    assert missing.returncode == 2 and as_json(missing)["field"] == "ALLOCATION"
+
+
+def test_quota_queue_why_resize_release(stack: Path) -> None:
+    assert cli(stack, "quota", "set", "team-q", "--total-tflops", "15").returncode == 0
+    quotas = as_json(cli(stack, "quota", "list", "--json"))
+    assert any(q["namespace"] == "team-q" and q["quota"]["total_requests"]["tflops"] == "15" for q in quotas)
+    assert cli(stack, "submit", pod(stack, "one", "team-q")).returncode == 0
+    assert cli(stack, "submit", pod(stack, "two", "team-q")).returncode == 3
+    queue = as_json(cli(stack, "queue", "--namespace", "team-q", "--json"))
+    assert [q["pod"] for q in queue] == ["two"] and queue[0]["code"] == "quota"
+    why = cli(stack, "why", "team-q/two", "--json")
+    assert why.returncode == 3 and as_json(why)["explanation"]["code"] == "quota"
+    text = cli(stack, "why", "team-q/two")
+    assert "would_need" in text.stdout and "quota" in text.stdout
+    assert cli(stack, "resize", "team-q/one", "--tflops", "500").returncode == 4
+    assert cli(stack, "release", "team-q/one").returncode == 0
+    granted = cli(stack, "why", "team-q/two", "--json")
+    assert granted.returncode == 0 and as_json(granted)["status"] == "granted"
+    resized = cli(stack, "resize", "team-q/two", "--tflops", "5", "--json")
+    assert resized.returncode == 0 and as_json(resized)["type"] == "allocation_resized"
+    assert cli(stack, "quota", "remove", "team-q").returncode == 0
+    assert cli(stack, "release", "team-q/two").returncode == 0
+    history = as_json(cli(stack, "history", "--namespace", "team-q", "--status", "released", "--json"))
+    assert sorted(r["pod"] for r in history) == ["one", "two"]
+    piped = cli(stack, "history", "--namespace", "team-q")
+    assert piped.stdout.splitlines()[0].split("\t")[:4] == ["namespace", "pod", "pool", "status"]
+
+
+def test_pools_and_nodes(stack: Path) -> None:
+    assert cli(stack, "pool", "configure", "default", "--strategy", "best-fit").returncode == 0
+    pools = as_json(cli(stack, "pool", "list", "--json"))
+    assert {p["name"]: p["config"]["placement"] for p in pools}["default"] == "best-fit"
+    assert cli(stack, "pool", "configure", "default", "--strategy", "node-compact-gpu-low-load").returncode == 0
+    nodes = as_json(cli(stack, "nodes", "--json"))
+    assert [n["name"] for n in nodes] == ["node-a", "node-b"]
+    node = as_json(cli(stack, "nodes", "show", "node-a", "--json"))
+    assert len(node["gpu_list"]) == 2
+    text = cli(stack, "status")
+    assert "TFLOPS" in text.stdout and "GiB" in text.stdout and "nodes: 2" in text.stdout
+
+
+def test_events_last_and_follow(stack: Path) -> None:
+    past = cli(stack, "events", "--last", "200", "--type", "node_registered", "--json")
+    assert past.returncode == 0
+    assert {json.loads(line)["node"] for line in past.stdout.splitlines()} >= {"node-a", "node-b"}
+    follow = subprocess.Popen([*CLI, "events", "--follow", "--last", "0", "--pod", "watched", "--data-dir", str(stack)],
+                              env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3)  # the subscription is in place
+        assert cli(stack, "submit", pod(stack, "watched")).returncode == 0
+        assert follow.stdout is not None
+        line = follow.stdout.readline()
+        assert "allocation_granted" in line and "team-a/watched" in line
+    finally:
+        follow.send_signal(signal.SIGINT)
+        assert follow.wait(30) == 0
+    assert cli(stack, "release", "team-a/watched").returncode == 0
+
+
+def test_interrupted_trace_replay_releases_and_leaves_the_default_pool(stack: Path) -> None:
+    before = as_json(cli(stack, "status", "--json"))
+    nodes = stack.parent / "trace-nodes.csv"
+    nodes.write_text("\n".join((ROOT / "data/openb/openb_node_list_gpu_node.csv").read_text().splitlines()[:21]))
+    replay = subprocess.Popen([*CLI, "trace", "replay", "--nodes", str(nodes), "--limit", "2000", "--duration", "120",
+                               "--data-dir", str(stack)], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            pools = {p["name"]: p for p in as_json(cli(stack, "status", "--json"))["pools"]}
+            if pools.get("trace", {}).get("allocations", {}).get("granted", 0) > 0:
+                break
+            assert replay.poll() is None and time.monotonic() < deadline, "no trace allocation was granted"
+            time.sleep(1)
+    finally:
+        replay.send_signal(signal.SIGINT)
+        out, _ = replay.communicate(timeout=120)
+    assert replay.returncode == 1 and "interrupted" in out, out
+    after = as_json(cli(stack, "status", "--json"))
+    pools = {p["name"]: p for p in after["pools"]}
+    assert pools["trace"]["allocations"] == {"granted": 0, "queued": 0}
+    assert pools["trace"]["nodes"] == 20
+    default_before = next(p for p in before["pools"] if p["name"] == "default")
+    assert pools["default"] == default_before
+    nodes_now = as_json(cli(stack, "nodes", "--pool", "default", "--json"))
+    assert [n["name"] for n in nodes_now] == ["node-a", "node-b"]
+
+
+def test_sql_runs_a_query_through_the_shipped_psql(stack: Path) -> None:
+    done = cli(stack, "sql", "SELECT count(*) AS gpu_rows FROM gpus WHERE pool = 'default'")
+    assert done.returncode == 0, done.stderr
+    assert "gpu_rows" in done.stdout and " 3" in done.stdout
+    bad = cli(stack, "sql", "SELECT no_such_column FROM gpus")
+    assert bad.returncode != 0 and "no_such_column" in bad.stderr
+
+
+def test_a_compute_share_reads_as_percent_in_history(stack: Path) -> None:
+    path = stack.parent / "share.yaml"
+    path.write_text(POD.format(name="share", namespace="team-s", tflops="1").replace(
+        'tensor-fusion.ai/tflops-request: "1"', 'tensor-fusion.ai/compute-percent-request: "50"'))
+    assert cli(stack, "submit", str(path)).returncode == 0
+    rows = as_json(cli(stack, "history", "--pod", "share", "--json"))
+    assert rows[0]["request"]["compute_percent"] == "50"
+    text = cli(stack, "history", "--pod", "share")
+    assert "50 %, 4 GiB" in text.stdout
+    assert cli(stack, "release", "team-s/share").returncode == 0

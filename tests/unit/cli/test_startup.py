@@ -1,0 +1,59 @@
+"""Start-up of the CLI: importing it loads none of the heavy libraries (they are imported by the
+commands that use them), every ``--help`` works, and the strategy names of ``pool configure
+--help`` are the domain registry's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from typer.testing import CliRunner
+
+from services.cli.main import app
+
+HEAVY = ("kubernetes_asyncio", "matplotlib", "numpy", "aiohttp", "sqlalchemy", "alembic", "nats", "asyncpg",
+         "psycopg", "structlog", "rich", "yaml", "services.allocator", "services.admission", "services.discovery",
+         "services.autoscaler", "services.trace", "services.podspec")
+
+
+def _loaded_after(code: str) -> set[str]:
+    probe = f"import sys, json\n{code}\nprint(json.dumps(sorted(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    modules = json.loads(done.stdout.splitlines()[-1])
+    return {m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)}
+
+
+def test_importing_the_cli_loads_no_heavy_module() -> None:
+    assert _loaded_after("import services.cli.main") == set()
+
+
+def test_top_level_help_loads_no_heavy_module() -> None:
+    code = ("import sys\nsys.argv = ['gpuledger', '--help']\nfrom services.cli.main import run\n"
+            "try:\n    run()\nexcept SystemExit:\n    pass")
+    assert _loaded_after(code) == set()
+
+
+COMMANDS = [[], ["up"], ["submit"], ["status"], ["simulate"], ["release"], ["resize"], ["queue"], ["why"],
+            ["events"], ["history"], ["replay"], ["migrate"], ["sql"], ["quota", "set"], ["quota", "list"],
+            ["quota", "remove"], ["pool", "list"], ["pool", "configure"], ["nodes"], ["nodes", "show"],
+            ["trace", "replay"], ["trace", "experiment"], ["admission"], ["discovery"], ["autoscaler"],
+            ["recommend"], ["allocator"]]
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "gpuledger")
+def test_every_help_works(command: list[str]) -> None:
+    result = CliRunner().invoke(app, [*command, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage:" in result.output
+
+
+def test_pool_help_lists_the_registry_strategies() -> None:
+    from services.allocator.domain import profile
+    from services.cli.admin_commands import STRATEGY_NAMES
+
+    assert tuple(sorted(profile.STRATEGIES)) == STRATEGY_NAMES
+    result = CliRunner().invoke(app, ["pool", "configure", "--help"])
+    unwrapped = "".join(result.output.split())  # the help wraps long names at hyphens
+    assert all(name in unwrapped for name in STRATEGY_NAMES)
