@@ -53,6 +53,23 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
 )
 """Every route: (method, path, handler). The OpenAPI document lists exactly these."""
 
+SLASHED_ID_ROUTES: tuple[tuple[str, str, Handler], ...] = (
+    ("GET", "/api/v1/allocations/{namespace}/{pod}", reads.allocation),
+    ("DELETE", "/api/v1/allocations/{namespace}/{pod}", writes.release),
+    ("POST", "/api/v1/allocations/{namespace}/{pod}/resize", writes.resize),
+)
+"""Aliases of the ``{id}`` routes for an id ``NAMESPACE/POD`` written with its slash unencoded
+(``/api/v1/allocations/team-a/demo``, as people type it; ``team-a%2Fdemo`` is the canonical form)."""
+
+
+def _joined_id(handler: Handler) -> Handler:
+    """``handler`` of an ``{id}`` route, serving a ``{namespace}/{pod}`` alias (the id is the two joined)."""
+    async def serve(request: web.Request) -> web.StreamResponse:
+        found = request.match_info
+        found["id"] = f"{found['namespace']}/{found['pod']}"  # match_info is the request's own dict
+        return await handler(request)
+    return serve
+
 
 def token_from_env(environ: Mapping[str, str] | None = None) -> str:
     """The API token from GPULEDGER_API_TOKEN or the file GPULEDGER_API_TOKEN_FILE names ("" = no
@@ -120,7 +137,10 @@ def _never_raising(listener: Listener) -> Listener:
 
 def build_app(allocator: Allocator, *, token: str = "") -> web.Application:
     """The aiohttp application serving ``allocator``; ``token`` non-empty requires it on /api/."""
-    app = web.Application(client_max_size=guard.MAX_BODY_BYTES, middlewares=[_errors, _auth_middleware(token)])
+    # normalize_path: `/ui` (no slash, as people type it) -> 308 to `/ui/`, before authentication
+    slash = web.normalize_path_middleware(append_slash=True, merge_slashes=False)
+    app = web.Application(client_max_size=guard.MAX_BODY_BYTES,
+                          middlewares=[_errors, slash, _auth_middleware(token)])
     app[context.ALLOCATOR_KEY] = allocator
     keeper = ReasonKeeper(allocator)
     app[context.KEEPER_KEY] = keeper
@@ -132,6 +152,8 @@ def build_app(allocator: Allocator, *, token: str = "") -> web.Application:
     allocator.metrics.watch("pools", lambda: gauges.PoolCollector(lambda: allocator.state))
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
+    for method, path, handler in SLASHED_ID_ROUTES:
+        app.router.add_route(method, path, _joined_id(handler))
     app.cleanup_ctx.append(_background)
     dashboard.mount(app, allocator, token=token)  # the web dashboard under /ui/ (services/allocator/dashboard)
     return app

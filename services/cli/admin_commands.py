@@ -255,6 +255,8 @@ def nodes_show(name: Annotated[str, typer.Argument(help="Node name.")],
     Its phase, last heartbeat, GPUs with their usage, allocations."""
 
     def body() -> None:
+        if not name.strip():
+            raise BadInput("give a node name (gpuledger nodes lists them)", field="NAME")
         node = _api(data_dir).get(f"/api/v1/nodes/{client.quoted(name)}")
         if as_json:
             output.emit_json(node)

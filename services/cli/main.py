@@ -45,3 +45,7 @@ for _area in (stack_commands, lifecycle_commands, events_command, admin_commands
 def run() -> None:
     """Console-script entry point."""
     app()
+
+
+if __name__ == "__main__":  # `python3 -m services.cli.main ...` runs the CLI from a checkout without installing it
+    app(prog_name="gpuledger")

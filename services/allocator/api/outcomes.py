@@ -26,7 +26,8 @@ log = structlog.get_logger(__name__)
 
 def decision_view(event: decisions.AnyEvent, position: int | None) -> dict[str, Any]:
     """The ``submit --json`` shape (views.outcome_view) with ``allocation_id`` filled for release
-    and resize events, plus the whole event under ``event``."""
+    and resize events (a resize's ``request``/``limit`` are the new ones), plus the whole event under
+    ``event``."""
     view = views.outcome_view(event, position=position)
     payload = codec.to_builtins(event)
     for name in ("allocation_id", "namespace", "pod", "pool", "node"):
@@ -34,6 +35,8 @@ def decision_view(event: decisions.AnyEvent, position: int | None) -> dict[str, 
             view[name] = payload[name]
     if isinstance(event, decisions.ResizeRejected | decisions.AllocationReleased):
         view["reason"] = event.reason
+    if isinstance(event, decisions.AllocationResized | decisions.ResizeRejected):  # the new (or asked) sizes
+        view.update(request=views.resources_view(event.request), limit=views.resources_view(event.limit))
     return {**view, "event": payload}
 
 

@@ -16,6 +16,7 @@ from aiohttp import web
 from events import guard as events_guard
 from events import intents
 from events.bounds import MAX_LABEL_VALUE_LENGTH, MAX_NAME_LENGTH, BoundsError
+from events.values import Resources
 from services import podspec
 from services.allocator.api import documents, guard, paging, values
 from services.allocator.api.context import allocator_of, waiter_of
@@ -100,16 +101,31 @@ async def release(request: web.Request) -> web.Response:
 
 async def resize(request: web.Request) -> web.Response:
     """POST /api/v1/allocations/{id}/resize?wait=: body ``{"request": {"tflops", "vram"},
-    "limit": {...}}`` (per GPU; ``limit`` defaults to ``request``)."""
+    "limit": {...}}`` (per GPU; ``limit`` defaults to ``request``; a dimension left out keeps the live
+    allocation's value, as ``gpuledger resize`` does, instead of becoming 0)."""
     params = paging.query(request, allowed=("wait",))
     allocation_id = values.name(request.match_info["id"], field="id", limit=values.MAX_ID_CHARS)
     body = await guard.read_object(request)
     values.only(body, ("request", "limit"), field="body")
-    asked = values.resources(body.get("request"), field="request")
-    limit = values.resources(body["limit"], field="limit") if body.get("limit") is not None else asked
+    live = allocator_of(request).state.allocations.get(allocation_id)
+    asked = _kept(body.get("request"), values.resources(body.get("request"), field="request"),
+                  live.spec.request if live is not None else None)
+    limit = asked if body.get("limit") is None else _kept(
+        body["limit"], values.resources(body["limit"], field="limit"), live.spec.limit if live is not None else None)
     intent = intents.ResizeAllocation(intent_id=_intent_id("resize"), allocation_id=allocation_id,
                                       request=asked, limit=limit)
     return await _decide(request, intent, _wait_of(params))
+
+
+def _kept(raw: Any, parsed: Resources, current: Resources | None) -> Resources:
+    """``parsed`` (from the body object ``raw``) with the dimensions ``raw`` leaves out taken from
+    ``current``, the live allocation's (a compute percent is kept only when ``tflops`` is left out)."""
+    if current is None or not isinstance(raw, dict):
+        return parsed
+    tflops = "tflops" in raw
+    return Resources(milli_tflops=parsed.milli_tflops if tflops else current.milli_tflops,
+                     compute_milli_percent=0 if tflops else current.compute_milli_percent,
+                     vram_bytes=parsed.vram_bytes if "vram" in raw else current.vram_bytes)
 
 
 async def set_quota(request: web.Request) -> web.Response:

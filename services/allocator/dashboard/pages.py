@@ -173,7 +173,7 @@ def build(allocator: Allocator, *, token: str | None = None) -> web.Application:
     app.router.add_get("/", cluster)
     app.router.add_get("/queue", queue)
     app.router.add_get("/allocations", find_allocation)
-    app.router.add_get("/allocations/{id}", allocation)
+    app.router.add_get("/allocations/{id:.+}", allocation)  # an id NAMESPACE/POD may come unencoded
     app.router.add_get("/nodes/{name}", node)
     app.router.add_get("/quality", quality)
     app.router.add_get("/live.json", live)

@@ -57,3 +57,12 @@ def test_pool_help_lists_the_registry_strategies() -> None:
     result = CliRunner().invoke(app, ["pool", "configure", "--help"])
     unwrapped = "".join(result.output.split())  # the help wraps long names at hyphens
     assert all(name in unwrapped for name in STRATEGY_NAMES)
+
+
+def test_python_dash_m_runs_the_cli() -> None:
+    """`python3 -m services.cli.main --help` (a checkout without the console script) prints the help
+    instead of importing the module and exiting 0 silently."""
+    done = subprocess.run([sys.executable, "-m", "services.cli.main", "--help"], capture_output=True, text=True,
+                          timeout=120, check=False)
+    assert done.returncode == 0
+    assert done.stdout.startswith("Usage: gpuledger ") and "submit" in done.stdout
