@@ -1,12 +1,17 @@
-"""Benchmark: decide+evolve latency on the openb cluster at 1x, 4x and 16x its size.
+"""Benchmark: decide+evolve latency on the openb cluster at 1x, 4x and 16x its size, per strategy.
 
 Registers the Alibaba node list (1,213 nodes, 6,212 GPUs) as RegisterNode intents, replicated,
-fills it (untimed) to a target TFLOPS utilisation with RequestAllocation drawn from
-openb_pod_list_default.csv, then times 10,000 decisions: requests while below the target,
-releases of random live allocations while above it (releases also grant queued requests).
-Prints p50/p99 microseconds per decision and decisions/s.
+configures the pool's placement strategy, fills it (untimed) to a target TFLOPS utilisation with
+RequestAllocation drawn from openb_pod_list_default.csv, then times 10,000 decisions: requests
+while below the target, releases of random live allocations while above it (releases also grant
+queued requests). One long-lived Scheduler per run, as in the service. Prints p50/p99
+microseconds per decision, decisions/s, and each strategy's decisions/s as a ratio to the
+default strategy's at the same scale in the same run. Latencies are the thread's CPU time per
+decision (the VM is shared: wall time counts other processes' turns too); ``wall_*`` are wall
+clock.
 
     python3 benchmarks/bench_decide.py [--decisions 10000] [--scales 1,4,16] [--target 0.75]
+        [--strategy NAME ...]   (repeatable; "all" for every registered strategy; default: the default)
 """
 
 from __future__ import annotations
@@ -27,15 +32,21 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks import openb
 from events import decisions as ev
 from events import intents as it
-from services.allocator.domain import ClusterState, process
+from events.values import PoolConfig
+from services.allocator.domain import ClusterState, Scheduler, process, profile
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def build(scale: int) -> ClusterState:
+POOL = "default"
+
+
+def build(scale: int, strategy: str, scheduler: Scheduler) -> ClusterState:
     state = ClusterState.empty()
-    for intent in openb.nodes(replicas=scale):
-        process(state, intent, NOW)
+    config = PoolConfig(placement=strategy)
+    process(state, it.ConfigurePool(intent_id="pool", pool=POOL, config=config), NOW, scheduler)
+    for intent in openb.nodes(pool=POOL, replicas=scale):
+        process(state, intent, NOW, scheduler)
     return state
 
 
@@ -48,8 +59,8 @@ def utilisation(state: ClusterState) -> float:
 class Driver:
     """Holds the cluster near a target utilisation: requests when below it, releases when above."""
 
-    def __init__(self, state: ClusterState, target: float, seed: int) -> None:
-        self.state, self.target = state, target
+    def __init__(self, state: ClusterState, scheduler: Scheduler, target: float, seed: int) -> None:
+        self.state, self.scheduler, self.target = state, scheduler, target
         self.pods = openb.pods()
         self.rng = random.Random(seed)
         self.live: dict[str, int] = {}
@@ -86,27 +97,35 @@ class Driver:
         """Untimed warm-up: request until the target utilisation is reached (or 500 requests wait)."""
         while self.used <= self.target * self.cap and len(self.state.queue) < 500:
             _, intent = self.next_intent()
-            self.account(process(self.state, intent, NOW))
+            self.account(process(self.state, intent, NOW, self.scheduler))
 
 
-def run(scale: int, decisions: int, target: float, seed: int = 7) -> dict[str, float]:
-    driver = Driver(build(scale), target, seed)
+def run(scale: int, decisions: int, target: float, strategy: str, seed: int = 7) -> dict[str, float]:
+    scheduler = Scheduler()
+    driver = Driver(build(scale, strategy, scheduler), scheduler, target, seed)
     driver.fill()
     driver.outcomes.clear()
-    times: dict[str, list[float]] = {"request": [], "release": []}
+    wall: list[float] = []
+    cpu: list[float] = []
+    requests: list[float] = []
     for _ in range(decisions):
         kind, intent = driver.next_intent()
-        start = time.perf_counter()
-        out = process(driver.state, intent, NOW)
-        times[kind].append(time.perf_counter() - start)
+        start, start_cpu = time.perf_counter(), time.thread_time()
+        out = process(driver.state, intent, NOW, scheduler)
+        cpu.append(time.thread_time() - start_cpu)
+        wall.append(time.perf_counter() - start)
+        if kind == "request":
+            requests.append(cpu[-1])
         driver.account(out)
-    every = times["request"] + times["release"]
     return {
-        "gpus": len(driver.state.gpus), "decisions": len(every),
-        "p50_us": statistics.median(every) * 1e6,
-        "p99_us": statistics.quantiles(every, n=100)[98] * 1e6,
-        "request_p99_us": statistics.quantiles(times["request"], n=100)[98] * 1e6,
-        "decisions_per_s": len(every) / sum(every),
+        "gpus": len(driver.state.gpus), "decisions": len(cpu),
+        "p50_us": statistics.median(cpu) * 1e6,
+        "p99_us": statistics.quantiles(cpu, n=100)[98] * 1e6,
+        "max_us": max(cpu) * 1e6,
+        "request_p99_us": statistics.quantiles(requests, n=100)[98] * 1e6,
+        "decisions_per_s": len(cpu) / sum(cpu),
+        "wall_p50_us": statistics.median(wall) * 1e6,
+        "wall_p99_us": statistics.quantiles(wall, n=100)[98] * 1e6,
         "utilisation": utilisation(driver.state),
         "queued_now": float(len(driver.state.queue)),
         **{k: float(v) for k, v in sorted(driver.outcomes.items())},
@@ -118,13 +137,28 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=10_000)
     parser.add_argument("--scales", default="1,4,16")
     parser.add_argument("--target", type=float, default=0.75, help="GPU TFLOPS utilisation to hold")
+    parser.add_argument("--strategy", action="append", default=[],
+                        help="placement strategy (repeatable; 'all' for every registered one)")
     args = parser.parse_args()
+    names = sorted(profile.STRATEGIES) if "all" in args.strategy else args.strategy or [profile.DEFAULT_STRATEGY]
+    unknown = [n for n in names if n not in profile.STRATEGIES]
+    if unknown:
+        parser.error(f"unknown strategy {unknown[0]!r}; known: {', '.join(sorted(profile.STRATEGIES))}")
+    if profile.DEFAULT_STRATEGY in names:
+        names = [profile.DEFAULT_STRATEGY] + [n for n in names if n != profile.DEFAULT_STRATEGY]
     print(f"# bench_decide on {platform.node()} ({platform.processor() or platform.machine()}), "
-          f"Python {platform.python_version()}")
+          f"Python {platform.python_version()}, target {args.target:.0%}")
     for scale in (int(s) for s in args.scales.split(",")):
-        result = run(scale, args.decisions, args.target)
-        print(f"{scale:>3}x  " + "  ".join(f"{k}={v:,.1f}" if isinstance(v, float) else f"{k}={v}"
-                                          for k, v in result.items()), flush=True)
+        baseline = None
+        for name in names:
+            result = run(scale, args.decisions, args.target, name)
+            if name == profile.DEFAULT_STRATEGY:
+                baseline = result["decisions_per_s"]
+            if baseline:
+                result["ratio_to_default"] = result["decisions_per_s"] / baseline
+            print(f"{scale:>3}x  {name:<26}  " + "  ".join(
+                f"{k}={v:,.2f}" if k == "ratio_to_default" else f"{k}={v:,.1f}" if isinstance(v, float) else f"{k}={v}"
+                for k, v in result.items()), flush=True)
 
 
 if __name__ == "__main__":

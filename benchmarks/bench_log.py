@@ -37,7 +37,7 @@ from services.allocator.adapters import database
 from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
 from services.allocator.adapters.replay import fold
 from services.allocator.adapters.verify import verify
-from services.allocator.domain import evolve, process
+from services.allocator.domain import Scheduler, evolve, process
 from services.allocator.domain.state import ClusterState, decode_snapshot, encode_snapshot
 from services.allocator.ports import DecidedIntent, StoredEvent
 from services.shared import lifecycle
@@ -77,10 +77,10 @@ def openb_intents() -> list[it.AnyIntent]:
 
 def openb_log() -> tuple[list[DecidedIntent], ClusterState, float]:
     """Run every openb intent through ``process``; returns (decided intents, final state, seconds)."""
-    state, decided = ClusterState.empty(), []
+    state, decided, scheduler = ClusterState.empty(), [], Scheduler()
     start = time.perf_counter()
     for n, intent in enumerate(openb_intents()):
-        events = process(state, intent, T0 + timedelta(seconds=n))
+        events = process(state, intent, T0 + timedelta(seconds=n), scheduler)
         decided.append(DecidedIntent(intent_id=intent.intent_id, stream_seq=n + 1, events=tuple(events)))
     return decided, state, time.perf_counter() - start
 

@@ -9,7 +9,8 @@ runs one replica with its HTTP API until ``stop`` is set.
 from __future__ import annotations
 
 import asyncio
-import os
+import functools
+import secrets
 import socket
 from collections.abc import Callable
 
@@ -30,9 +31,10 @@ from services.shared import lifecycle, messaging
 log = structlog.get_logger(__name__)
 
 
-def default_holder() -> str:
-    """This replica's lease holder name: ``<hostname>-<pid>``."""
-    return f"{socket.gethostname()}-{os.getpid()}"
+def holder_identity(base: str) -> str:
+    """This replica's lease holder identity: ``base`` (``GPULEDGER_HOLDER``, default the host name)
+    plus a generated suffix, so two processes given the same name never share an identity."""
+    return f"{base or socket.gethostname()}-{secrets.token_hex(4)}"
 
 
 async def bootstrap(settings: AllocatorSettings, *, teardown: lifecycle.Teardown,
@@ -48,16 +50,19 @@ async def bootstrap(settings: AllocatorSettings, *, teardown: lifecycle.Teardown
             callback()
 
     nc = await messaging.connect(settings.nats_url, name="gpuledger-allocator", reconnected_cb=reconnected)
-    teardown.push("nats", nc.close)
+    teardown.push("nats", nc.close)  # messaging.Client: a close after the server vanished is guarded
     js = nc.jetstream()
     await messaging.ensure_streams(js, settings.streams)
     if store is None or leases is None:
         if not settings.database_url:
             raise ValueError("database_url: GPULEDGER_DATABASE_URL is not set")
-        pool = await database.create_pool(settings.database_url)
+        session, command_timeout = database.writer_session(settings.lease_ttl_s)
+        pool = await database.create_pool(settings.database_url, server_settings=session,
+                                          command_timeout=command_timeout)
         teardown.push("database pool", pool.close)
-        store, leases = store or PostgresEventStore(pool), leases or PostgresLeaseStore(pool)
-    keeper = LeaseKeeper(leases, name=settings.lease_name, holder=settings.holder or default_holder(),
+        store = store or PostgresEventStore(pool, statement_timeout_s=settings.lease_ttl_s)
+        leases = leases or PostgresLeaseStore(pool)
+    keeper = LeaseKeeper(leases, name=settings.lease_name, holder=holder_identity(settings.holder),
                          ttl_s=settings.lease_ttl_s, renew_s=settings.lease_renew_s)
 
     async def publish(intent: intents.AnyIntent) -> int:
@@ -65,8 +70,10 @@ async def bootstrap(settings: AllocatorSettings, *, teardown: lifecycle.Teardown
 
     allocator = Allocator(
         settings=settings, store=store, keeper=keeper,
-        consumer=IntentConsumer(nc, max_batch=settings.batch_size, ack_wait_s=settings.ack_wait_s),
-        relay=EventRelay(nc, store), publish=publish, process=domain.process, evolve=domain.evolve,
+        consumer=IntentConsumer(nc, max_batch=settings.batch_size, ack_wait_s=settings.ack_wait_s,
+                                flush_s=settings.ack_flush_s),
+        relay=EventRelay(nc, store), publish=publish, evolve=domain.evolve,
+        process=functools.partial(domain.process, scheduler=domain.Scheduler()),
     )
     on_reconnect.append(allocator.request_rewind)
     allocator.nc = nc

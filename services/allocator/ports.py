@@ -88,13 +88,25 @@ class EventStore(Protocol):
         """Newest snapshot plus a replay of the events after it (empty state when there is none)."""
         ...
 
+    async def relay_position(self, name: str) -> int | None:
+        """The last position relay ``name`` recorded as published (None when it never recorded one)."""
+        ...
+
+    async def save_relay_position(self, name: str, position: int) -> None:
+        """Record that relay ``name`` published everything up to ``position`` (replacing the record:
+        a relay starting over for a new stream moves it back)."""
+        ...
+
 
 class LeaseStore(Protocol):
     """The single-writer lease row; the epoch it hands out fences every append."""
 
-    async def acquire(self, name: str, *, holder: str, ttl_s: float, now: datetime) -> Lease | None:
+    async def acquire(self, name: str, *, holder: str, ttl_s: float, now: datetime,
+                      renew: bool = True) -> Lease | None:
         """Take the lease if free or expired (bumping the epoch) or renew it if ``holder`` has it;
-        None when someone else holds a live lease."""
+        None when someone else holds a live lease. With ``renew=False`` (the caller does not hold
+        the lease) a live lease under the same ``holder`` is refused too: a second process
+        claiming a live holder's identity never becomes leader beside it."""
         ...
 
     async def release(self, name: str, *, holder: str) -> None:

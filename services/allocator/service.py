@@ -1,19 +1,27 @@
 """The allocator service: the leader's fetch -> decide -> commit -> ack loop, and the standby's tail.
 
-Owns the runtime rules of issue 4. One replica holds the lease (``LeaseKeeper``); it catches up
-with the log, rewinds the durable consumer to its ack floor, then per batch: decides every intent
-in stream order (``batch.decide_batch``), appends everything in ONE ``EventStore.append`` fenced by
-its epoch, and only then acks and hands the stored events to the relay. Any failure (database,
-NATS, fencing, a sequence gap) stops the batch there: the rest is nak'ed, the projection is
-reloaded from the log (it had advanced in memory), and leadership re-enters with a rewind, so no
-intent is skipped, reordered or decided twice. Standbys fold new log events into their projection.
+One replica holds the lease (``LeaseKeeper``); it catches up with the log, rewinds the durable
+consumer to its ack floor, then per batch: decides every intent in stream order
+(``batch.decide_batch``), appends everything in ONE ``EventStore.append`` fenced by its epoch, and
+only then acks and hands the stored events to the relay. What a failure means is decided in one
+place (:func:`services.allocator.failures.classify`):
+
+- caused by one intent (an exception in ``decide``, a value PostgreSQL refuses): the projection is
+  reloaded and the batch split in halves until the intent is isolated; that intent alone gets an
+  ``IntentRejected`` (bounded, sanitised) and the intents around it are decided normally;
+- transient or fatal (database or NATS down, a timeout, a fence): the rest is nak'ed, the
+  projection reloaded, and leadership re-enters with a rewind, so no intent is skipped, reordered
+  or decided twice. The :class:`~services.allocator.watchdog.Watchdog` raises the stuck alarm when
+  no progress comes for ``stuck_after_s``.
+
+Sequences missing from GPULEDGER_INTENTS (messages deleted from the stream) are skipped with a log
+line. Standbys fold new log events into their projection.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-import uuid
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
@@ -21,15 +29,16 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from events import intents
-from services.allocator import batch
+from services.allocator import batch, failures, liveness
 from services.allocator.adapters.consumer import IntentConsumer, to_delivery
 from services.allocator.adapters.leader import Clock, LeaseKeeper, utc_now
 from services.allocator.adapters.relay import EventRelay
 from services.allocator.adapters.replay import SnapshotPolicy
 from services.allocator.domain.state import ClusterState
 from services.allocator.metrics import AllocatorMetrics
-from services.allocator.ports import EventStore, FencedError, StoredEvent
+from services.allocator.ports import DecidedIntent, EventStore, FencedError, StoredEvent
 from services.allocator.settings import AllocatorSettings
+from services.allocator.watchdog import Watchdog
 from services.shared import lifecycle
 
 log = structlog.get_logger(__name__)
@@ -49,6 +58,9 @@ class Allocator:
         self.consumer = consumer
         self.relay = relay
         self.metrics = AllocatorMetrics()
+        self.watchdog = Watchdog(self.metrics.registry, stuck_after_s=settings.stuck_after_s, relay_lag=lambda: (
+            max(0, self.state.position - relay.offset) if keeper.is_leader else 0))
+        relay.on_skip = self.watchdog.relay_skipped.inc
         self._publish = publish
         self._process = process
         self._evolve = evolve
@@ -58,6 +70,7 @@ class Allocator:
         self._expected_seq = 0
         self._failures = 0
         self._rewind_needed = False
+        self._reconnected = asyncio.Event()
         self._snapshots = SnapshotPolicy(every=settings.snapshot_every)
         self.listeners: list[Callable[[Sequence[StoredEvent]], None]] = []
         """Called with each committed batch (the HTTP API: current reasons, outcome metrics)."""
@@ -70,14 +83,23 @@ class Allocator:
             await self.reload()
             self._snapshots.saved(self.state.position)
             self.loaded.set()
-            await lifecycle.supervise(stop, self.keeper.run(stop), self._work(stop), self._heartbeats(stop))
+            await lifecycle.supervise(stop, self.keeper.run(stop), self._work(stop), liveness.check_heartbeats(
+                stop, period_s=self.settings.heartbeat_check_s, is_leader=lambda: self.keeper.is_leader,
+                state=lambda: self.state, now=self._clock, publish=self._publish))
         finally:
             await self.consumer.close()
             await self.keeper.release()
 
+    @property
+    def stuck(self) -> bool:
+        """True when the loop has failed without progress for ``stuck_after_s`` (``/readyz`` 503)."""
+        return self.watchdog.stuck
+
     def request_rewind(self) -> None:
-        """Called on a NATS reconnect: in-flight deliveries may be lost, so re-position the consumer."""
+        """Called on a NATS reconnect: in-flight deliveries may be lost, so re-position the consumer;
+        a back-off in progress ends at once (the first commit follows the server's return)."""
         self._rewind_needed = True
+        self._reconnected.set()
 
     async def reload(self) -> None:
         """Replace the projection with the log's (snapshot + replay), retrying until it succeeds."""
@@ -89,12 +111,15 @@ class Allocator:
                 return
             except Exception as exc:  # database down: wait and retry
                 log.warning("loading state failed; retrying", error=repr(exc))
-                await self._backoff()
+                await self._backoff(exc)
 
-    async def _backoff(self) -> None:
+    async def _backoff(self, exc: BaseException) -> None:
+        """Record a failure without progress and wait (doubling from retry_delay_s to retry_max_s)."""
+        self.watchdog.failed(self._expected_seq, exc)
         delay = min(self.settings.retry_max_s, self.settings.retry_delay_s * 2 ** min(self._failures, 16))
         self._failures += 1
-        await asyncio.sleep(delay)
+        self._reconnected.clear()
+        await lifecycle.wait_event(self._reconnected, delay)
 
     async def _work(self, stop: asyncio.Event) -> None:
         # Every loop also checks ``stop``: on Python 3.11 a cancellation can be swallowed inside
@@ -120,10 +145,12 @@ class Allocator:
                 self.state.position = stored.position
         except Exception as exc:
             log.warning("tailing the log failed", error=repr(exc))
-            await self._backoff()
+            await self._backoff(exc)
             await self.reload()
         else:
-            self._failures = 0 if not self.keeper.is_leader else self._failures
+            if not self.keeper.is_leader:
+                self._failures = 0
+                self.watchdog.progressed()
         self.metrics.position.set(self.state.position)
 
     async def _lead(self, epoch: int, stop: asyncio.Event) -> None:
@@ -134,7 +161,7 @@ class Allocator:
             await self.relay.resume()
         except Exception as exc:
             log.warning("could not start leading; retrying", error=repr(exc))
-            await self._backoff()
+            await self._backoff(exc)
             return
         self._rewind_needed = False
         log.info("leading", epoch=epoch, position=self.state.position, start_seq=self._expected_seq)
@@ -156,64 +183,95 @@ class Allocator:
             msgs = await self.consumer.fetch(wait_s=self.settings.fetch_wait_s)
         except Exception as exc:
             log.warning("fetch failed", error=repr(exc))
-            await self._backoff()
+            await self._backoff(exc)
             return False
         if not msgs:
+            self.watchdog.progressed()
             return True
         started = time.monotonic()
-        fresh, rest = await self._in_order(msgs)
+        fresh, rest, skipped = await self.consumer.in_order(msgs, self._expected_seq)
+        self.watchdog.gaps.inc(skipped)
         ok = await self._commit(fresh, epoch=epoch, started=started) if fresh else True
         if rest or not ok:
             await self.consumer.nak(rest if ok else [*fresh, *rest], delay_s=self.settings.retry_delay_s)
             return False
         return True
 
-    async def _in_order(self, msgs: Sequence[Msg]) -> tuple[list[Msg], list[Msg]]:
-        """Split a fetch into the contiguous run starting at the expected sequence and the rest.
-
-        Messages below the expected sequence were committed already (a late redelivery): acked.
-        """
-        fresh: list[Msg] = []
-        for index, msg in enumerate(msgs):
-            seq = int(msg.metadata.sequence.stream)
-            if seq < self._expected_seq and not fresh:
-                await msg.ack()
-                continue
-            if seq != self._expected_seq + len(fresh):
-                log.warning("sequence gap; rewinding", expected=self._expected_seq + len(fresh), got=seq)
-                return fresh, list(msgs[index:])
-            fresh.append(msg)
-        return fresh, []
-
     async def _commit(self, msgs: Sequence[Msg], *, epoch: int, started: float) -> bool:
-        """Decide ``msgs``, append in one transaction, then ack; False (state reloaded) on failure."""
+        """Decide ``msgs``, append in one transaction, then ack; False (state reloaded) when the
+        session must restart. A failure one intent causes is isolated (see the module docstring)."""
+        if not msgs:
+            return True
         deliveries = [to_delivery(msg) for msg in msgs]
         try:
             done = await self.store.processed(batch.candidate_ids(deliveries))
             result = batch.decide_batch(self.state, deliveries, processed=done, now=self._clock(),
                                         process=self._process, evolve=self._evolve)
-            stored = await self.store.append(result.decided, lease=self.settings.lease_name, epoch=epoch,
-                                             state=self.state) if result.decided else []
+            stored = await self._append(result.decided, epoch)
+        except batch.IntentFailed as failed:  # an exception in decide: reject that intent alone
+            log.warning("deciding an intent failed; rejecting it", seq=deliveries[failed.index].stream_seq,
+                        error=repr(failed.cause)[:512])
+            await self.reload()
+            return (await self._commit(msgs[:failed.index], epoch=epoch, started=started)
+                    and await self._reject(msgs[failed.index], failed.cause, epoch=epoch, started=started)
+                    and await self._commit(msgs[failed.index + 1:], epoch=epoch, started=started))
         except Exception as exc:
+            if isinstance(exc, FencedError) or failures.classify(exc) is not failures.Failure.BAD_INPUT:
+                await self._recover(exc)
+                return False
+            await self.reload()  # decide_batch advanced the projection: back to the log's
+            if len(msgs) == 1:
+                return await self._reject(msgs[0], exc, epoch=epoch, started=started)
+            log.warning("append failed on the batch's data; splitting it", size=len(msgs), error=repr(exc)[:512])
+            half = len(msgs) // 2
+            return (await self._commit(msgs[:half], epoch=epoch, started=started)
+                    and await self._commit(msgs[half:], epoch=epoch, started=started))
+        await self._committed(msgs, stored, result.actions, started=started)
+        self.metrics.duplicates.inc(result.duplicates)
+        return True
+
+    async def _append(self, decided: Sequence[DecidedIntent], epoch: int) -> list[StoredEvent]:
+        if not decided:
+            return []
+        with self.watchdog.append_latency.time():
+            return await self.store.append(decided, lease=self.settings.lease_name, epoch=epoch, state=self.state)
+
+    async def _reject(self, msg: Msg, error: BaseException, *, epoch: int, started: float) -> bool:
+        """Append an IntentRejected for ``msg`` alone (its decision or append failed with ``error``)."""
+        delivery = to_delivery(msg)
+        log.warning("intent isolated and rejected", seq=delivery.stream_seq, error=repr(error)[:512])
+        try:
+            if await self.store.processed(batch.candidate_ids([delivery])):
+                stored: list[StoredEvent] = []  # decided before: only the ack was missing
+            else:
+                decided = batch.rejected_alone(self.state, delivery, error, now=self._clock(), evolve=self._evolve)
+                stored = await self._append([decided], epoch)
+                self.watchdog.isolated.inc()
+        except Exception as exc:  # the rejection itself could not be stored: the database is at fault
             await self._recover(exc)
             return False
+        await self._committed([msg], stored, [batch.ACK], started=started)
+        return True
+
+    async def _committed(self, msgs: Sequence[Msg], stored: list[StoredEvent], actions: Sequence[str], *,
+                         started: float) -> None:
+        """After a commit: advance, hand the events to the relay, count, then ack."""
         if stored:
             self.state.position = stored[-1].position
-        self._expected_seq += len(msgs)
+        self._expected_seq = int(msgs[-1].metadata.sequence.stream) + 1 if msgs else self._expected_seq
         self._failures = 0
+        self.watchdog.progressed()
         self.relay.offer(stored)
         for listener in self.listeners:
             listener(stored)
         self.metrics.record_commit(stored, intents=len(msgs), seconds=time.monotonic() - started)
-        self.metrics.duplicates.inc(result.duplicates)
         self.metrics.position.set(self.state.position)
         try:
-            await self.consumer.settle(msgs, result.actions)
+            await self.consumer.settle(msgs, actions)
         except Exception as exc:  # committed; a rewind redelivers and the processed check skips them
             log.warning("ack failed after commit", error=repr(exc))
             self._rewind_needed = True
         await self._maybe_snapshot()
-        return True
 
     async def _recover(self, exc: Exception) -> None:
         """After a failed decide/append: step down if fenced, back off, reload the projection."""
@@ -222,8 +280,9 @@ class Allocator:
             log.warning("append fenced: another allocator holds the lease", error=str(exc))
             self.keeper.step_down()
         else:
-            log.warning("batch failed; will retry in order", error=repr(exc))
-            await self._backoff()
+            log.warning("batch failed; will retry in order", error=repr(exc)[:512],
+                        failure=failures.classify(exc).value)
+            await self._backoff(exc)
         await self.reload()
 
     async def _maybe_snapshot(self) -> None:
@@ -234,16 +293,3 @@ class Allocator:
             self._snapshots.saved(self.state.position)
         except Exception as exc:  # a snapshot is an optimisation; try again later
             log.warning("snapshot failed", error=repr(exc))
-
-    async def _heartbeats(self, stop: asyncio.Event) -> None:
-        """While leader, publish CheckHeartbeats every ``heartbeat_check_s`` (0 disables)."""
-        period = self.settings.heartbeat_check_s
-        if period <= 0:
-            return
-        while not await lifecycle.wait_event(stop, period):
-            if not self.keeper.is_leader:
-                continue
-            try:
-                await self._publish(intents.CheckHeartbeats(intent_id=f"check-heartbeats-{uuid.uuid4()}"))
-            except Exception as exc:
-                log.warning("publishing CheckHeartbeats failed", error=repr(exc))

@@ -25,7 +25,11 @@ class AllocatorSettings(msgspec.Struct, kw_only=True):
     - ``ack_wait_s``: JetStream redelivers an intent not acked within this time.
     - ``retry_delay_s``/``retry_max_s``: nak delay and back-off after a transient error (doubling).
     - ``lease_name``/``lease_ttl_s``/``lease_renew_s``: the writer lease (fencing epoch).
-    - ``holder``: this replica's name in the lease (default: host name and pid).
+    - ``holder``: this replica's name in the lease (default: the host name); a generated suffix
+      is always appended, so the identity is unique per process.
+    - ``stuck_after_s``: ``/readyz`` answers 503 and ``gpuledger_stuck_seconds`` rises once the
+      loop has failed this long without progress (database or NATS down, a fatal error).
+    - ``ack_flush_s``: how long the leader waits for NATS to confirm its acks after a commit.
     - ``heartbeat_check_s``: period of the CheckHeartbeats intent (0 disables it).
     - ``snapshot_every``: save a snapshot after this many events since the last one (0 never).
     - ``tail_interval_s``: how often a standby reads new events from the log.
@@ -44,6 +48,8 @@ class AllocatorSettings(msgspec.Struct, kw_only=True):
     lease_ttl_s: float = 1.5
     lease_renew_s: float = 0.3
     holder: str = ""
+    stuck_after_s: float = 30.0
+    ack_flush_s: float = 1.0
     heartbeat_check_s: float = 10.0
     snapshot_every: int = 20_000
     tail_interval_s: float = 0.2

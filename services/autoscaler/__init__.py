@@ -2,5 +2,5 @@
 
 Pure parts: histogram, aggregator, config, recommender, recommendation, cron, view, resize, engine,
 report. Adapters: sources (NATS samples, Prometheus), external (HTTP recommender), checkpoint (NATS
-KV), service (``run_autoscaler``), embedded (``gpuledger up``). Spec: autoscaler_discovery.md part A.
+KV), service (``run_autoscaler``), embedded (``gpuledger up``). Upstream: TensorFusion ``internal/autoscaler``.
 """

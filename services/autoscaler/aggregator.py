@@ -1,12 +1,12 @@
 """Per-workload usage aggregation: the two decaying histograms fed by per-worker samplers.
 
-TensorFusion ``metrics_aggregator.go`` / ``metrics_sampler.go`` (spec autoscaler_discovery.md
-§A.5, §A.7): TFLOPS samples go in with weight 0.1 each; VRAM goes in as one peak per worker per
-24 h window with weight 1, replacing the window's previous peak. Workers are keyed by allocation
-id (the pod UID), which fixes the upstream UID-versus-pod-name mismatch (§A.4b).
+TensorFusion ``internal/autoscaler/metrics/metrics_aggregator.go`` and ``metrics_sampler.go``: TFLOPS
+samples go in with weight 0.1 each; VRAM goes in as one peak per worker per 24 h window with
+weight 1, replacing the window's previous peak. Workers are keyed by allocation id (the pod UID),
+which fixes the upstream UID-versus-pod-name mismatch.
 
-The VRAM peak timing is a deliberate choice (§A.7 quirk): by default gpuledger adds the new peak
-at the window end, as VPA does, so one worker's new peak cannot wipe out another worker's;
+The VRAM peak timing is a deliberate choice (an upstream quirk): by default gpuledger adds the new
+peak at the window end, as VPA does, so one worker's new peak cannot wipe out another worker's;
 ``tensorfusion_vram_timing=True`` reproduces TensorFusion (add at the sample time) bit for bit.
 """
 

@@ -2,7 +2,7 @@
 
 Owns the wire shape of ``WorkloadProfile.spec.autoScalingConfig`` (camelCase, as in the CRD:
 ``autoSetResources``, ``cronScalingRules``, ``externalScaler``), its parsing rules (spec
-autoscaler_discovery.md §A.1: unparsable floats and durations keep the code default silently),
+TensorFusion's ``percentile_recommender.go``: unparsable floats and durations keep the code default silently),
 and how an allocation carries it: admission copies the pod's ``tensor-fusion.ai/autoscale*``
 annotations and the merged profile config (JSON) into ``AllocationSpec.attributes``
 (keys below). Defaults are the code constants, not the stale API doc comments.
@@ -143,7 +143,7 @@ def _float(value: str | float, default: float) -> float:
 
 
 def percentile_config(auto: AutoSetResources | None) -> PercentileConfig:
-    """Effective settings: each unparsable or empty field keeps its default (spec A1-A3)."""
+    """Effective settings: each unparsable or empty field keeps its default (as TensorFusion)."""
     base = PercentileConfig()
     if auto is None:
         return base
@@ -186,7 +186,7 @@ def from_attributes(attributes: Mapping[str, str]) -> AutoScalingConfig:
     """The config an allocation carries: the JSON config attribute, then the annotations on top.
 
     ``tensor-fusion.ai/autoscale: "true"`` sets enable and target ``all`` (or the
-    ``autoscale-target`` value), even over the profile's target (admission spec §2.9).
+    ``autoscale-target`` value), even over the profile's target (TensorFusion ``internal/webhook/v1/tf_parser.go``).
     Raises ConfigError when the JSON attribute is malformed.
     """
     raw = attributes.get(CONFIG_ATTRIBUTE, "")
@@ -203,18 +203,18 @@ def from_attributes(attributes: Mapping[str, str]) -> AutoScalingConfig:
 
 
 def is_active(config: AutoScalingConfig) -> bool:
-    """Whether the recommenders run at all: ``autoSetResources.enable`` (cron included, spec A.3)."""
+    """Whether the recommenders run at all: ``autoSetResources.enable`` (cron included, as TensorFusion)."""
     return config.auto_set_resources is not None and config.auto_set_resources.enable
 
 
 def is_enabled(config: AutoScalingConfig) -> bool:
-    """``IsAutoSetResourcesEnabled``: enable is true and a target resource is set (spec A33)."""
+    """``IsAutoSetResourcesEnabled``: enable is true and a target resource is set (TensorFusion)."""
     auto = config.auto_set_resources
     return auto is not None and auto.enable and auto.target_resource.strip() != ""
 
 
 def should_scale(config: AutoScalingConfig, resource: str) -> bool:
-    """Whether ``resource`` (``compute`` or ``vram``) is written back (spec A33, case-insensitive)."""
+    """Whether ``resource`` (``compute`` or ``vram``) is written back (case-insensitive, as TensorFusion)."""
     auto = config.auto_set_resources
     target = auto.target_resource.strip().lower() if auto else ""
     return target == "all" or target == resource

@@ -2,7 +2,7 @@
 
 A faithful port of the Kubernetes VPA recommender histogram (``k8s.io/autoscaler/vertical-pod-
 autoscaler v1.6.0``, ``pkg/recommender/util/histogram.go``, ``decaying_histogram.go``,
-``histogram_options.go``) as TensorFusion uses it (spec autoscaler_discovery.md §A.6): buckets
+``histogram_options.go``) as TensorFusion uses it (``internal/autoscaler/metrics``): buckets
 grow by 5 %, weights decay with a half-life, percentiles return a bucket's upper edge.
 Float arithmetic follows the Go code step by step so that percentiles match it exactly.
 Pure: no clock; every call takes the sample time.

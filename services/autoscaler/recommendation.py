@@ -2,8 +2,8 @@
 
 Owns :class:`RequestLimit` (per-GPU request and limit, milli-TFLOPS and bytes), the result of
 one recommender (:class:`Outcome`), TensorFusion's merge of several results
-(``GetRecommendation``, spec autoscaler_discovery.md §A.12) and the recommendation processor that
-caps scaled-up *requests* to the per-worker headroom (§A.13). Pure.
+(``GetRecommendation``) and the recommendation processor that
+caps scaled-up *requests* to the per-worker headroom (``internal/autoscaler/recommender/recommendation.go``). Pure.
 """
 
 from __future__ import annotations
@@ -57,7 +57,8 @@ def _take_larger(dst: RequestLimit, src: RequestLimit) -> RequestLimit:
 
 
 def merge(outcomes: Iterable[Outcome], *, current: RequestLimit) -> RequestLimit | None:
-    """Merge recommender results (spec A10, A11): None when nothing new or below a cron floor.
+    """Merge recommender results (as TensorFusion's ``GetRecommendation``): None when nothing new or below
+    a cron floor.
 
     Unapplied results merge by larger request; locking results build the floor. Zero dimensions
     are filled from ``current`` (request and limit together).
@@ -90,7 +91,8 @@ def _zero_fill(rec: RequestLimit, current: RequestLimit) -> RequestLimit:
 def cap_to_headroom(
     rec: RequestLimit, *, current: RequestLimit, max_allowed: Resources | None
 ) -> tuple[RequestLimit, str]:
-    """Cap scaled-up requests to ``max_allowed`` per worker (spec A12, A13); limits are never capped.
+    """Cap scaled-up requests to ``max_allowed`` per worker (as TensorFusion's ``RecommendationProcessor``);
+    limits are never capped.
 
     Returns the capped recommendation and the message (empty when nothing changed). ``None``
     means "no cap known" (no workers).

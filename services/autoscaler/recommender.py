@@ -1,6 +1,6 @@
 """The percentile recommender: estimates from the histograms -> a request/limit recommendation.
 
-TensorFusion ``percentile_recommender.go`` (spec autoscaler_discovery.md §A.8, §A.9): six
+TensorFusion ``internal/autoscaler/recommender/percentile_recommender.go``: six
 estimates ``int(p-th percentile × (1 + margin))``, the QoS choice of lower/target/upper as the
 request, floors of 1 TFLOPS and 1 GiB, ratio bands around the original spec, the compute limit
 held at the original limit, and the update threshold on requests. TFLOPS estimates are whole
@@ -45,7 +45,7 @@ def _estimate(value: float, margin: float) -> float:
 
 
 def estimate(agg: WorkloadAggregator, config: PercentileConfig) -> Estimates | None:
-    """The six estimates (spec A20-A25); None when both histograms are empty."""
+    """The six estimates (``recommender/estimator.go``); None when both histograms are empty."""
     if agg.is_empty():
         return None
     margin = config.margin_fraction
@@ -88,7 +88,8 @@ def _resource(est: Estimates, *, qos: str, field: str, floor: int, original: Req
 
 def propose(est: Estimates, *, config: PercentileConfig, qos: str, current: RequestLimit,
             original: RequestLimit) -> tuple[RequestLimit, list[str]]:
-    """Step 4 of §A.9: the recommendation before the threshold, with its "... scaled" messages."""
+    """Per resource, as ``Recommend`` in ``percentile_recommender.go``: the recommendation before the
+    threshold, with its "... scaled" messages."""
     tf_req, tf_lim = _resource(est, qos=qos, field="milli_tflops", floor=TFLOPS_FLOOR, original=original,
                                low=config.min_compute_ratio, high=config.max_compute_ratio)
     vr_req, vr_lim = _resource(est, qos=qos, field="vram_bytes", floor=VRAM_FLOOR, original=original,
@@ -110,7 +111,8 @@ def propose(est: Estimates, *, config: PercentileConfig, qos: str, current: Requ
 
 
 def exceeds_threshold(rec: RequestLimit, current: RequestLimit, threshold: float) -> bool | None:
-    """Step 5 of §A.9: True if some request moves by more than ``threshold`` (relative, whole units).
+    """The update threshold of ``percentile_recommender.go``: True if some request moves by more than
+    ``threshold`` (relative, whole units).
 
     None when no request could be checked (a zero on either side).
     """
@@ -125,7 +127,7 @@ def exceeds_threshold(rec: RequestLimit, current: RequestLimit, threshold: float
 def recommend(agg: WorkloadAggregator, *, config: PercentileConfig, qos: str, current: RequestLimit,
               original: RequestLimit, processor: Processor | None, started_at: datetime | None,
               now: datetime) -> Outcome | None:
-    """The whole percentile recommender (spec A4-A9, A20, A24); None when there is no estimate.
+    """The whole percentile recommender (``percentile_recommender.go``); None when there is no estimate.
 
     ``started_at`` is when the workload was first seen (granted); ``processor`` runs when a request
     grows (the engine passes the per-worker headroom cap). A young workload gives a LowConfidence no-op.
@@ -137,7 +139,7 @@ def recommend(agg: WorkloadAggregator, *, config: PercentileConfig, qos: str, cu
 
 def from_estimates(est: Estimates | None, *, config: PercentileConfig, qos: str, current: RequestLimit,
                    original: RequestLimit, processor: Processor | None, young: bool = False) -> Outcome | None:
-    """Steps 2-7 of §A.9 given the estimates (None: no recommendation)."""
+    """``Recommend`` of ``percentile_recommender.go`` past its nil check, given the estimates (None: none)."""
     if young:
         return Outcome(resources=ZERO_REC, has_applied=True, reason="LowConfidence",
                        message=f"workload younger than initialDelayPeriod {_fmt(config.initial_delay)}")

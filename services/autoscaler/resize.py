@@ -1,11 +1,12 @@
 """Turning a recommendation into ResizeAllocation intents, and answering ResizeRejected.
 
-Per worker (allocation), TensorFusion §A.14 with the protocol of §A.17: one resize in flight at a
-time; a worker already at the target is skipped; resources that are not targeted keep the
-worker's current values (fixes upstream sending both). On ResizeRejected the request is capped at
-the allocator's ``max_request`` and the per-worker headroom ((available + own request) / own
-workers) and retried; each retry strictly lowers the request and at most ``max_retries`` happen,
-after which the worker waits ``retry_after`` before the same target is tried again. Never a loop.
+Per worker (allocation), TensorFusion's ``ApplyRecommendationToWorkload``
+(``internal/autoscaler/workload/handler.go``) over the bus: one resize in flight at a time; a worker
+already at the target is skipped; resources that are not targeted keep the worker's current values
+(fixes upstream sending both). On ResizeRejected the request is capped at the allocator's
+``max_request`` and the per-worker headroom ((available + own request) / own workers) and retried;
+each retry strictly lowers the request and at most ``max_retries`` happen, after which the worker
+waits ``retry_after`` before the same target is tried again. Never a loop.
 Pure: ids and time are passed in.
 """
 

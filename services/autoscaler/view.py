@@ -3,7 +3,7 @@
 Folds the events of ``GPULEDGER_EVENTS`` it needs (nodes and GPUs, grants, resizes, releases)
 into what the recommender asks for: a workload's live workers with their original and current
 per-GPU request/limit, and the per-worker headroom of TensorFusion
-``GetMaxAllowedResourcesSpec`` (spec autoscaler_discovery.md §A.13). Available capacity is
+``GetMaxAllowedResourcesSpec`` (``internal/autoscaler/workload/handler.go``). Available capacity is
 derived from live charges, like the allocator does, so it cannot drift. Pure; no I/O.
 """
 

@@ -61,8 +61,6 @@ def experiment(
     nodes: NodesCsv = DEFAULT_NODES,
     pods: PodsCsv = DEFAULT_PODS,
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds 42, 43, … (the paper uses 10).")] = 10,
-    engine: Annotated[str, typer.Option(help="auto (array engine where it has the strategy), array or domain.")]
-    = "auto",
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the unallocated-vs-arrived PNG here.")] = None,
     as_json: JsonOut = False,
 ) -> None:
@@ -70,19 +68,15 @@ def experiment(
     import msgspec
 
     from services.allocator.domain import profile
-    from services.trace.experiment import engine_for, run
+    from services.trace.experiment import run
 
     for name in strategy:
         if name not in profile.STRATEGIES:
             known = ", ".join(sorted(profile.STRATEGIES))
             fail(f"unknown strategy {name!r}; known: {known}", field="strategy", as_json=as_json)
-        try:
-            engine_for(name, engine)
-        except ValueError as exc:
-            fail(str(exc), field="engine", as_json=as_json)
     node_intents, pod_rows = _load(nodes, pods, as_json=as_json)
     trace = pods.stem.removeprefix("openb_pod_list_")
-    results = [run(node_intents, pod_rows, strategy=name, seeds=seeds, trace=trace, engine=engine)[0]
+    results = [run(node_intents, pod_rows, strategy=name, seeds=seeds, trace=trace)[0]
                for name in strategy]
     if plot is not None:
         from services.trace.plot import plot_curves
@@ -97,7 +91,7 @@ def experiment(
     for r in results:
         points = "  ".join(f"{x}%: {v:.2f}" for x, v in r.unallocated_pct.items())
         typer.echo(f"{r.strategy:<28} {r.trace}  seeds={r.seeds}  unallocated {points}  "
-                   f"({r.decisions_per_s:.0f} decisions/s, {r.engine})")
+                   f"({r.decisions_per_s:.0f} decisions/s)")
 
 
 def replay(

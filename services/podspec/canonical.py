@@ -3,8 +3,8 @@
 Quantities use Kubernetes canonical strings (events.quantity: ``1024Mi`` -> ``1Gi``, ``0.5`` ->
 ``500m``, ``1000`` -> ``1k``), so a scheduler reading the pod back (TensorFusion
 ``ComposeAllocationRequest``) sees exactly what gpuledger decided. Resource keys are written
-only when non-zero; unlike TensorFusion (quirk Q1) a stale user key whose final value is zero is
-removed, so a pod never carries both a TFLOPS and a percent value on one side.
+only when non-zero; unlike TensorFusion (``internal/webhook/v1/tf_parser.go``) a stale user key
+whose final value is zero is removed, so a pod never carries both a TFLOPS and a percent value on one side.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _resource_values(spec: AllocationSpec) -> dict[str, int]:
 
 
 def canonical_annotations(spec: AllocationSpec) -> dict[str, str]:
-    """Every annotation gpuledger writes for ``spec`` (TensorFusion §1.3 names), values canonical."""
+    """Every annotation gpuledger writes for ``spec`` (TensorFusion's key names), values canonical."""
     written: dict[str, str] = {}
     for name, value in _resource_values(spec).items():
         if value:

@@ -2,8 +2,8 @@
 
 Native device-plugin limits (``nvidia.com/gpu: 2``) in a TensorFusion pod become ``gpu-count``
 (TensorFusion ``parseNativeGPUResource``, internal/webhook/v1/tf_parser.go). The workload name follows the
-controller owner chain (§2.1 step 2); without an API lookup a ReplicaSet named
-``<deployment>-<pod-template-hash>`` is resolved to its Deployment by name.
+controller owner chain (``ParseTensorFusionInfo`` in the same file); without an API lookup a
+ReplicaSet named ``<deployment>-<pod-template-hash>`` is resolved to its Deployment by name.
 """
 
 from __future__ import annotations

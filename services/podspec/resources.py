@@ -114,7 +114,8 @@ def compose_resources(
 
     ``migrated``: native GPU limits were converted (limit percent 100 already set by the caller
     on ``profile_limit``). ``dedicated``: the model's full capacity when ``dedicated-gpu=true``;
-    it replaces TFLOPS and VRAM on both sides and clears percent (fix of TensorFusion quirk Q2).
+    it replaces TFLOPS and VRAM on both sides and clears percent
+    (TensorFusion's ``tf_parser.go`` kept a stale percent).
     """
     _check_units(annotations)
     request = Side(tflops=profile_request.tflops, percent=profile_request.percent, vram=profile_request.vram)

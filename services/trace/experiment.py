@@ -1,18 +1,18 @@
 """The ATC'23 fill-up experiment over gpuledger's pure domain (``process``), one run per seed.
 
-Per seed: a fresh ClusterState, the pool configured with the strategy, the nodes registered in
-a seeded tie-break order, the workload tuned to 130 % of GPU capacity, then one
+Per seed: a fresh ClusterState and Scheduler, the pool configured with the strategy, the nodes
+registered in a seeded tie-break order, the workload tuned to 130 % of GPU capacity, then one
 RequestAllocation per pod in order, no departures. A grant counts as allocated; a queued or
-rejected request counts as failed (its demand still arrives). Strategies that take a target
-workload (FGD and its kin, ``with_workload``) get the trace's typical pods for the run.
+rejected request counts as failed (its demand still arrives). The placement code is the live
+allocator's: the Scheduler is built with the trace's typical pods as the fixed target workload
+of workload-aware strategies (FGD and its kin), the paper's setting, instead of learning it.
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
 import msgspec
@@ -20,10 +20,8 @@ import msgspec
 from events.decisions import AllocationGranted
 from events.intents import ConfigurePool, RegisterNode, RequestAllocation
 from events.values import PoolConfig
-from services.allocator.domain import ClusterState, process, profile
+from services.allocator.domain import ClusterState, Scheduler, process, profile
 from services.allocator.domain.plugins.fragmentation import Workload
-from services.trace.choosers import CHOOSERS, make_chooser
-from services.trace.engine import ArrayCluster, run_pods
 from services.trace.metric import REPORT_POINTS, unallocated_curve
 from services.trace.openb import TracePod
 from services.trace.workload import node_order, tune, typical
@@ -57,33 +55,23 @@ class Result(msgspec.Struct, kw_only=True):
     unallocated_pct: dict[str, float]
     unallocated_pct_by_seed: dict[str, list[float]]
     decisions_per_s: float
-    engine: str = "domain"
     curve_median: dict[str, float] = {}
 
 
-@contextmanager
-def installed(name: str, workload: Workload) -> Iterator[None]:
-    """Register a fresh instance of strategy ``name`` bound to ``workload`` for the duration.
-
-    Raises KeyError for an unknown strategy name.
-    """
+def check_strategy(name: str) -> None:
+    """Raise KeyError naming the registered strategies when ``name`` is not one of them."""
     if name not in profile.STRATEGIES:
         raise KeyError(f"unknown strategy {name!r}; known: {', '.join(sorted(profile.STRATEGIES))}")
-    old = profile.STRATEGIES[name]
-    bind = getattr(old, "with_workload", None)
-    profile.register_strategy(bind(workload) if bind else old)
-    try:
-        yield
-    finally:
-        profile.register_strategy(old)
 
 
-def run_seed(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, strategy: str, seed: int) -> SeedRun:
-    """One fill-up run through ``process``; ``strategy`` must already be installed."""
+def run_seed(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, strategy: str, seed: int,
+             target: Workload) -> SeedRun:
+    """One fill-up run through ``process`` with a Scheduler whose target workload is ``target``."""
     state = ClusterState.empty()
-    process(state, ConfigurePool(intent_id="pool", pool=POOL, config=PoolConfig(placement=strategy)), NOW)
+    scheduler = Scheduler(target=target)
+    process(state, ConfigurePool(intent_id="pool", pool=POOL, config=PoolConfig(placement=strategy)), NOW, scheduler)
     for intent in node_order(nodes, seed=seed):
-        process(state, msgspec.structs.replace(intent, pool=POOL), NOW)
+        process(state, msgspec.structs.replace(intent, pool=POOL), NOW, scheduler)
     capacity = 1000 * len(state.gpus)
     arrived_total = used_total = 0
     arrived: list[int] = []
@@ -91,7 +79,7 @@ def run_seed(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, strateg
     started = time.perf_counter()
     for i, pod in enumerate(tune(pods, capacity_milli=capacity, seed=seed)):
         spec = pod.spec(pool=POOL, allocation_id=f"{i}-{pod.name}")
-        events = process(state, RequestAllocation(intent_id=f"r{i}", spec=spec), NOW)
+        events = process(state, RequestAllocation(intent_id=f"r{i}", spec=spec), NOW, scheduler)
         arrived_total += pod.demand
         if isinstance(events[0], AllocationGranted):
             used_total += pod.demand
@@ -101,51 +89,17 @@ def run_seed(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, strateg
                    seconds=time.perf_counter() - started)
 
 
-def run_seed_array(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, strategy: str, seed: int,
-                   workload: Workload) -> SeedRun:
-    """The same run on the array engine (services/trace/engine.py); raises KeyError when the
-    engine does not implement ``strategy``."""
-    cluster = ArrayCluster(node_order(nodes, seed=seed))
-    chooser = make_chooser(strategy, cluster, workload)
-    tuned = tune(pods, capacity_milli=cluster.capacity_milli, seed=seed)
-    started = time.perf_counter()
-    arrived, used, _ = run_pods(cluster, tuned, chooser)
-    return SeedRun(seed=seed, capacity_milli=cluster.capacity_milli, arrived=arrived, used=used,
-                   seconds=time.perf_counter() - started)
-
-
-def engine_for(strategy: str, engine: str) -> str:
-    """``domain`` or ``array``: ``auto`` picks the array engine when it implements ``strategy``.
-
-    Raises ValueError for an unknown engine, or ``array`` with a strategy it lacks.
-    """
-    if engine == "auto":
-        return "array" if strategy in CHOOSERS else "domain"
-    if engine == "array" and strategy not in CHOOSERS:
-        raise ValueError(f"the array engine does not implement {strategy!r}; it has {', '.join(sorted(CHOOSERS))}")
-    if engine not in ("array", "domain"):
-        raise ValueError(f"unknown engine {engine!r}; expected auto, array or domain")
-    return engine
-
-
 def run(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, strategy: str, seeds: int,
-        trace: str = "", first_seed: int = SEEDS_FROM, engine: str = "auto") -> tuple[Result, list[SeedRun]]:
+        trace: str = "", first_seed: int = SEEDS_FROM) -> tuple[Result, list[SeedRun]]:
     """``seeds`` runs (seeds first_seed…) of ``strategy``; the summary and the per-seed records.
 
-    Raises KeyError for an unknown strategy, ValueError for a bad engine choice.
+    Raises KeyError for an unknown strategy.
     """
-    chosen = engine_for(strategy, engine)
-    workload = typical(pods)
-    runs = []
-    with installed(strategy, workload):
-        for seed in range(first_seed, first_seed + seeds):
-            if chosen == "array":
-                runs.append(run_seed_array(nodes, pods, strategy=strategy, seed=seed, workload=workload))
-            else:
-                runs.append(run_seed(nodes, pods, strategy=strategy, seed=seed))
-    result = summarize(runs, strategy=strategy, trace=trace)
-    result.engine = chosen
-    return result, runs
+    check_strategy(strategy)
+    target = typical(pods)
+    runs = [run_seed(nodes, pods, strategy=strategy, seed=seed, target=target)
+            for seed in range(first_seed, first_seed + seeds)]
+    return summarize(runs, strategy=strategy, trace=trace), runs
 
 
 def summarize(runs: Sequence[SeedRun], *, strategy: str, trace: str) -> Result:

@@ -1,6 +1,6 @@
 """The paper's metrics: unallocated GPU % against arrived demand, and cluster fragmentation.
 
-Unallocated % at arrived x (``merge_alloc_discrete.py``, spec/fgd.md §2 step 10): after every
+Unallocated % at arrived x (the simulator's ``merge_alloc_discrete.py``): after every
 pod attempt record (arrived milli-GPU, allocated milli-GPU); arrive% = round(arrived / capacity ×
 100); alloc% at x is the mean allocated % over the records with arrive% = x (or, when there are
 none, within x ± 1); unallocated = 100 − alloc%. Fragmentation (``ClusterGpuFragReport``):
@@ -63,7 +63,7 @@ def unallocated_curve(arrived: Sequence[int], used: Sequence[int], *, capacity_m
 
 
 def cluster_fragmentation(state: ClusterState, workload: Workload) -> Fragmentation:
-    """F(M) of every node in ``state`` against ``workload`` (spec/fgd.md §4)."""
+    """F(M) of every node in ``state`` against ``workload`` (plugins/fragmentation.py)."""
     frag = 0.0
     idle = 0
     capacity = 0

@@ -1,4 +1,4 @@
-"""The paper's workload preparation per seed (simulator ``simulator.go``, spec/fgd.md §2 steps 3-7).
+"""The paper's workload preparation per seed (simulator ``simulator.go``).
 
 ``tune``: sort the pods by name, shuffle them, then resample with replacement up to ``ratio`` ×
 GPU capacity (stopping at the first draw whose per-GPU milli would pass the target) or drop

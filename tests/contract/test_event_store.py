@@ -187,3 +187,13 @@ async def test_a_rejected_intent_echoing_a_nul_character_is_stored(backend: Back
     (stored,) = await _all(backend)
     assert stored.event.raw == '{"x": "a\ufffdb"}'
     assert msgspec.structs.replace(stored.event, raw=rejected.raw) == rejected
+
+
+async def test_relay_position_is_absent_until_recorded_then_the_last_record(backend: Backend) -> None:
+    assert await backend.events.relay_position("events") is None
+    await backend.events.save_relay_position("events", 7)
+    await backend.events.save_relay_position("other", 1)
+    assert await backend.events.relay_position("events") == 7
+    await backend.events.save_relay_position("events", 0)  # starting over for a new stream
+    assert await backend.events.relay_position("events") == 0
+    assert await backend.events.relay_position("other") == 1

@@ -41,3 +41,12 @@ async def test_leases_are_independent_by_name(backend: Backend) -> None:
     first = await backend.leases.acquire("pool-a", holder="a", ttl_s=5, now=NOW)
     second = await backend.leases.acquire("pool-b", holder="b", ttl_s=5, now=NOW)
     assert first.epoch == second.epoch == 1
+
+
+async def test_a_live_holder_identity_is_refused_to_a_caller_that_does_not_hold_it(backend: Backend) -> None:
+    await backend.leases.acquire("allocator", holder="a", ttl_s=5, now=NOW)
+    assert await backend.leases.acquire("allocator", holder="a", ttl_s=5, now=NOW + timedelta(seconds=1),
+                                        renew=False) is None
+    taken = await backend.leases.acquire("allocator", holder="a", ttl_s=5, now=NOW + timedelta(seconds=5),
+                                         renew=False)
+    assert taken is not None and taken.epoch == 2  # once expired, taken afresh: a new epoch

@@ -5,7 +5,8 @@ the consumer is re-created to start right after its ack floor, so that messages 
 failed writer had fetched but not acked come again first and in stream order (a plain nak or an
 ``ack_wait`` redelivery could let newer messages overtake them). Messages at or below the ack
 floor are done; those above it that were committed but not acked are skipped by the processed-
-intent check, so a rewind never yields a second decision.
+intent check, so a rewind never yields a second decision. Sequences deleted from the stream (an
+operator's ``delete_msg`` while no leader ran) are skipped, not waited for.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ class IntentConsumer:
     ``ack_wait_s``: redelivery timeout of an unacked message; ``max_batch``: largest fetch.
     """
 
-    def __init__(self, nc: NATS, *, max_batch: int, ack_wait_s: float,
+    def __init__(self, nc: NATS, *, max_batch: int, ack_wait_s: float, flush_s: float = 1.0,
                  durable: str = subjects.ALLOCATOR_DURABLE, stream: str = subjects.INTENT_STREAM) -> None:
         self._nc = nc
         self._js = nc.jetstream()
@@ -52,6 +53,7 @@ class IntentConsumer:
         self._stream = stream
         self._max_batch = max_batch
         self._ack_wait_s = ack_wait_s
+        self._flush_s = flush_s
         self._sub: JetStreamContext.PullSubscription | None = None
 
     async def ack_floor(self) -> int:
@@ -96,7 +98,8 @@ class IntentConsumer:
 
     async def settle(self, msgs: Sequence[Msg], actions: Sequence[str]) -> None:
         """After commit: term the poison messages, ack the last other one (the consumer's ack policy
-        is *all*: one ack covers every earlier message), then flush so the server has them."""
+        is *all*: one ack covers every earlier message), then flush so the server has them (waiting
+        at most ``flush_s``: raises nats' FlushTimeoutError when it does not answer)."""
         last = None
         for msg, action in zip(msgs, actions, strict=True):
             if action == TERM:
@@ -105,7 +108,42 @@ class IntentConsumer:
                 last = msg
         if last is not None:
             await last.ack()
-        await self._nc.flush()
+        await self._nc.flush(timeout=self._flush_s)  # type: ignore[arg-type]
+
+    async def in_order(self, msgs: Sequence[Msg], expected: int) -> tuple[list[Msg], list[Msg], int]:
+        """Split a fetch into the run that continues stream sequence ``expected``, the rest, and how
+        many sequences were skipped as deleted from the stream (logged).
+
+        Messages below ``expected`` were committed already (a late redelivery): acked. Any other
+        jump (a delivery lost in flight) ends the run; the caller rewinds for the rest.
+        """
+        fresh: list[Msg] = []
+        skipped = 0
+        for index, msg in enumerate(msgs):
+            seq = int(msg.metadata.sequence.stream)
+            if seq < expected and not fresh:
+                await msg.ack()
+                continue
+            if seq > expected and await self.deleted(expected, seq - 1):
+                log.warning("intent stream sequences deleted; skipped", first=expected, last=seq - 1)
+                skipped += seq - expected
+                expected = seq
+            if seq != expected:
+                log.warning("sequence gap; rewinding", expected=expected, got=seq)
+                return fresh, list(msgs[index:]), skipped
+            fresh.append(msg)
+            expected += 1
+        return fresh, [], skipped
+
+    async def deleted(self, first: int, last: int) -> bool:
+        """True when no stream sequence in ``first..last`` holds a message (deleted or purged):
+        one lookup of the next message at or after ``first``."""
+        try:
+            msg = await self._js.get_msg(self._stream, seq=first, subject=f"{subjects.INTENT_SUBJECT_PREFIX}.>",
+                                         next=True)
+        except NotFoundError:
+            return True
+        return int(msg.seq or 0) > last
 
     async def nak(self, msgs: Sequence[Msg], *, delay_s: float) -> None:
         """Give ``msgs`` back for redelivery after ``delay_s`` (best effort: the server may be gone)."""

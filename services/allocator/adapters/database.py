@@ -36,9 +36,34 @@ def sqlalchemy_url(url: str) -> str:
     return "postgresql+psycopg://" + _rest(url)
 
 
-async def create_pool(url: str, *, min_size: int = 1, max_size: int = 4) -> asyncpg.Pool:
-    """An asyncpg pool on ``url`` (JSONB comes back as text: the store decodes it with msgspec)."""
-    pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=min_size, max_size=max_size)
+def writer_session(ttl_s: float) -> tuple[dict[str, str], float]:
+    """Session settings and the client-side query timeout (seconds) of the leader's connections,
+    tied to the lease TTL ``ttl_s`` so that a paused or partitioned leader cannot block a takeover:
+
+    - ``lock_timeout`` and ``idle_in_transaction_session_timeout`` = TTL: a transaction left open
+      by a stopped process is ended by PostgreSQL, which releases its locks (the fence row);
+      nobody waits on a lock longer than a lease lives;
+    - ``statement_timeout`` = TTL is set per append transaction by the event store;
+    - server-side TCP keepalives (idle TTL, 1 s interval, 3 probes) drop a vanished client;
+    - the client gives a query, and a connection attempt, up after ``max(5, 4 x TTL)`` seconds (a
+      partition from PostgreSQL: asyncpg has no client-side keepalive setting).
+    """
+    ms = str(max(1, round(ttl_s * 1000)))
+    settings = {"lock_timeout": ms, "idle_in_transaction_session_timeout": ms,
+                "tcp_keepalives_idle": str(max(1, round(ttl_s))), "tcp_keepalives_interval": "1",
+                "tcp_keepalives_count": "3"}
+    return settings, max(5.0, 4 * ttl_s)
+
+
+async def create_pool(url: str, *, min_size: int = 1, max_size: int = 4,
+                      server_settings: dict[str, str] | None = None,
+                      command_timeout: float | None = None) -> asyncpg.Pool:
+    """An asyncpg pool on ``url`` (JSONB comes back as text: the store decodes it with msgspec);
+    ``server_settings`` are session settings of every connection, ``command_timeout`` seconds the
+    client waits for any query and for a new connection (None: forever, and asyncpg's 60 s connect)."""
+    pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=min_size, max_size=max_size,
+                                     server_settings=server_settings, command_timeout=command_timeout,
+                                     timeout=command_timeout or 60)
     if pool is None:  # pragma: no cover - asyncpg returns None only when used without await
         raise RuntimeError("asyncpg.create_pool returned None")
     return pool

@@ -1,7 +1,9 @@
 """Leader election on the LeaseStore: one allocator writes, the others stand by.
 
 The keeper calls ``LeaseStore.acquire`` every ``renew_s`` (taking a free or expired lease bumps
-the epoch; the holder's call renews it). It believes itself leader only until ``ttl_s`` after the
+the epoch; the holder's call renews it). Only a keeper that holds the lease renews: one that does
+not is refused while a live lease carries its holder name, so a second process claiming a live
+holder's identity never leads beside it. It believes itself leader only until ``ttl_s`` after the
 start of its last successful renewal, minus ``renew_s`` of margin, so a leader cut off from the
 database stops before anyone else can take over; the epoch in every append is what makes a late
 write fail (FencedError). ``release`` hands the lease over at once on a clean shutdown.
@@ -65,7 +67,7 @@ class LeaseKeeper:
         started = time.monotonic()
         try:
             lease = await self._leases.acquire(self.name, holder=self.holder, ttl_s=self.ttl_s,
-                                               now=self._clock())
+                                               now=self._clock(), renew=was_leader)
         except Exception as exc:  # database unreachable: keep the lease only while it is trusted
             log.warning("lease renewal failed", error=repr(exc))
             lease = self._lease if self.is_leader else None

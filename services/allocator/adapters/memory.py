@@ -43,14 +43,15 @@ class InMemoryLeaseStore:
     def __init__(self) -> None:
         self.leases: dict[str, Lease] = {}
 
-    async def acquire(self, name: str, *, holder: str, ttl_s: float, now: datetime) -> Lease | None:
+    async def acquire(self, name: str, *, holder: str, ttl_s: float, now: datetime,
+                      renew: bool = True) -> Lease | None:
         """Take, renew or refuse the lease (see :class:`services.allocator.ports.LeaseStore`)."""
         now = projection.utc(now)
         current = self.leases.get(name)
         expires = now + timedelta(seconds=ttl_s)
         if current is None:
             lease = Lease(name=name, holder=holder, epoch=1, expires_at=expires)
-        elif current.holder == holder and current.expires_at > now:
+        elif current.holder == holder and current.expires_at > now and renew:
             lease = Lease(name=name, holder=holder, epoch=current.epoch, expires_at=expires)
         elif current.expires_at <= now:
             lease = Lease(name=name, holder=holder, epoch=current.epoch + 1, expires_at=expires)
@@ -84,6 +85,7 @@ class InMemoryEventStore:
         self.rows: list[StoredRow] = []
         self.intents: dict[str, tuple[int, int]] = {}
         self.snapshots: dict[int, bytes] = {}
+        self.relay_positions: dict[str, int] = {}
         self.gpus: dict[str, projection.Row] = {}
         self.allocations = allocation_table.AllocationTable()
         self.quota_usage: dict[str, projection.Row] = {}
@@ -145,6 +147,14 @@ class InMemoryEventStore:
         """Newest snapshot plus the events after it (empty state when there is no snapshot)."""
         state = decode_snapshot(self.snapshots[max(self.snapshots)]) if self.snapshots else ClusterState.empty()
         return await fold(state, self.read(after=state.position))
+
+    async def relay_position(self, name: str) -> int | None:
+        """The last position relay ``name`` recorded (None when never)."""
+        return self.relay_positions.get(name)
+
+    async def save_relay_position(self, name: str, position: int) -> None:
+        """Record ``position`` for relay ``name``."""
+        self.relay_positions[name] = position
 
     async def latest_snapshot(self) -> tuple[int, bytes] | None:
         """The newest snapshot as (position, encoded state), or None."""

@@ -1,8 +1,8 @@
 """Loading the projection from PostgreSQL fast: newest snapshot, then the tail of the log folded page by page.
 
 Only ``position``, ``type`` and ``data`` are fetched (no timestamps to parse), the next page is
-requested before the current one is folded, and each page is folded in a plain loop under
-``ClusterState.bulk()`` with the cyclic GC paused. Decoding never skips a row: the first row that
+requested before the current one is folded, and each page is folded in a plain loop with the
+cyclic GC paused. Decoding never skips a row: the first row that
 cannot be decoded raises CorruptEventError naming its position and type.
 """
 
@@ -51,7 +51,7 @@ async def replay_tail(pool: asyncpg.Pool, state: ClusterState) -> ClusterState:
     async with pool.acquire() as conn:
         pending: asyncio.Task[list[Any]] | None = _fetch(conn, state.position)
         try:
-            with no_cyclic_gc(), state.bulk():
+            with no_cyclic_gc():
                 while pending is not None:
                     rows = await pending
                     pending = None

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import asyncpg
@@ -58,10 +59,19 @@ WHERE position > $1 ORDER BY position LIMIT $2
 
 
 class PostgresEventStore:
-    """EventStore on PostgreSQL through an asyncpg pool (schema: migrations/, tables.py)."""
+    """EventStore on PostgreSQL through an asyncpg pool (schema: migrations/, tables.py).
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    ``statement_timeout_s``: each append transaction's ``statement_timeout`` (the allocator ties it
+    to the lease TTL; None keeps the session's); when set, an append that times out waiting for the
+    append lock ends the writers stalled on it for longer (:func:`end_stalled_writers`)."""
+
+    def __init__(self, pool: asyncpg.Pool, *, statement_timeout_s: float | None = None) -> None:
         self.pool = pool
+        self._begin = _BEGIN
+        self._timeout_s = statement_timeout_s
+        if statement_timeout_s is not None:
+            ms = max(1, round(statement_timeout_s * 1000))
+            self._begin = _BEGIN.replace("BEGIN;", f"BEGIN; SET LOCAL statement_timeout = {ms};", 1)
 
     async def append(self, batch: Sequence[DecidedIntent], *, lease: str, epoch: int,
                      state: ClusterState) -> list[StoredEvent]:
@@ -72,11 +82,13 @@ class PostgresEventStore:
         """
         async with self.pool.acquire() as conn:
             try:
-                await conn.execute(_BEGIN)
+                await conn.execute(self._begin)
                 stored = await self._append_locked(conn, batch, lease=lease, epoch=epoch, state=state)
-            except BaseException:
+            except BaseException as exc:
                 with contextlib.suppress(Exception):  # a broken connection is reset by the pool
                     await conn.execute("ROLLBACK")
+                if isinstance(exc, asyncpg.LockNotAvailableError | asyncpg.QueryCanceledError) and self._timeout_s:
+                    await end_stalled_writers(self.pool, older_than_s=self._timeout_s, lease=lease)
                 raise
             await conn.execute("COMMIT")
         return stored
@@ -149,6 +161,16 @@ class PostgresEventStore:
                 "DELETE FROM snapshots WHERE position NOT IN "
                 "(SELECT position FROM snapshots ORDER BY position DESC LIMIT $1)", KEEP_SNAPSHOTS)
 
+    async def relay_position(self, name: str) -> int | None:
+        """The ``relay_position`` row of relay ``name`` (None when there is none)."""
+        value = await self.pool.fetchval("SELECT position FROM relay_position WHERE name = $1", name)
+        return None if value is None else int(value)
+
+    async def save_relay_position(self, name: str, position: int) -> None:
+        """Upsert relay ``name``'s position."""
+        await self.pool.execute("INSERT INTO relay_position (name, position) VALUES ($1, $2) ON CONFLICT (name) "
+                                "DO UPDATE SET position = EXCLUDED.position", name, position)
+
     async def latest_snapshot(self) -> tuple[int, bytes] | None:
         """The newest snapshot as (position, encoded state), or None."""
         row = await self.pool.fetchrow("SELECT position, state FROM snapshots ORDER BY position DESC LIMIT 1")
@@ -202,6 +224,30 @@ async def _insert_log(conn: asyncpg.Connection, batch: Sequence[DecidedIntent], 
                        [d.intent_id for d in batch], [d.stream_seq for d in batch], positions)
 
 
+_END_STALLED = """
+SELECT count(*) FILTER (WHERE pg_terminate_backend(w.pid)) FROM (
+    SELECT DISTINCT l.pid FROM pg_locks l JOIN pg_stat_activity a USING (pid)
+    WHERE l.granted AND l.pid <> pg_backend_pid()
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND ((l.relation = 'leases'::regclass AND l.mode = 'RowShareLock')
+           OR (l.relation = 'events'::regclass AND l.mode = 'ExclusiveLock'))
+      AND (a.xact_start < clock_timestamp() - make_interval(secs => $1)
+           OR EXISTS (SELECT 1 FROM leases WHERE name = $2 AND expires_at <= $3))
+) AS w
+"""
+NEVER = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+async def end_stalled_writers(pool: asyncpg.Pool, *, older_than_s: float, lease: str, at: datetime = NEVER) -> int:
+    """Terminate the sessions that hold the fence (``FOR SHARE`` on the lease row) or the append
+    lock (``EXCLUSIVE`` on ``events``) in a transaction older than ``older_than_s`` seconds, or at
+    all once lease ``lease`` has expired at ``at``; returns how many. A writer paused in the middle
+    of a statement is beyond PostgreSQL's statement and idle timeouts (neither is serviced while
+    the backend waits on its client), and would block every takeover; ``pg_terminate_backend``
+    (allowed for the same role) ends it, its transaction rolls back, a retry is fenced."""
+    return int(await pool.fetchval(_END_STALLED, older_than_s, lease, at) or 0)
+
+
 class PostgresLeaseStore:
     """LeaseStore on the ``leases`` table: one upsert decides take / renew / refuse atomically."""
 
@@ -209,18 +255,34 @@ class PostgresLeaseStore:
     INSERT INTO leases AS l (name, holder, epoch, expires_at) VALUES ($1, $2, 1, $3)
     ON CONFLICT (name) DO UPDATE SET holder = EXCLUDED.holder, expires_at = EXCLUDED.expires_at,
         epoch = CASE WHEN l.holder = EXCLUDED.holder AND l.expires_at > $4 THEN l.epoch ELSE l.epoch + 1 END
-    WHERE l.holder = EXCLUDED.holder OR l.expires_at <= $4
+    WHERE (l.holder = EXCLUDED.holder AND $5) OR l.expires_at <= $4
     RETURNING name, holder, epoch, expires_at
     """
 
     def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
 
-    async def acquire(self, name: str, *, holder: str, ttl_s: float, now: datetime) -> Lease | None:
+    async def acquire(self, name: str, *, holder: str, ttl_s: float, now: datetime,
+                      renew: bool = True) -> Lease | None:
         """Take the lease if free or expired at ``now`` (epoch + 1), renew it if ``holder`` has it
-        (same epoch), else None. ``now`` is the caller's clock (UTC); expiry is ``now + ttl_s``."""
+        and ``renew`` (same epoch), else None. ``now`` is the caller's clock (UTC); expiry is
+        ``now + ttl_s``.
+
+        Waits at most the session's ``lock_timeout`` for a busy lease row. When that runs out and
+        the lease has expired (or the blocking transaction is older than two TTLs), the writers
+        still holding the fence or the append lock are stalled: their sessions are terminated
+        (:func:`end_stalled_writers`) and None is returned: the caller's
+        next round takes the lease at once (a lease taken at the end of a long wait would already
+        be too old to trust). Their transactions roll back; a deposed writer's retry is fenced."""
         now = projection.utc(now)
-        row = await self.pool.fetchrow(self._ACQUIRE, name, holder, now + timedelta(seconds=ttl_s), now)
+        started = time.monotonic()
+        try:
+            row = await self.pool.fetchrow(self._ACQUIRE, name, holder, now + timedelta(seconds=ttl_s), now, renew)
+        except asyncpg.LockNotAvailableError:
+            waited = timedelta(seconds=time.monotonic() - started)  # the caller's clock after the wait
+            if not await end_stalled_writers(self.pool, older_than_s=2 * ttl_s, lease=name, at=now + waited):
+                raise
+            return None
         if row is None:
             return None
         return Lease(name=row[0], holder=row[1], epoch=int(row[2]), expires_at=row[3])

@@ -34,10 +34,10 @@ def no_cyclic_gc() -> Iterator[None]:
 async def fold(state: ClusterState, events: AsyncIterator[StoredEvent]) -> ClusterState:
     """Apply ``events`` (in position order) to ``state`` with ``evolve``; sets ``state.position``.
 
-    Returns the same (mutated) state, its node index re-ranked once per changed node at the end
-    (also when the reader raises, e.g. CorruptEventError, which propagates).
+    Returns the same (mutated) state (a Scheduler re-ranks the touched nodes once, at its next
+    decision). A reader error (e.g. CorruptEventError) propagates.
     """
-    with no_cyclic_gc(), state.bulk():
+    with no_cyclic_gc():
         async for stored in events:
             evolve(state, stored.event)
             state.position = stored.position

@@ -8,6 +8,7 @@ columns hold integer milli-TFLOPS, VRAM columns integer bytes, times are UTC ``t
 - ``processed_intents``: one row per decided intent (NATS stream sequence, last position).
 - ``snapshots``: msgpack state (``encode_snapshot``) at a position.
 - ``leases``: the single-writer lease row with its fencing ``epoch``.
+- ``relay_position``: per relay, the last log position known to be in GPULEDGER_EVENTS.
 - ``gpus``, ``allocations``, ``quota_usage``: read models projected in the append transaction.
 """
 
@@ -69,6 +70,13 @@ leases = Table(
     Column("holder", Text, nullable=False),
     Column("epoch", BigInteger, nullable=False),
     Column("expires_at", DateTime(timezone=True), nullable=False),
+)
+
+relay_position = Table(
+    "relay_position",
+    metadata,
+    Column("name", Text, primary_key=True),
+    Column("position", BigInteger, nullable=False),
 )
 
 gpus = Table(

@@ -24,7 +24,7 @@ async def readyz(request: web.Request) -> web.Response:
     allocator = allocator_of(request)
     body = {"role": allocator.keeper.role, "epoch": allocator.keeper.epoch,
             "position": allocator.state.position, "holder": allocator.keeper.holder}
-    return web.json_response(body, status=200 if allocator.loaded.is_set() else 503)
+    return web.json_response(body, status=200 if allocator.loaded.is_set() and not allocator.stuck else 503)
 
 
 async def metrics(request: web.Request) -> web.Response:

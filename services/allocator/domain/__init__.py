@@ -2,7 +2,7 @@
 
 No I/O, no clock, no randomness: time is passed in, ids come with the intents. ``process`` is
 what the allocator service runs for each intent (decide, evolve, drain the queue).
-Rules follow TensorFusion's gpuallocator (spec/allocator.md); deviations are listed in
+Rules follow TensorFusion's gpuallocator (internal/gpuallocator); deviations are listed in
 docs/compatibility.md.
 """
 
@@ -11,10 +11,12 @@ from services.allocator.domain.decide import decide
 from services.allocator.domain.evolve import evolve
 from services.allocator.domain.inventory import expired_nodes
 from services.allocator.domain.process import process
+from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState, decode_snapshot, digest, encode_snapshot
 
 __all__ = [
     "ClusterState",
+    "Scheduler",
     "decide",
     "decode_snapshot",
     "digest",

@@ -1,4 +1,4 @@
-"""Deciding RequestAllocation and ReleaseAllocation.
+"""Deciding RequestAllocation and ReleaseAllocation, and ``attempt``: the admission of one request.
 
 A request is rejected when it is invalid, names an unknown pool, breaks a per-workload quota
 cap, or could never fit the pool's inventory even if it were empty (a static filter pass);
@@ -8,44 +8,46 @@ blocked it (TensorFusion FilterDetail, so "why is my pod waiting" has an answer)
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 from events import decisions as ev
 from events.intents import ReleaseAllocation, RequestAllocation
 from events.values import AllocationSpec, FilterCount
-from services.allocator.domain.framework import Context
-from services.allocator.domain.need import shape_key
-from services.allocator.domain.placement import Blocked, Grant, attempt, prepare
-from services.allocator.domain.quota import check_single
+from services.allocator.domain.model import QuotaUsage
+from services.allocator.domain.placement import Blocked, Grant, charge_on, exact_quota, lower_bound_usage, usage_on
+from services.allocator.domain.quota import check_single, check_totals
+from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.validation import check_spec
 
 
-def filter_pass(state: ClusterState, spec: AllocationSpec, *, static: bool = False) -> tuple[list[FilterCount], int]:
-    """Per-filter GPU removal counts for ``spec`` over its pool, and how many nodes would fit."""
-    need, chain = prepare(spec)
-    nodes = [state.nodes[n] for n in sorted(state.pool_nodes.get(spec.pool, ()))]
-    ctx = Context(state.pool_config(spec.pool), static=static)
-    return chain.explain(nodes, state.gpus, need, ctx, free=state.index.free)
+def attempt(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler, *,
+            restrict: Iterable[str] | None = None) -> Grant | Blocked:
+    """Admit ``spec`` now if it fits (quota, filters, strategy, exact quota); never mutates ``state``."""
+    quota = state.quotas.get(spec.namespace)
+    usage = state.usage.get(spec.namespace) or QuotaUsage()
+    if quota is not None:
+        block = check_totals(quota, spec.namespace, usage=usage, add=lower_bound_usage(spec))
+        if block is not None:
+            return Blocked("quota", block.reason, block)
+    found = scheduler.find(state, spec, restrict=restrict)
+    if found is None:
+        return Blocked("capacity", f"no node in pool {spec.pool} has {spec.gpu_count} GPU(s) that fit")
+    node, gpus = found
+    add = usage_on(gpus, spec)
+    if quota is not None:
+        block = exact_quota(quota, spec, gpus, usage, add)
+        if block is not None:
+            return Blocked("quota", block.reason, block)
+    charges = tuple(charge_on(g, spec) for g in gpus)
+    return Grant(node.name, tuple(g.spec.name for g in gpus), charges, add)
 
 
-_STATIC_CACHE_LIMIT = 4096
-
-
-def _static_pass(state: ClusterState, spec: AllocationSpec) -> tuple[list[FilterCount], int]:
-    """The static filter pass, cached by request shape until the inventory changes."""
-    key = shape_key(spec)
-    cached = state.static_fit.get(key)
-    if cached is None:
-        if len(state.static_fit) >= _STATIC_CACHE_LIMIT:
-            state.static_fit.clear()
-        cached = state.static_fit[key] = filter_pass(state, spec, static=True)
-    return cached
-
-
-def explain(state: ClusterState, spec: AllocationSpec) -> list[FilterCount]:
-    """How many of the pool's GPUs each filter removes for ``spec`` now (for simulate and status)."""
-    return filter_pass(state, spec)[0]
+def explain(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler | None = None) -> list[FilterCount]:
+    """How many of the pool's GPUs each filter removes for ``spec`` now (for simulate and status).
+    Without a ``scheduler`` a fresh one is built (one-off use)."""
+    return (scheduler or Scheduler()).filter_pass(state, spec)[0]
 
 
 def summarize(filters: list[FilterCount], total: int, pool: str) -> str:
@@ -61,7 +63,8 @@ def granted(spec: AllocationSpec, grant: Grant, *, now: datetime, from_queue: bo
     )
 
 
-def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime) -> list[ev.AnyEvent]:
+def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime, scheduler: Scheduler
+                   ) -> list[ev.AnyEvent]:
     """RequestAllocation -> AllocationGranted | AllocationQueued | AllocationRejected | IntentRejected."""
     spec = intent.spec
     problem = check_spec(spec)
@@ -83,17 +86,18 @@ def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime
     if cap_block:
         return [ev.AllocationRejected(at=now, spec=spec, code="quota", reason=cap_block.reason,
                                       quota_dimension=cap_block.dimension)]
-    outcome = attempt(state, spec)
+    outcome = attempt(state, spec, scheduler)
     if isinstance(outcome, Grant):
         return [granted(spec, outcome, now=now, from_queue=False)]
-    return [_not_now(state, spec, outcome, now)]
+    return [_not_now(state, spec, outcome, now, scheduler)]
 
 
-def _not_now(state: ClusterState, spec: AllocationSpec, blocked: Blocked, now: datetime) -> ev.AnyEvent:
-    filters, _ = filter_pass(state, spec)
+def _not_now(state: ClusterState, spec: AllocationSpec, blocked: Blocked, now: datetime, scheduler: Scheduler
+             ) -> ev.AnyEvent:
+    filters, _ = scheduler.filter_pass(state, spec)
     total = sum(f.removed for f in filters)
     if blocked.code == "capacity":
-        static_filters, static_fit = _static_pass(state, spec)
+        static_filters, static_fit = scheduler.static_pass(state, spec)
         if static_fit == 0:
             reason = "can never fit: " + summarize(static_filters, total, spec.pool)
             return ev.AllocationRejected(at=now, spec=spec, code="unschedulable", reason=reason,

@@ -15,6 +15,7 @@ from services.allocator.domain import profile
 from services.allocator.domain.allocate import decide_release, decide_request
 from services.allocator.domain.inventory import decide_heartbeats, decide_register, decide_remove
 from services.allocator.domain.resize import decide_resize
+from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.validation import check_pool, check_quota
 
@@ -50,11 +51,16 @@ def _configure_pool(state: ClusterState, intent: it.ConfigurePool, now: datetime
     return [ev.PoolConfigured(at=now, pool=intent.pool, config=intent.config)]
 
 
-def decide(state: ClusterState, intent: it.AnyIntent, now: datetime) -> list[ev.AnyEvent]:
-    """The events ``intent`` produces against ``state`` at ``now`` (UTC); never mutates ``state``."""
+def decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler: Scheduler | None = None
+           ) -> list[ev.AnyEvent]:
+    """The events ``intent`` produces against ``state`` at ``now`` (UTC); never mutates ``state``.
+
+    ``scheduler`` is the caller's long-lived Scheduler for this state (built in the composition
+    root); without one a fresh Scheduler is built, which indexes the whole state (one-off use).
+    """
     match intent:
         case it.RequestAllocation():
-            return decide_request(state, intent, now)
+            return decide_request(state, intent, now, scheduler or Scheduler())
         case it.ReleaseAllocation():
             return decide_release(state, intent, now)
         case it.ResizeAllocation():

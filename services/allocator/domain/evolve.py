@@ -1,7 +1,9 @@
 """evolve(state, event) -> state: the one place cluster state changes (the projection fold).
 
 The same function updates the live state after each decision and rebuilds state on replay, so
-the two cannot diverge. GPU usage and namespace usage are sums of live charges, added on grant
+the two cannot diverge. It reports what it touched in ``state.changes`` (the nodes whose
+records, GPUs or pool settings changed; inventory changes), from which a Scheduler refreshes
+its index and caches. GPU usage and namespace usage are sums of live charges, added on grant
 and subtracted on release with the very amounts recorded, so a release restores exactly.
 """
 
@@ -13,9 +15,20 @@ from typing import Any
 import msgspec
 
 from events import decisions as ev
-from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState, QuotaUsage
+from events.values import AllocationSpec
+from services.allocator.domain.model import (
+    GRANTED,
+    QUEUED,
+    AllocationState,
+    GpuState,
+    NodeState,
+    QuotaUsage,
+    RecentRequests,
+    RequestShape,
+)
 from services.allocator.domain.placement import usage_on
 from services.allocator.domain.state import ClusterState
+from services.allocator.domain.target import EPOCH, WINDOW, learned
 
 _EMPTY_USAGE = QuotaUsage()
 
@@ -35,6 +48,8 @@ def _add_usage(state: ClusterState, namespace: str, delta: QuotaUsage, *, sign: 
 
 def _granted(state: ClusterState, e: ev.AllocationGranted) -> None:
     spec, aid = e.spec, e.spec.allocation_id
+    if not e.from_queue:
+        _arrived(state, spec)
     previous = state.allocations.get(aid)
     if previous is not None and previous.status == QUEUED:
         state.queue.remove(aid, previous.spec.qos)
@@ -53,10 +68,28 @@ def _granted(state: ClusterState, e: ev.AllocationGranted) -> None:
         spec=spec, status=GRANTED, requested_at=previous.requested_at if previous else e.at, node=e.node,
         gpus=list(e.gpus), charges=list(e.charges), granted_at=e.at, usage=usage,
     )
-    state.refresh_node(e.node)
+    state.changes.touch(e.node)
+
+
+def _arrived(state: ClusterState, spec: AllocationSpec) -> None:
+    """Record a request's shape in its pool's recent requests; adopt a learned mix at an epoch
+    crossing (rule: services.allocator.domain.target)."""
+    recent = state.recent.get(spec.pool)
+    if recent is None:
+        recent = state.recent[spec.pool] = RecentRequests()
+    recent.arrivals += 1
+    recent.shapes.append(RequestShape(spec.cpu_milli, spec.request.milli_tflops, spec.request.compute_milli_percent,
+                                      spec.gpu_count, spec.gpu_models))
+    if len(recent.shapes) > WINDOW:
+        del recent.shapes[0]
+    if recent.arrivals % EPOCH == 0:
+        mix = learned(state, spec.pool, recent)
+        if mix is not None:
+            recent.mix = mix
 
 
 def _queued(state: ClusterState, e: ev.AllocationQueued) -> None:
+    _arrived(state, e.spec)
     allocation = AllocationState(spec=e.spec, status=QUEUED, requested_at=e.at, queue_seq=state.queue.next_seq,
                                  reason=e.reason, code=e.code)
     state.allocations[e.spec.allocation_id] = allocation
@@ -80,7 +113,7 @@ def _released(state: ClusterState, e: ev.AllocationReleased) -> None:
     node.used_cpu_milli -= allocation.spec.cpu_milli
     node.used_memory_bytes -= allocation.spec.memory_bytes
     _add_usage(state, allocation.spec.namespace, allocation.usage or _EMPTY_USAGE, sign=-1)
-    state.refresh_node(node.name)
+    state.changes.touch(node.name)
 
 
 def _resized(state: ClusterState, e: ev.AllocationResized) -> None:
@@ -96,7 +129,7 @@ def _resized(state: ClusterState, e: ev.AllocationResized) -> None:
     _add_usage(state, allocation.spec.namespace, usage, sign=1)
     allocation.charges = list(e.charges)
     allocation.usage = usage
-    state.refresh_node(allocation.node)
+    state.changes.touch(allocation.node)
 
 
 def _set_pool(state: ClusterState, node: NodeState, pool: str) -> None:
@@ -112,7 +145,7 @@ def _set_pool(state: ClusterState, node: NodeState, pool: str) -> None:
 
 
 def _registered(state: ClusterState, e: ev.NodeRegistered) -> None:
-    state.static_fit.clear()
+    state.changes.inventory += 1
     node = state.nodes.get(e.node)
     if node is None:
         node = state.nodes[e.node] = NodeState(name=e.node, pool=e.pool)
@@ -129,7 +162,7 @@ def _registered(state: ClusterState, e: ev.NodeRegistered) -> None:
             gpu.spec, gpu.phase = spec, spec.phase
     node.gpus = reported + [name for name in node.gpus if name not in reported_set]
     _set_pool(state, node, e.pool)
-    state.refresh_node(e.node)
+    state.changes.touch(e.node)
 
 
 def _heartbeat(state: ClusterState, e: ev.NodeHeartbeat) -> None:
@@ -137,7 +170,7 @@ def _heartbeat(state: ClusterState, e: ev.NodeHeartbeat) -> None:
 
 
 def _node_removed(state: ClusterState, e: ev.NodeRemoved) -> None:
-    state.static_fit.clear()
+    state.changes.inventory += 1
     node = state.nodes.pop(e.node)
     for name in node.gpus:
         del state.gpus[name]
@@ -145,25 +178,25 @@ def _node_removed(state: ClusterState, e: ev.NodeRemoved) -> None:
     members.discard(node.name)
     if not members:
         del state.pool_nodes[node.pool]
-    state.drop_node(node.name)
+    state.changes.touch(node.name)
 
 
 def _node_phase(state: ClusterState, e: ev.NodePhaseChanged) -> None:
     state.nodes[e.node].phase = e.phase
-    state.refresh_node(e.node)
+    state.changes.touch(e.node)
 
 
 def _gpu_capacity(state: ClusterState, e: ev.GpuCapacityChanged) -> None:
-    state.static_fit.clear()
+    state.changes.inventory += 1
     gpu = state.gpus[e.gpu]
     gpu.spec = msgspec.structs.replace(gpu.spec, capacity=e.capacity)
-    state.refresh_node(gpu.node)
+    state.changes.touch(gpu.node)
 
 
 def _gpu_phase(state: ClusterState, e: ev.GpuPhaseChanged) -> None:
     gpu = state.gpus[e.gpu]
     gpu.phase = e.phase
-    state.refresh_node(gpu.node)
+    state.changes.touch(gpu.node)
 
 
 def _quota_set(state: ClusterState, e: ev.QuotaSet) -> None:
@@ -177,7 +210,7 @@ def _quota_removed(state: ClusterState, e: ev.QuotaRemoved) -> None:
 def _pool_configured(state: ClusterState, e: ev.PoolConfigured) -> None:
     state.pools[e.pool] = e.config
     for name in sorted(state.pool_nodes.get(e.pool, ())):
-        state.refresh_node(name)
+        state.changes.touch(name)
 
 
 _HANDLERS: dict[type, Callable[[ClusterState, Any], None]] = {

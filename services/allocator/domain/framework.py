@@ -1,5 +1,8 @@
-"""The filter framework: plugin protocols, the per-decision context, and the two filter passes.
+"""The filter framework (kube-scheduler's shape): plugin protocols, Status, the per-decision
+context, and the two filter passes of one request's chain.
 
+A filter plugin answers a :class:`Status` (code + reason), never a bare bool, and the framework
+never names a plugin: what it may skip it learns from what plugins declare (``capacity_bound``).
 ``node_candidates`` is the hot path (one node's GPUs that pass every filter); ``explain`` is the
 full pass that counts, per filter, how many GPUs of the pool it removed (TensorFusion
 FilterDetail), used when a request is queued or rejected and by ``simulate``. A ``static`` pass
@@ -8,19 +11,31 @@ ignores everything that can change (usage, phases, liveness) and answers "could 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from collections.abc import Callable, Iterable, Sequence
+from typing import ClassVar, NamedTuple, Protocol
 
 from events.values import FilterCount, PoolConfig
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need
 
-if TYPE_CHECKING:
-    from services.allocator.domain.index import NodeFree
-
 SAME_NODE = "SameNodeFilter"
-PHASE, ISOLATION, RESOURCE = "PhaseFilter", "GPUIsolationModeFilter", "ResourceFilter"
-_BULK_SAFE = frozenset({PHASE, ISOLATION, RESOURCE, "GPUModelFilter", "GPUVendorFilter"})
+"""The pseudo-filter of the report: GPUs that passed every filter on a node with too few of them."""
+
+SUCCESS = "Success"
+UNSCHEDULABLE = "Unschedulable"
+UNRESOLVABLE = "UnschedulableAndUnresolvable"
+
+
+class Status(NamedTuple):
+    """A filter's verdict (kube-scheduler framework.Status): ``code`` is :data:`SUCCESS`,
+    :data:`UNSCHEDULABLE` (may pass later) or :data:`UNRESOLVABLE`; ``reason`` is for people."""
+
+    code: str
+    reason: str = ""
+
+
+OK = Status(SUCCESS)
+"""The one passing status; filters return this very object so the hot path compares identity."""
 
 
 class Context:
@@ -34,16 +49,22 @@ class Context:
 
 
 class GpuFilter(Protocol):
-    """Removes single GPUs (TensorFusion filter plugin). ``name`` appears in FilterCount."""
+    """Removes single GPUs (TensorFusion filter plugin). ``name`` appears in FilterCount.
+
+    ``capacity_bound`` declares that the filter checks free capacity that the node index's
+    summary bounds (the largest free amounts of the node's GPUs): on a node the summary rules
+    out, it removes every GPU that reaches it, so ``explain`` need not ask it or later filters.
+    """
 
     name: ClassVar[str]
+    capacity_bound: ClassVar[bool]
 
     def enabled(self, need: Need) -> bool:
-        """Whether this filter runs for ``need`` at all."""
+        """Whether this filter runs for ``need`` at all (it may read only what ``shape_key`` covers)."""
         ...
 
-    def admits(self, gpu: GpuState, need: Need, ctx: Context) -> bool:
-        """True when ``gpu`` stays a candidate."""
+    def filter(self, gpu: GpuState, need: Need, ctx: Context) -> Status:
+        """:data:`OK` when ``gpu`` stays a candidate, else why not."""
         ...
 
 
@@ -53,29 +74,35 @@ class NodeFilter(Protocol):
     name: ClassVar[str]
 
     def enabled(self, need: Need) -> bool:
-        """Whether this filter runs for ``need`` at all."""
+        """Whether this filter runs for ``need`` at all (it may read only what ``shape_key`` covers)."""
         ...
 
-    def admits(self, node: NodeState, need: Need, ctx: Context) -> bool:
-        """True when ``node``'s GPUs stay candidates."""
+    def filter(self, node: NodeState, need: Need, ctx: Context) -> Status:
+        """:data:`OK` when ``node``'s GPUs stay candidates, else why not."""
         ...
+
+
+MayFit = Callable[[str], bool]
+"""The node index's summary test for one need: False only when no GPU of the node can hold it."""
 
 
 class Chain:
     """The filters enabled for one request, node-level and GPU-level, in registry order."""
 
-    __slots__ = ("bulk", "gpu_filters", "node_filters", "order")
+    __slots__ = ("before_bound", "gpu_filters", "node_filters", "order")
 
     def __init__(self, node_filters: Sequence[NodeFilter], gpu_filters: Sequence[GpuFilter], need: Need) -> None:
         self.node_filters = tuple(f for f in node_filters if f.enabled(need))
         self.gpu_filters = tuple(f for f in gpu_filters if f.enabled(need))
         self.order = tuple(f.name for f in self.node_filters) + tuple(f.name for f in self.gpu_filters)
-        names = {f.name for f in self.gpu_filters}
-        self.bulk = names <= _BULK_SAFE and RESOURCE in names and not need.shared
+        bound = next((i for i, f in enumerate(self.gpu_filters) if f.capacity_bound), None)
+        self.before_bound: tuple[tuple[GpuFilter, ...], str] | None = (
+            None if bound is None else (self.gpu_filters[:bound], self.gpu_filters[bound].name))
+        """The filters before the first capacity-bound one, and that one's name (None: none)."""
 
     def node_admits(self, node: NodeState, need: Need, ctx: Context) -> bool:
         """True when every node-level filter admits ``node``."""
-        return all(f.admits(node, need, ctx) for f in self.node_filters)
+        return all(f.filter(node, need, ctx) is OK for f in self.node_filters)
 
     def node_candidates(
         self, node: NodeState, gpus: dict[str, GpuState], need: Need, ctx: Context
@@ -86,7 +113,7 @@ class Chain:
         for name in node.gpus:
             gpu = gpus[name]
             for f in filters:
-                if not f.admits(gpu, need, ctx):
+                if f.filter(gpu, need, ctx) is not OK:
                     break
             else:
                 out.append(gpu)
@@ -94,29 +121,28 @@ class Chain:
 
     def explain(
         self, nodes: Iterable[NodeState], gpus: dict[str, GpuState], need: Need, ctx: Context,
-        *, free: Mapping[str, NodeFree] | None = None,
+        *, may_fit: MayFit | None = None,
     ) -> tuple[list[FilterCount], int]:
         """Per-filter removal counts over ``nodes`` (in chain order, SameNodeFilter last) and the
         number of nodes left with at least ``need.count`` candidates.
 
-        With ``free`` (the node index's per-node summary), a node where no GPU can hold one share
-        is counted in bulk: PhaseFilter and GPUIsolationModeFilter take what they would remove and
-        ResourceFilter the rest, which is exactly what the per-GPU walk would count.
+        With ``may_fit`` (the node index's summary), on a node it rules out only the filters
+        before the first capacity-bound one are asked per GPU; that one takes the rest, which is
+        exactly what the full walk would count.
         """
         removed = dict.fromkeys(self.order, 0)
         removed[SAME_NODE] = 0
         fitting = 0
-        bulk = self.bulk and not ctx.static and free is not None
+        short = self.before_bound if may_fit is not None and not ctx.static else None
         for node in nodes:
             rejecting = self._node_rejecting(node, need, ctx)
             if rejecting is not None:
                 removed[rejecting] += len(node.gpus)
                 continue
-            summary = free.get(node.name) if bulk and free is not None else None
-            if summary is not None and not summary.may_fit(need):
-                self._count_bulk(summary, need, removed)
+            if short is not None and may_fit is not None and not may_fit(node.name):
+                self._count(node, gpus, need, ctx, removed, short[0], short[1])
                 continue
-            survivors = self._count_survivors(node, gpus, need, ctx, removed)
+            survivors = self._count(node, gpus, need, ctx, removed, self.gpu_filters, None)
             if survivors >= need.count:
                 fitting += 1
             else:
@@ -125,28 +151,27 @@ class Chain:
 
     def _node_rejecting(self, node: NodeState, need: Need, ctx: Context) -> str | None:
         for f in self.node_filters:
-            if not f.admits(node, need, ctx):
+            if f.filter(node, need, ctx) is not OK:
                 return f.name
         return None
 
-    def _count_bulk(self, summary: NodeFree, need: Need, removed: dict[str, int]) -> None:
-        isolation = 0
-        if ISOLATION in removed and (len(summary.modes) > 1 or "" not in summary.modes):
-            isolation = sum(n for mode, n in summary.modes.items() if mode not in ("", need.isolation))
-            removed[ISOLATION] += isolation
-        removed[PHASE] += summary.ineligible
-        removed[RESOURCE] += summary.total - summary.ineligible - isolation
-
-    def _count_survivors(
-        self, node: NodeState, gpus: dict[str, GpuState], need: Need, ctx: Context, removed: dict[str, int]
+    @staticmethod
+    def _count(
+        node: NodeState, gpus: dict[str, GpuState], need: Need, ctx: Context, removed: dict[str, int],
+        filters: tuple[GpuFilter, ...], rest: str | None,
     ) -> int:
+        """Count each GPU under the first of ``filters`` that removes it; the ones left go to
+        ``rest`` (when given) or are returned as survivors."""
         survivors = 0
         for name in node.gpus:
             gpu = gpus[name]
-            for f in self.gpu_filters:
-                if not f.admits(gpu, need, ctx):
+            for f in filters:
+                if f.filter(gpu, need, ctx) is not OK:
                     removed[f.name] += 1
                     break
             else:
-                survivors += 1
+                if rest is None:
+                    survivors += 1
+                else:
+                    removed[rest] += 1
         return survivors

@@ -1,11 +1,12 @@
 """NodeIndex: per pool, nodes ordered by their strategy score, bucketed by how much one GPU has free.
 
-Kept up to date by ``evolve`` (``refresh`` after any change to a node's GPUs or the pool
-settings). A node's free class is ``floor(K × f)`` where ``f`` is the largest share of one of its
-GPUs that is free in both TFLOPS and VRAM; a request needing share ``r`` of a GPU only walks the
-classes that can hold it, merged back into score order, and skips a node whose largest free
-amounts cannot hold one share without looking at its GPUs. Never serialised: rebuilt from a
-snapshot.
+Owned by the Scheduler and refreshed for the nodes ``evolve`` reports as touched (any change to
+a node's GPUs, liveness, or its pool's settings). A node's free class is ``floor(K × f)`` where
+``f`` is the largest free share of TFLOPS of one of its GPUs; a request needing share ``r`` of a
+GPU's TFLOPS only walks the classes that can hold it, merged back into score order, and skips a
+node whose largest free amounts (TFLOPS and VRAM apart) cannot hold one share without looking at
+its GPUs. (Classing by the smaller of the TFLOPS and VRAM shares would wrongly skip a GPU with
+all its TFLOPS free and a little VRAM taken for a request of TFLOPS only.) Never serialised: rebuilt from the state.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from sortedcontainers import SortedList
 from events.values import PoolConfig
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need
-from services.allocator.domain.plugins.phase import ELIGIBLE_USERS, RUNNING
 from services.allocator.domain.units import PERCENT_SCALE
 
 ScoreFn = Callable[[GpuState, PoolConfig], int]
@@ -32,36 +32,28 @@ def _share(free: int, capacity: int) -> int:
 
 class NodeFree:
     """Largest free amounts on one node's GPUs: milli-TFLOPS, bytes, milli-percent of TFLOPS, the
-    largest both-dimension free share (milli-percent), the idle GPU count; and for the filter report,
-    the GPU count, how many GPUs PhaseFilter removes and the isolation modes of the others."""
+    idle GPU count, and the node's free CPU (millicores) and memory (bytes), None where the node
+    reports no allocatable."""
 
-    __slots__ = ("cpu", "idle", "ineligible", "memory", "modes", "pct", "share", "tflops", "total", "vram")
+    __slots__ = ("cpu", "idle", "memory", "pct", "tflops", "vram")
 
     def __init__(self, gpus: list[GpuState], node: NodeState | None = None) -> None:
         self.cpu = node.cpu_milli - node.used_cpu_milli if node is not None and node.cpu_milli else None
         self.memory = node.memory_bytes - node.used_memory_bytes if node is not None and node.memory_bytes else None
-        self.total = len(gpus)
-        eligible = [g for g in gpus if g.phase == RUNNING and g.spec.used_by in ELIGIBLE_USERS]
-        self.ineligible = self.total - len(eligible)
-        self.modes: dict[str, int] = {}
-        for g in eligible:
-            self.modes[g.spec.isolation_mode] = self.modes.get(g.spec.isolation_mode, 0) + 1
         self.tflops = max((g.available_milli_tflops for g in gpus), default=0)
         self.vram = max((g.available_vram_bytes for g in gpus), default=0)
         self.pct = max((_share(g.available_milli_tflops, g.spec.capacity.milli_tflops) for g in gpus), default=0)
-        self.share = max((min(_share(g.available_milli_tflops, g.spec.capacity.milli_tflops),
-                              _share(g.available_vram_bytes, g.spec.capacity.vram_bytes)) for g in gpus), default=0)
         self.idle = sum(1 for g in gpus if not g.charges)
 
     def may_fit(self, need: Need) -> bool:
-        """False only when no GPU of the node can hold one share of ``need``, or the node lacks the
-        pod's CPU or memory (exact, conservative: NodeResourcesFilter would remove it too)."""
+        """False only when no GPU of the node can hold one share of ``need`` (for ``shared``: no GPU
+        is idle), or the node lacks the pod's CPU or memory (NodeResourcesFilter would remove it)."""
         if need.cpu_milli and self.cpu is not None and self.cpu < need.cpu_milli:
             return False
         if need.memory_bytes and self.memory is not None and self.memory < need.memory_bytes:
             return False
         if need.shared:
-            return self.idle >= need.count
+            return self.idle > 0
         if need.percent:
             if self.pct < need.percent:
                 return False
@@ -71,12 +63,11 @@ class NodeFree:
 
 
 class _Pool:
-    __slots__ = ("classes", "max_tflops", "max_vram")
+    __slots__ = ("classes", "max_tflops")
 
     def __init__(self) -> None:
         self.classes = [SortedList() for _ in range(CLASSES + 1)]
         self.max_tflops = 0
-        self.max_vram = 0
 
 
 class NodeIndex:
@@ -96,12 +87,11 @@ class NodeIndex:
         free = self.free[node.name] = NodeFree(members, node)
         total = sum(score(g, config) for g in members)
         key = (-(total // len(members)) if members else 0, node.name)
-        cls = free.share * CLASSES // PERCENT_SCALE
+        cls = free.pct * CLASSES // PERCENT_SCALE
         pool = self._pools.get(node.pool) or self._pools.setdefault(node.pool, _Pool())
         pool.classes[cls].add(key)
         for g in members:
             pool.max_tflops = max(pool.max_tflops, g.spec.capacity.milli_tflops)
-            pool.max_vram = max(pool.max_vram, g.spec.capacity.vram_bytes)
         self._keys[node.name] = (node.pool, key, cls)
 
     def drop(self, node_name: str) -> None:
@@ -118,8 +108,7 @@ class NodeIndex:
             return 0
         if need.shared:
             return CLASSES
-        share_t = need.percent if need.percent else _share(need.tflops, entry.max_tflops)
-        share = max(share_t, _share(need.vram, entry.max_vram))
+        share = need.percent if need.percent else _share(need.tflops, entry.max_tflops)
         return min(CLASSES, share * CLASSES // PERCENT_SCALE)
 
     def ordered(self, pool: str, *, min_class: int = 0) -> Iterator[str]:

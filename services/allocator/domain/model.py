@@ -13,6 +13,7 @@ from datetime import datetime
 import msgspec
 
 from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaSpec, Resources
+from services.allocator.domain.taskclass import TaskClass
 
 GRANTED = "granted"
 QUEUED = "queued"
@@ -118,6 +119,26 @@ class AllocationState(msgspec.Struct, kw_only=True):
     usage: QuotaUsage | None = None
 
 
+class RequestShape(msgspec.Struct, frozen=True, array_like=True):
+    """What one arriving request asked per GPU: CPU millicores, milli-TFLOPS or milli-percent,
+    GPU count and allowed models (the inputs of a pool's learned target workload)."""
+
+    cpu_milli: int
+    milli_tflops: int
+    milli_percent: int
+    count: int
+    models: tuple[str, ...] = ()
+
+
+class RecentRequests(msgspec.Struct, kw_only=True):
+    """A pool's recent request shapes, oldest first (bounded), how many requests ever arrived, and
+    the target workload learned from them (None: the built-in prior; domain/target.py)."""
+
+    arrivals: int = 0
+    shapes: list[RequestShape] = []
+    mix: tuple[TaskClass, ...] | None = None
+
+
 class StateSnapshot(msgspec.Struct, kw_only=True):
     """The serialisable whole of :class:`ClusterState` (what ``snapshots`` stores), minus indexes."""
 
@@ -129,3 +150,4 @@ class StateSnapshot(msgspec.Struct, kw_only=True):
     usage: dict[str, QuotaUsage] = {}
     pools: dict[str, PoolConfig] = {}
     queue_seq: int = 0
+    recent: dict[str, RecentRequests] = {}

@@ -6,6 +6,10 @@ loop are attribute reads and set lookups.
 
 from __future__ import annotations
 
+import operator
+
+import msgspec
+
 from events.values import AllocationSpec, NodeAffinity
 from services.allocator.domain.units import tflops_on
 
@@ -45,12 +49,28 @@ class Need:
 
 ShapeKey = tuple[object, ...]
 
+SHAPE_FIELDS: tuple[str, ...] = (
+    "pool", "request", "gpu_count", "isolation", "gpu_models", "vendor", "gpu_indices", "node_affinity", "cpu_milli",
+    "memory_bytes",
+)
+"""The AllocationSpec fields that decide where a request can go. :class:`Need` reads only these
+(a test holds it to that), and filters and strategies see a request only through its Need."""
+
+_shape = operator.attrgetter(*SHAPE_FIELDS)
+
+NODE_ONLY_FIELDS: tuple[str, ...] = ("memory_bytes", "node_affinity")
+"""Shape fields only node-level filters read: GPU filters and scan strategies' ranks never do (a
+test holds them to that), so scan ranks are shared by requests differing only in these."""
+
+
+def without_node_only(spec: AllocationSpec) -> AllocationSpec:
+    """``spec`` with the :data:`NODE_ONLY_FIELDS` cleared (the shape a scan rank depends on)."""
+    if not spec.memory_bytes and spec.node_affinity is None:
+        return spec
+    return msgspec.structs.replace(spec, memory_bytes=0, node_affinity=None)
+
 
 def shape_key(spec: AllocationSpec) -> ShapeKey:
     """Everything about ``spec`` that decides where it can go (not who asks, nor its limit or QoS):
     two requests with the same key fit exactly the same GPUs."""
-    return (
-        spec.pool, spec.request.milli_tflops, spec.request.compute_milli_percent, spec.request.vram_bytes,
-        spec.gpu_count, spec.isolation, spec.gpu_models, spec.vendor, spec.gpu_indices, spec.node_affinity,
-        spec.cpu_milli, spec.memory_bytes,
-    )
+    return _shape(spec)  # type: ignore[no-any-return]

@@ -15,13 +15,14 @@ from datetime import datetime
 
 from events import decisions as ev
 from events.intents import AnyIntent
-from services.allocator.domain.allocate import granted
+from services.allocator.domain.allocate import attempt, granted
 from services.allocator.domain.decide import decide
 from services.allocator.domain.evolve import evolve
 from services.allocator.domain.model import QUEUED
 from services.allocator.domain.need import ShapeKey, shape_key
-from services.allocator.domain.placement import Grant, attempt, prepare
+from services.allocator.domain.placement import Grant
 from services.allocator.domain.plugins.liveness import READY
+from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
 
 
@@ -62,7 +63,7 @@ def hints_of(state: ClusterState, events: Sequence[ev.AnyEvent]) -> Hints:
     return hints
 
 
-def drain(state: ClusterState, hints: Hints, now: datetime) -> list[ev.AnyEvent]:
+def drain(state: ClusterState, hints: Hints, now: datetime, scheduler: Scheduler) -> list[ev.AnyEvent]:
     """Grant, in queue order, every queued request that fits where ``hints`` say things changed.
 
     A request shape that found no room is not tried again in the same drain (grants only take
@@ -78,13 +79,14 @@ def drain(state: ClusterState, hints: Hints, now: datetime) -> list[ev.AnyEvent]
         restrict: list[str] | None = None
         if spec.pool not in hints.pools and spec.namespace not in hints.namespaces:
             restrict = [n for n in hints.nodes if n in state.nodes and state.nodes[n].pool == spec.pool]
-            need = prepare(spec)[0]
-            if not any(state.index.free[n].may_fit(need) for n in restrict):
+            scheduler.sync(state)
+            need = scheduler.prepare(spec)[0]
+            if not any(scheduler.may_fit(n, need) for n in restrict):
                 continue
         shape = shape_key(spec)
         if (shape, True) in no_room or (shape, restrict is None) in no_room:
             continue
-        outcome = attempt(state, spec, restrict=restrict)
+        outcome = attempt(state, spec, scheduler, restrict=restrict)
         if isinstance(outcome, Grant):
             event = granted(spec, outcome, now=now, from_queue=True)
             evolve(state, event)
@@ -94,14 +96,20 @@ def drain(state: ClusterState, hints: Hints, now: datetime) -> list[ev.AnyEvent]
     return out
 
 
-def process(state: ClusterState, intent: AnyIntent, now: datetime) -> list[ev.AnyEvent]:
+def process(state: ClusterState, intent: AnyIntent, now: datetime, scheduler: Scheduler | None = None
+            ) -> list[ev.AnyEvent]:
     """Decide ``intent``, apply its events to ``state`` and drain the queue; returns every event
-    (the intent's own first, then grants from the queue) in the order they were applied."""
-    events = decide(state, intent, now)
+    (the intent's own first, then grants from the queue) in the order they were applied.
+
+    ``scheduler``: the caller's long-lived Scheduler (a fresh one when None: one-off use only,
+    it indexes the whole state). Bind it once, e.g. ``functools.partial(process, scheduler=s)``.
+    """
+    scheduler = scheduler or Scheduler()
+    events = decide(state, intent, now, scheduler)
     for event in events:
         evolve(state, event)
     if len(state.queue):
         hints = hints_of(state, events)
         if hints:
-            events.extend(drain(state, hints, now))
+            events.extend(drain(state, hints, now, scheduler))
     return events

@@ -3,9 +3,15 @@
 Filter order follows TensorFusion's chain (Phase → Index → Isolation → SharedWhole → Resource →
 Model → Vendor → NodeAffinity), with gpuledger's node-level filters (liveness first; CPU/memory
 and max workers per node after affinity). Strategies register by the names pools configure.
+Adding a filter or a strategy is one plugin file and one line here. Everything here is
+immutable: a :class:`Profile` is what a Scheduler is built from.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import NamedTuple
 
 from services.allocator.domain.framework import GpuFilter, NodeFilter
 from services.allocator.domain.plugins.affinity import NodeAffinityFilter
@@ -36,20 +42,35 @@ GPU_FILTERS: tuple[GpuFilter, ...] = (
     GPUVendorFilter(),
 )
 
-STRATEGIES: dict[str, Strategy] = {}
+StrategyClass = type[Strategy]
+"""A strategy plugin's class: built with no arguments, once per pool, by the Scheduler."""
+
+STRATEGY_CLASSES: tuple[StrategyClass, ...] = (
+    CompactFirst,
+    LowLoadFirst,
+    NodeCompactGPULowLoad,
+    BestFit,
+    RandomFit,
+    Fgd,
+    FragCpu,
+)
 DEFAULT_STRATEGY = NodeCompactGPULowLoad.name
 
 
-def register_strategy(strategy: Strategy) -> None:
-    """Make ``strategy`` selectable by ``PoolConfig.placement``; re-registering a name replaces it."""
-    STRATEGIES[strategy.name] = strategy
+class Profile(NamedTuple):
+    """What a Scheduler is built from: node and GPU filters in chain order, strategies by name."""
+
+    node_filters: tuple[NodeFilter, ...]
+    gpu_filters: tuple[GpuFilter, ...]
+    strategies: Mapping[str, StrategyClass]
+
+    def strategy_class(self, name: str) -> StrategyClass:
+        """The strategy registered as ``name``, or the default (TensorFusion falls back the same way)."""
+        return self.strategies.get(name) or self.strategies[DEFAULT_STRATEGY]
 
 
-def strategy_for(name: str) -> Strategy:
-    """The strategy registered as ``name``, or the default (TensorFusion falls back the same way)."""
-    return STRATEGIES.get(name) or STRATEGIES[DEFAULT_STRATEGY]
+STRATEGIES: Mapping[str, StrategyClass] = MappingProxyType({cls.name: cls for cls in STRATEGY_CLASSES})
+"""Registered strategy names (what ``PoolConfig.placement`` may say) -> class. Read-only."""
 
-
-for _strategy in (CompactFirst(), LowLoadFirst(), NodeCompactGPULowLoad(), BestFit(), RandomFit(), Fgd(),
-                  FragCpu()):
-    register_strategy(_strategy)
+DEFAULT_PROFILE = Profile(NODE_FILTERS, GPU_FILTERS, STRATEGIES)
+"""The registry as one value."""

@@ -75,8 +75,8 @@ def decide_resize(state: ClusterState, intent: ResizeAllocation, now: datetime) 
             continue
         if charge.milli_tflops > room[0] or charge.vram_bytes > room[1]:
             return [_rejected(intent, allocation, now, code="capacity", max_request=max_request,
-                              reason=f"scaling quota exceeded: GPU {gpu.spec.name} has room for "
-                                     f"{room[0]} milli-TFLOPS and {room[1]} bytes")]
+                              reason=f"the new size does not fit on GPU {gpu.spec.name}: it has room for "
+                                     f"{room[0]} milli-TFLOPS and {room[1]} bytes of VRAM")]
     if quota is not None:
         block = _quota_block(quota, spec, gpus, others)
         if block is not None:

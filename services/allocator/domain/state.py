@@ -1,29 +1,28 @@
 """ClusterState: the projection of the log (GPUs, nodes, allocations, quotas, pools, queue).
 
-Owns the in-memory indexes that keep decisions cheap (nodes by pool, the priority queue) and
-the conversion to and from :class:`StateSnapshot` for snapshots and the digest. Mutated only by
+Records only: no scheduler index, memo or cache lives here (the Scheduler owns those). Besides
+the records it keeps the two orderings the records imply (nodes by pool, the priority queue) and
+``evolve``'s report of what it touched (:class:`Changes`), from which a Scheduler catches up.
+Converts to and from :class:`StateSnapshot` for snapshots and the digest. Mutated only by
 ``evolve``; everything else reads it.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 from collections.abc import Iterator
 
 import msgspec
 
-from events.values import FilterCount, PoolConfig, QuotaSpec
-from services.allocator.domain import profile
-from services.allocator.domain.index import NodeIndex
+from events.values import PoolConfig, QuotaSpec
 from services.allocator.domain.model import (
     AllocationState,
     GpuState,
     NodeState,
     QuotaUsage,
+    RecentRequests,
     StateSnapshot,
 )
-from services.allocator.domain.need import ShapeKey
 from services.allocator.domain.queue import RequestQueue
 
 _snapshot_encoder = msgspec.msgpack.Encoder()
@@ -31,17 +30,47 @@ _snapshot_decoder = msgspec.msgpack.Decoder(StateSnapshot)
 _digest_encoder = msgspec.json.Encoder(order="sorted")
 
 
+class Changes:
+    """What ``evolve`` touched, for whoever caches derived data (the Scheduler).
+
+    ``seq`` counts touches; ``nodes`` maps a node name to the ``seq`` of its last touch, oldest
+    first (a node touched again moves to the end), so :meth:`nodes_since` reads only what changed
+    after a reader's mark. ``inventory`` counts changes to what could ever fit (GPUs added,
+    removed or resized, nodes removed). Not part of the snapshot or the digest.
+    """
+
+    __slots__ = ("inventory", "nodes", "seq")
+
+    def __init__(self) -> None:
+        self.seq = 0
+        self.inventory = 0
+        self.nodes: dict[str, int] = {}
+
+    def touch(self, node: str) -> None:
+        """Record that ``node``'s records (or its GPUs', or its pool's settings) changed."""
+        self.seq += 1
+        self.nodes.pop(node, None)
+        self.nodes[node] = self.seq
+
+    def nodes_since(self, mark: int) -> Iterator[str]:
+        """Names of the nodes touched after ``mark`` (a past ``seq``), most recent first."""
+        for name, seq in reversed(self.nodes.items()):
+            if seq <= mark:
+                return
+            yield name
+
+
 class ClusterState:
     """The allocator's projection. Shapes: ``gpus`` name -> GpuState, ``nodes`` name -> NodeState,
     ``allocations`` allocation id -> AllocationState (granted and queued), ``quotas`` namespace ->
     QuotaSpec, ``usage`` namespace -> QuotaUsage (every namespace with a granted allocation),
-    ``pools`` pool -> PoolConfig (configured pools only), ``position`` the last applied log position.
+    ``pools`` pool -> PoolConfig (configured pools only), ``position`` the last applied log position,
+    ``recent`` pool -> its recent request shapes, ``pool_nodes`` pool -> node names, ``queue`` the
+    queued allocations in grant order, ``changes`` what evolve touched.
     """
 
-    __slots__ = (
-        "_deferred", "allocations", "gpus", "index", "nodes", "pool_nodes", "pools", "position", "queue", "quotas",
-        "static_fit", "usage",
-    )
+    __slots__ = ("allocations", "changes", "gpus", "nodes", "pool_nodes", "pools", "position", "queue", "quotas",
+                 "recent", "usage")
 
     def __init__(self) -> None:
         self.position = 0
@@ -51,12 +80,10 @@ class ClusterState:
         self.quotas: dict[str, QuotaSpec] = {}
         self.usage: dict[str, QuotaUsage] = {}
         self.pools: dict[str, PoolConfig] = {}
+        self.recent: dict[str, RecentRequests] = {}
         self.pool_nodes: dict[str, set[str]] = {}
         self.queue = RequestQueue()
-        self.index = NodeIndex()
-        self.static_fit: dict[ShapeKey, tuple[list[FilterCount], int]] = {}
-        """Cache of static filter passes by request shape; cleared whenever the inventory changes."""
-        self._deferred: set[str] | None = None
+        self.changes = Changes()
 
     @classmethod
     def empty(cls) -> ClusterState:
@@ -66,41 +93,6 @@ class ClusterState:
     def pool_config(self, pool: str) -> PoolConfig:
         """The pool's settings, or the defaults (NodeCompactGPULowLoad, 0.7/0.3) for an unconfigured pool."""
         return self.pools.get(pool) or _DEFAULT_POOL
-
-    def refresh_node(self, name: str) -> None:
-        """Re-rank node ``name`` in the index after its GPUs, pool or pool settings changed."""
-        if self._deferred is not None:
-            self._deferred.add(name)
-            return
-        node = self.nodes[name]
-        config = self.pool_config(node.pool)
-        score = profile.strategy_for(config.placement).node_gpu_score
-        self.index.refresh(node, self.gpus, score, config)
-
-    def drop_node(self, name: str) -> None:
-        """Take a removed node out of the index."""
-        if self._deferred is not None:
-            self._deferred.add(name)
-            return
-        self.index.drop(name)
-
-    @contextlib.contextmanager
-    def bulk(self) -> Iterator[ClusterState]:
-        """Fold many events at once: node re-ranking is deferred to the end, once per changed node.
-
-        For replays only: nothing may ``decide`` on the state inside the block (its index is stale).
-        The index is brought up to date on exit, also when the block raises.
-        """
-        self._deferred = set()
-        try:
-            yield self
-        finally:
-            changed, self._deferred = self._deferred, None
-            for name in sorted(changed):
-                if name in self.nodes:
-                    self.refresh_node(name)
-                else:
-                    self.index.drop(name)
 
     def to_snapshot(self) -> StateSnapshot:
         """The state as a serialisable value (shares records with the live state; encode it at once)."""
@@ -113,6 +105,7 @@ class ClusterState:
             usage=self.usage,
             pools=self.pools,
             queue_seq=self.queue.next_seq,
+            recent=self.recent,
         )
 
     @classmethod
@@ -126,9 +119,9 @@ class ClusterState:
         state.quotas = dict(snapshot.quotas)
         state.usage = dict(snapshot.usage)
         state.pools = dict(snapshot.pools)
+        state.recent = dict(snapshot.recent)
         for node in state.nodes.values():
             state.pool_nodes.setdefault(node.pool, set()).add(node.name)
-            state.refresh_node(node.name)
         state.queue.rebuild(state.allocations.values(), next_seq=snapshot.queue_seq)
         return state
 

@@ -8,27 +8,31 @@ A node's score is the floor of the mean of its GPUs' node-level scores (TensorFu
 scheduler-plugin Score; its direct ``Select`` path sums instead, see docs/compatibility.md).
 Ties break by node name, then GPU name, so replays reproduce every decision.
 
-Indexed strategies rank nodes through :class:`services.allocator.domain.index.NodeIndex`;
-other strategies (``indexed = False``) see every feasible node and choose themselves.
+Two interfaces: :class:`IndexedStrategy` (a per-node score the scheduler's node index keeps in
+order) and :class:`ScanStrategy` (ranks each feasible node itself: plugins of the ATC'23 paper).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import ClassVar, Protocol
+from collections.abc import Sequence
+from typing import ClassVar, Protocol, runtime_checkable
 
 from events.values import PoolConfig
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need
+from services.allocator.domain.taskclass import Workload
 from services.allocator.domain.units import available_percent, normalize
 
 
-class Strategy(Protocol):
-    """A placement strategy. ``node_gpu_score`` feeds the node index (higher ranks first);
-    ``choose`` picks among feasible ``(node, candidate GPUs)`` pairs for scan strategies."""
+@runtime_checkable
+class IndexedStrategy(Protocol):
+    """A strategy whose node order is a per-node score the node index keeps (TensorFusion's shape).
+
+    ``node_gpu_score`` is one GPU's contribution to its node's score (0-100; the node's score is
+    the floor of the mean over its GPUs, higher first, ties by node name); ``pick`` takes
+    ``need.count`` GPUs out of the chosen node's candidates, best first."""
 
     name: ClassVar[str]
-    indexed: ClassVar[bool]
 
     def node_gpu_score(self, gpu: GpuState, config: PoolConfig) -> int:
         """One GPU's contribution to its node's score (0-100)."""
@@ -38,14 +42,39 @@ class Strategy(Protocol):
         """``need.count`` GPUs out of one node's candidates, best first."""
         ...
 
-    def choose(
-        self, feasible: Sequence[tuple[NodeState, list[GpuState]]], need: Need, config: PoolConfig,
-        *, gpus: Mapping[str, GpuState], allocation_id: str = "",
-    ) -> tuple[NodeState, list[GpuState]] | None:
-        """Scan strategies: the node and GPUs to use; indexed strategies never get this call.
-        ``gpus`` is every GPU of the cluster by name (a node's non-candidate GPUs matter to FGD);
-        ``allocation_id`` is the request's own id (a Need is shared by every request of one shape)."""
+
+@runtime_checkable
+class ScanStrategy(Protocol):
+    """A strategy that ranks every feasible node itself (the ATC'23 paper's shape).
+
+    ``rank`` reads one feasible node (its GPUs ``members`` in node order and the ``candidates``
+    that passed every filter); the highest rank wins, ties to the first node in name order.
+    ``pick`` chooses the GPUs on the winning node. ``per_request`` says the rank reads the
+    allocation id (no caching across requests); otherwise a rank may be cached per request
+    shape until the node changes. ``with_workload`` binds the target workload M of the pool
+    (strategies with ``targets_workload``; others return themselves)."""
+
+    name: ClassVar[str]
+    per_request: ClassVar[bool]
+    targets_workload: ClassVar[bool]
+
+    def rank(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,
+             config: PoolConfig, allocation_id: str) -> tuple[float, ...]:
+        """The node's rank for ``need`` (higher is better)."""
         ...
+
+    def pick(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,
+             config: PoolConfig, allocation_id: str) -> list[GpuState]:
+        """``need.count`` GPUs of the winning node's candidates."""
+        ...
+
+    def with_workload(self, workload: Workload) -> ScanStrategy:
+        """This strategy against the target workload ``workload`` (a fresh instance, empty caches)."""
+        ...
+
+
+Strategy = IndexedStrategy | ScanStrategy
+"""Every registered strategy is one of the two shapes."""
 
 
 def used_score(gpu: GpuState, config: PoolConfig) -> int:
@@ -75,18 +104,7 @@ def _top(candidates: Sequence[GpuState], count: int, score: object, config: Pool
     return scored[:count]
 
 
-class _Indexed:
-    indexed: ClassVar[bool] = True
-
-    def choose(
-        self, feasible: Sequence[tuple[NodeState, list[GpuState]]], need: Need, config: PoolConfig,
-        *, gpus: Mapping[str, GpuState], allocation_id: str = "",
-    ) -> tuple[NodeState, list[GpuState]] | None:
-        """Never called for indexed strategies (the node index orders nodes)."""
-        raise NotImplementedError
-
-
-class CompactFirst(_Indexed):
+class CompactFirst:
     """TensorFusion CompactFirst: fullest node, then fullest GPUs."""
 
     name: ClassVar[str] = "compact-first"
@@ -100,7 +118,7 @@ class CompactFirst(_Indexed):
         return _top(candidates, need.count, used_score, config)
 
 
-class LowLoadFirst(_Indexed):
+class LowLoadFirst:
     """TensorFusion LowLoadFirst: emptiest node, then emptiest GPUs."""
 
     name: ClassVar[str] = "low-load-first"
@@ -114,7 +132,7 @@ class LowLoadFirst(_Indexed):
         return _top(candidates, need.count, available_score, config)
 
 
-class NodeCompactGPULowLoad(_Indexed):
+class NodeCompactGPULowLoad:
     """TensorFusion NodeCompactGPULowLoad (the default): fullest node, emptiest GPUs on it."""
 
     name: ClassVar[str] = "node-compact-gpu-low-load"

@@ -1,26 +1,25 @@
-"""Scan strategies of the ATC'23 "Beware of Fragmentation" paper, and gpuledger's own ``frag-pack``.
+"""Scan strategies of the ATC'23 "Beware of Fragmentation" paper: best-fit and random.
 
-All of them see every feasible node (``indexed = False``) and work in milli-GPU: a GPU's free
+All of them are scan strategies (strategies.ScanStrategy) and work in milli-GPU: a GPU's free
 milli is ``available TFLOPS × 1000 // capacity``; a request's per-GPU share is its compute
 percent ÷ 100 (or its TFLOPS converted with the GPU's capacity). A request with no GPU amount
 at all stands for a CPU-only pod (the trace's ``num_gpu = 0``). Ties go to the first node in
-the feasible order, which is node-name order because these strategies score every GPU 0 in
-the node index. Whole-GPU requests take the lowest-index fully free GPUs; sharing requests
+node-name order. Whole-GPU requests take the lowest-index fully free GPUs; sharing requests
 the GPU the strategy prefers. Rules: hkust-adsl/kubernetes-scheduler-simulator
-``pkg/simulator/plugin/{best_fit,random,fgd}_score.go`` (spec/fgd.md §3-§5).
+``pkg/simulator/plugin/{best_fit,random,fgd}_score.go``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from collections.abc import Sequence
+from typing import ClassVar, Self
 
 from events.values import PoolConfig
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need
-from services.allocator.domain.plugins.fragmentation import MILLI_GPU
+from services.allocator.domain.taskclass import MILLI_GPU, Workload
 
 MAX_SPEC_CPU = 128_000
 """Simulator constant MaxSpecCpu (millicores) used by best-fit's leftover."""
@@ -28,8 +27,6 @@ MAX_SPEC_GPU = 8_000
 """Simulator constant MaxSpecGpu (milli-GPU) used by best-fit's leftover."""
 UNKNOWN_CPU = 1 << 40
 """Free CPU assumed for a node that reports no allocatable CPU (CPU is then not checked)."""
-
-Pair = tuple[NodeState, list[GpuState]]
 
 
 def free_milli(gpu: GpuState) -> int:
@@ -74,62 +71,54 @@ def pick_default(candidates: Sequence[GpuState], need: Need) -> list[GpuState]:
     return sorted(candidates, key=lambda g: (free_milli(g), gpu_order(g)))[: need.count]
 
 
-class ScanStrategy:
-    """Base of strategies that see every feasible node: constant index score, default GPU pick."""
+class PaperStrategy:
+    """Base of the paper's scan strategies: ranks independent of the allocation id, no target
+    workload, the default GPU pick (:func:`pick_default`)."""
 
-    indexed: ClassVar[bool] = False
+    per_request: ClassVar[bool] = False
+    targets_workload: ClassVar[bool] = False
 
-    def node_gpu_score(self, gpu: GpuState, config: PoolConfig) -> int:
-        """Constant: the node index then orders nodes by name, the tie-break order."""
-        return 0
-
-    def pick(self, candidates: Sequence[GpuState], need: Need, config: PoolConfig) -> list[GpuState]:
+    def pick(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,
+             config: PoolConfig, allocation_id: str) -> list[GpuState]:
         """Lowest-index whole GPUs, or the tightest-fitting GPU for a share."""
         return pick_default(candidates, need)
 
+    def with_workload(self, workload: Workload) -> Self:
+        """No target workload: the strategy itself."""
+        return self
 
-class BestFit(ScanStrategy):
+
+class BestFit(PaperStrategy):
     """Simulator BestFit: least leftover 0.5·CPU/128 cores + 0.5·GPU/8 GPUs, integer score 0-100."""
 
     name: ClassVar[str] = "best-fit"
 
-    def choose(self, feasible: Sequence[Pair], need: Need, config: PoolConfig,
-               *, gpus: Mapping[str, GpuState], allocation_id: str = "") -> Pair | None:
-        """The node with the highest ⌊100·(1 − leftover)⌋, first in order on ties."""
-        best: tuple[int, Pair] | None = None
-        for node, cands in feasible:
-            members = [gpus[n] for n in node.gpus]
-            gpu_left = sum(free_milli(g) for g in members) - sum(share_milli(need, g) for g in cands[:need.count])
-            if cpu_only(need):
-                gpu_left = sum(free_milli(g) for g in members)
-            cpu = cpu_free(node)
-            cpu_left = cpu - need.cpu_milli if cpu != UNKNOWN_CPU else 0
-            score = math.floor(100 * (1 - (0.5 * cpu_left / MAX_SPEC_CPU + 0.5 * gpu_left / MAX_SPEC_GPU)))
-            if best is None or score > best[0]:
-                best = (score, (node, cands))
-        if best is None:
-            return None
-        node, cands = best[1]
-        return node, self.pick(cands, need, config)
+    def rank(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,
+             config: PoolConfig, allocation_id: str) -> tuple[float, ...]:
+        """⌊100·(1 − leftover)⌋ (higher first; ties to the first node in order)."""
+        gpu_left = sum(free_milli(g) for g in members)
+        if not cpu_only(need):
+            gpu_left -= sum(share_milli(need, g) for g in candidates[:need.count])
+        cpu = cpu_free(node)
+        cpu_left = cpu - need.cpu_milli if cpu != UNKNOWN_CPU else 0
+        return (math.floor(100 * (1 - (0.5 * cpu_left / MAX_SPEC_CPU + 0.5 * gpu_left / MAX_SPEC_GPU))),)
 
 
-class RandomFit(ScanStrategy):
+class RandomFit(PaperStrategy):
     """Random-fit as a floor: the node (and sharing GPU) with the smallest hash of the allocation id
     and its name, so the choice is pseudo-random yet the same on every replay."""
 
     name: ClassVar[str] = "random"
+    per_request: ClassVar[bool] = True
 
-    def choose(self, feasible: Sequence[Pair], need: Need, config: PoolConfig,
-               *, gpus: Mapping[str, GpuState], allocation_id: str = "") -> Pair | None:
-        """Smallest stable_hash(allocation id, node name)."""
-        if not feasible:
-            return None
-        key = allocation_id
-        node, cands = min(feasible, key=lambda p: stable_hash(key, p[0].name))
-        return node, self.pick_hashed(cands, need, key)
+    def rank(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,
+             config: PoolConfig, allocation_id: str) -> tuple[float, ...]:
+        """−stable_hash(allocation id, node name): the smallest hash wins."""
+        return (-stable_hash(allocation_id, node.name),)
 
-    def pick_hashed(self, candidates: Sequence[GpuState], need: Need, key: str) -> list[GpuState]:
-        """Whole GPUs lowest index first; a share on the GPU with the smallest hash of ``key`` and its name."""
+    def pick(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,
+             config: PoolConfig, allocation_id: str) -> list[GpuState]:
+        """Whole GPUs lowest index first; a share on the GPU with the smallest hash of the id and its name."""
         if need.count > 1 or cpu_only(need) or (need.percent and need.percent >= 100_000):
             return pick_default(candidates, need)
-        return sorted(candidates, key=lambda g: stable_hash(key, g.spec.name))[: need.count]
+        return sorted(candidates, key=lambda g: stable_hash(allocation_id, g.spec.name))[: need.count]

@@ -1,4 +1,4 @@
-"""The external recommender (spec A.11) against an in-test HTTP scaler, through the engine."""
+"""The external recommender (``external_recommender.go``) against an in-test HTTP scaler, through the engine."""
 
 from __future__ import annotations
 

@@ -26,9 +26,8 @@ class AllocatorProcess:
         self.name = name
         self.port = free_port()
         self.log_path = log_dir / f"allocator-{name}.log"
-        environ = {**os.environ, **FAST_ENV, **env, "GPULEDGER_NATS_URL": nats_url,
-                   "GPULEDGER_DATABASE_URL": database_url, "GPULEDGER_HOLDER": name,
-                   "GPULEDGER_HTTP_PORT": str(self.port)}
+        environ = {**os.environ, **FAST_ENV, "GPULEDGER_HOLDER": name, **env, "GPULEDGER_NATS_URL": nats_url,
+                   "GPULEDGER_DATABASE_URL": database_url, "GPULEDGER_HTTP_PORT": str(self.port)}
         self._log = self.log_path.open("ab")
         self.process = subprocess.Popen([sys.executable, "-m", "services.allocator"], env=environ,
                                         stdout=self._log, stderr=subprocess.STDOUT)
@@ -45,6 +44,14 @@ class AllocatorProcess:
         except OSError:
             return None
         return body
+
+    def pause(self) -> None:
+        """SIGSTOP: the process keeps its sockets (and PostgreSQL its locks) but runs no code."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`."""
+        self.process.send_signal(signal.SIGCONT)
 
     def kill(self) -> None:
         """SIGKILL, as a crash."""

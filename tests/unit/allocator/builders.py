@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from events import decisions as ev
 from events import intents as it
 from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaAmount, QuotaSpec, Resources
-from services.allocator.domain import ClusterState, digest, evolve, process
+from services.allocator.domain import ClusterState, Scheduler, digest, evolve, process
 
 Gi = 2**30
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -48,10 +48,12 @@ def a_quota(*, req: tuple[float, int] | None = None, lim: tuple[float, int] | No
 
 
 class Cluster:
-    """Drives ``process`` like the allocator does and keeps every emitted event for replay checks."""
+    """Drives ``process`` like the allocator does (one long-lived Scheduler) and keeps every
+    emitted event for replay checks."""
 
-    def __init__(self) -> None:
+    def __init__(self, scheduler: Scheduler | None = None) -> None:
         self.state = ClusterState.empty()
+        self.scheduler = scheduler or Scheduler()
         self.events: list[ev.AnyEvent] = []
         self.now = T0
         self._n = 0
@@ -62,7 +64,7 @@ class Cluster:
 
     def send(self, intent: it.AnyIntent) -> list[ev.AnyEvent]:
         """Process one intent and return its events."""
-        out = process(self.state, intent, self.now)
+        out = process(self.state, intent, self.now, self.scheduler)
         self.events.extend(out)
         return out
 
@@ -109,7 +111,7 @@ class Cluster:
 
 
 def env_cluster(**pool_kw: object) -> Cluster:
-    """spec/allocator.md inventory ENV (test-pool: gpu-1,2,5,6 on node-1; gpu-3 other-pool; gpu-4 Pending)."""
+    """Inventory ENV (test-pool: gpu-1,2,5,6 on node-1; gpu-3 other-pool; gpu-4 Pending)."""
     c = Cluster()
     if pool_kw:
         c.pool("test-pool", **pool_kw)

@@ -116,17 +116,13 @@ class AllocatorMachine(RuleBasedStateMachine):
         other = ClusterState.empty()  # built incrementally by evolve, like the live state
         for event in self.c.events:
             evolve(other, event)
-        bulk = ClusterState.empty()  # a replay: node index re-ranked once at the end
-        with bulk.bulk():
-            for event in self.c.events:
-                evolve(bulk, event)
         assert digest(twin) == digest(self.c.state) == digest(other)
         spec = AllocationSpec(allocation_id=uid + "-twin", namespace="x", pod=uid, pool=pool, request=request,
                               limit=request)
         intent = it.RequestAllocation(intent_id="twin", spec=spec)
         expected = process(twin, intent, T0)
-        assert expected == process(other, intent, T0) == process(bulk, intent, T0)
-        assert digest(twin) == digest(other) == digest(bulk)
+        assert expected == process(other, intent, T0)
+        assert digest(twin) == digest(other)
 
     @invariant()
     def usage_is_the_sum_of_live_charges(self) -> None:

@@ -1,4 +1,4 @@
-"""Namespace quotas: spec/allocator.md §3 and scenarios S15-S20, S27, S29, S31, S32, S57, S58 (holes closed)."""
+"""Namespace quotas as ``internal/quota/quota_store.go``: S15-S20, S27, S29, S31, S32, S57, S58 (holes closed)."""
 
 from __future__ import annotations
 

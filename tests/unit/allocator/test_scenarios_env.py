@@ -1,4 +1,4 @@
-"""spec/allocator.md §5 scenarios S01-S08, S14 on inventory ENV (deterministic variants: ties by name)."""
+"""Allocator scenarios S01-S08, S14 on inventory ENV (deterministic variants: ties by name)."""
 
 from __future__ import annotations
 

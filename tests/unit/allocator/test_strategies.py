@@ -1,4 +1,4 @@
-"""Placement strategies: spec/allocator.md §2.3, S36-S39 (inventory MG, weights 0.5/0.5)."""
+"""Placement strategies: TensorFusion's node and GPU scores, S36-S39 (inventory MG, weights 0.5/0.5)."""
 
 from __future__ import annotations
 

@@ -16,7 +16,8 @@ def test_docs_allocation_worked_example() -> None:
     assert isinstance(p1, ev.AllocationGranted) and (p1.node, p1.gpus) == ("node-a", ("a-0",))
     assert p1.charges[0].milli_tflops == tf(50) and p1.charges[0].vram_bytes == 10 * Gi
     assert c.state.usage["ml"].requests_milli_tflops == tf(50) and c.state.usage["ml"].workers == 1
-    assert c.state.index.sort_key("node-a") == (-16, "node-a")
+    c.scheduler.sync(c.state)
+    assert c.scheduler.index.sort_key("node-a") == (-16, "node-a")
 
     p2 = c.request(a_request("p2", 60, 10 * Gi, count=2, pool="train", ns="ml"))
     assert isinstance(p2, ev.AllocationQueued) and p2.code == "quota"

@@ -32,7 +32,7 @@ def raw(req: tuple[int, int], lim: tuple[int, int]) -> RequestLimit:
 
 
 def estimates(lower: float, target: float, upper: float) -> Estimates:
-    """Same number for TFLOPS and GiB, as in spec cases A4-A9."""
+    """Same number for TFLOPS and GiB, as in the percentile cases A4-A9."""
     return Estimates(lower=res(lower, lower), target=res(target, target), upper=res(upper, upper))
 
 

@@ -1,4 +1,4 @@
-"""Spec cases A34-A36: the allocator side of a resize, as the autoscaler relies on it.
+"""Autoscaler cases A34-A36: the allocator side of a resize, as the autoscaler relies on it.
 
 The allocation domain (the lead's code) decides ResizeAllocation with AdjustAllocation
 semantics; these cases pin what the autoscaler's capped retry depends on: ``max_request`` on

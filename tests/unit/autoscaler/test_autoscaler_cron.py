@@ -1,4 +1,4 @@
-"""Spec cases A14-A17: cron windows (robfig/cron v3 semantics) and the cron recommender."""
+"""Autoscaler cases A14-A17: cron windows (robfig/cron v3 semantics) and the cron recommender."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Spec cases A26-A31 and A38 through the engine, with the real allocation domain deciding resizes."""
+"""Autoscaler cases A26-A31 and A38 through the engine, with the real allocation domain deciding resizes."""
 
 from __future__ import annotations
 

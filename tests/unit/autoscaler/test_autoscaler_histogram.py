@@ -1,4 +1,4 @@
-"""The VPA exponential decaying histogram (spec §A.6): layout, percentiles, decay, checkpoints."""
+"""The VPA exponential decaying histogram (VPA's, as TensorFusion uses it): layout, percentiles, decay, checkpoints."""
 
 from __future__ import annotations
 

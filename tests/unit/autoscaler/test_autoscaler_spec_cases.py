@@ -1,4 +1,4 @@
-"""Spec autoscaler_discovery.md autoscaler cases A1-A25, A32, A33 as table tests.
+"""Autoscaler cases A1-A25, A32, A33 as table tests.
 
 (A26-A31 and A38 run through the engine in test_autoscaler_engine_cases.py; A34-A37, the allocator side
 of AdjustAllocation, in test_autoscaler_allocator_resize_cases.py.)

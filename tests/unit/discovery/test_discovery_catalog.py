@@ -13,12 +13,12 @@ from services.discovery.catalog import CatalogError, ModelTable, normalize
 
 TABLE = ModelTable.load()
 
-# (spelling as a source reports it, model key, dense FP16 TFLOPS as in the spec's tables)
+# (spelling as a source reports it, model key, dense FP16 TFLOPS as in TensorFusion's gpu-info tables)
 SPELLINGS = [
     ("NVIDIA-A100-SXM4-80GB", "A100_SXM_80G", "312"),        # GFD product label
     ("NVIDIA A100-SXM4-80GB", "A100_SXM_80G", "312"),        # NVML name
-    ("a100_sxm_80g", "A100_SXM_80G", "312"),                 # spec B5: case-insensitive model key
-    ("NVIDIA A100_SXM_80G", "A100_SXM_80G", "312"),          # spec B5: vendor prefix stripped
+    ("a100_sxm_80g", "A100_SXM_80G", "312"),                 # case-insensitive model key
+    ("NVIDIA A100_SXM_80G", "A100_SXM_80G", "312"),          # vendor prefix stripped
     ("NVIDIA A100 80GB PCIe", "A100_PCIe_80G", "312"),
     ("Tesla-T4-SHARED", "T4", "65"),                         # GFD time-slicing suffix
     ("Tesla T4", "T4", "65"),

@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 from events.intents import ConfigurePool, RegisterNode, RequestAllocation
 from events.values import GpuSpec, PoolConfig, Resources
-from services.allocator.domain import ClusterState, process
+from services.allocator.domain import ClusterState, Scheduler, process
+from services.allocator.domain.plugins.fragmentation import Workload
 from services.trace.openb import TracePod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -29,17 +30,32 @@ def pod(name: str, *, milli: int, count: int = 1, cpu: int = 1000, models: tuple
                     models=models)
 
 
-def cluster(strategy: str, *nodes: RegisterNode) -> ClusterState:
+class Sim:
+    """A state and the Scheduler that decides on it (``target``: fixed target workload of FGD and kin)."""
+
+    def __init__(self, scheduler: Scheduler) -> None:
+        self.state = ClusterState.empty()
+        self.scheduler = scheduler
+
+    def add(self, n: RegisterNode) -> None:
+        """Register one more node."""
+        process(self.state, n, NOW, self.scheduler)
+
+
+def cluster(strategy: str, *nodes: RegisterNode, target: Workload | None = None,
+            scheduler: Scheduler | None = None) -> Sim:
     """A fresh state with pool ``p`` placed by ``strategy`` and ``nodes`` registered."""
-    state = ClusterState.empty()
-    process(state, ConfigurePool(intent_id="cfg", pool=POOL, config=PoolConfig(placement=strategy)), NOW)
+    sim = Sim(scheduler or Scheduler(target=target))
+    process(sim.state, ConfigurePool(intent_id="cfg", pool=POOL, config=PoolConfig(placement=strategy)), NOW,
+            sim.scheduler)
     for n in nodes:
-        process(state, n, NOW)
-    return state
+        sim.add(n)
+    return sim
 
 
-def request(state: ClusterState, p: TracePod) -> tuple[str, tuple[str, ...]] | None:
+def request(sim: Sim, p: TracePod) -> tuple[str, tuple[str, ...]] | None:
     """Place ``p`` through ``process``; (node, GPUs) when granted, else None."""
-    event = process(state, RequestAllocation(intent_id=f"req-{p.name}", spec=p.spec(pool=POOL)), NOW)[0]
+    spec = p.spec(pool=POOL)
+    event = process(sim.state, RequestAllocation(intent_id=f"req-{p.name}", spec=spec), NOW, sim.scheduler)[0]
     node_name = getattr(event, "node", None)
     return (node_name, tuple(event.gpus)) if node_name and hasattr(event, "gpus") else None

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.allocator.domain.plugins.fragmentation import FragmentCache, TaskClass, class_fragment, node_fragment
+from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD
 from services.trace.metric import cluster_fragmentation, unallocated_curve
 from tests.unit.trace.cluster import cluster, node, pod, request
 
@@ -65,15 +68,31 @@ def test_unallocated_curve_rejects_bad_input() -> None:
 
 
 def test_cluster_fragmentation_of_a_two_node_cluster() -> None:
-    state = cluster("best-fit", node("a", gpus=2, cpu=12_000))
-    assert request(state, pod("x", milli=700, cpu=2000)) == ("a", ("a-gpu-0",))
-    from services.allocator.domain import process
-    from tests.unit.trace.cluster import NOW
-    process(state, node("b", gpus=2, cpu=64_000), NOW)
-    frag = cluster_fragmentation(state, (SMALL, WHOLE))
+    sim = cluster("best-fit", node("a", gpus=2, cpu=12_000))
+    assert request(sim, pod("x", milli=700, cpu=2000)) == ("a", ("a-gpu-0",))
+    sim.add(node("b", gpus=2, cpu=64_000))
+    frag = cluster_fragmentation(sim.state, (SMALL, WHOLE))
     # a: free [300, 1000], cpu 10000 -> 800 (as above); b: empty and roomy -> 0
     assert frag.frag_milli == pytest.approx(800)
     assert frag.idle_milli == 3300
     assert frag.capacity_milli == 4000
     assert frag.frag_pct_of_capacity == pytest.approx(20)
     assert frag.frag_pct_of_idle == pytest.approx(100 * 800 / 3300)
+
+
+@settings(max_examples=200, deadline=None)
+@given(frees=st.lists(st.lists(st.sampled_from([0, 100, 300, 500, 1000]), min_size=1, max_size=8), min_size=1,
+                      max_size=6),
+       cpus=st.lists(st.integers(0, 100_000), min_size=1, max_size=6), cpu_aware=st.booleans(), openb=st.booleans())
+def test_the_fragment_cache_equals_the_measure(frees: list[list[int]], cpus: list[int], cpu_aware: bool,
+                                               openb: bool) -> None:
+    workload = DEFAULT_WORKLOAD if openb else (
+        TaskClass(weight=0.3, milli=1000, count=1, cpu_milli=2000),
+        TaskClass(weight=0.3, milli=1000, count=2, cpu_milli=3000),
+        TaskClass(weight=0.2, milli=500, count=1, cpu_milli=16_000),
+        TaskClass(weight=0.2, milli=0, count=0, cpu_milli=4000))
+    cache = FragmentCache(workload, cpu_aware=cpu_aware)
+    states = [(free, cpu) for free in frees for cpu in cpus]
+    for free, cpu in states + states:  # nodes in equal buckets share an entry; the second round is cached
+        exact = node_fragment(free, cpu_free=cpu, model="", workload=workload, cpu_aware=cpu_aware)
+        assert cache.get(free, cpu_free=cpu, model="") == exact  # bit for bit: the same sum in the same order

@@ -1,5 +1,5 @@
-"""The paper's strategies and frag-cpu in the domain on hand-computed clusters, and the array
-engine's decisions equal to the domain's on random small clusters (hypothesis)."""
+"""The paper's strategies and frag-cpu in the domain on hand-computed clusters, and the optimised
+Scheduler deciding like the ReferenceScheduler on random trace-shaped clusters (hypothesis)."""
 
 from __future__ import annotations
 
@@ -9,23 +9,20 @@ from hypothesis import strategies as st
 
 from services.allocator.domain.plugins.fgd import sigmoid_score
 from services.allocator.domain.plugins.fragmentation import TaskClass
+from services.allocator.domain.reference import ReferenceScheduler
 from services.allocator.domain.strategies_paper import stable_hash
-from services.trace import experiment
-from services.trace.choosers import make_chooser
-from services.trace.engine import ArrayCluster, run_pods
 from services.trace.openb import TracePod
-from tests.unit.trace.cluster import NOW, cluster, node, pod, request
+from tests.unit.trace.cluster import Sim, cluster, node, pod, request
 
 SMALL = TaskClass(weight=0.5, milli=500, count=1, cpu_milli=2000)
 WHOLE = TaskClass(weight=0.5, milli=1000, count=1, cpu_milli=20_000)
 
 
-def _two_nodes(strategy: str) -> object:
-    state = cluster(strategy, node("a", gpus=2, cpu=12_000))
-    assert request(state, pod("x", milli=700, cpu=2000)) == ("a", ("a-gpu-0",))
-    from services.allocator.domain import process
-    process(state, node("b", gpus=2, cpu=64_000), NOW)
-    return state
+def _two_nodes(strategy: str, workload: tuple[TaskClass, ...] | None = None) -> Sim:
+    sim = cluster(strategy, node("a", gpus=2, cpu=12_000), target=workload)
+    assert request(sim, pod("x", milli=700, cpu=2000)) == ("a", ("a-gpu-0",))
+    sim.add(node("b", gpus=2, cpu=64_000))
+    return sim
 
 
 def test_sigmoid_score_is_the_simulators_integer_scale() -> None:
@@ -42,25 +39,21 @@ def test_best_fit_takes_the_node_with_least_cpu_and_gpu_leftover() -> None:
 
 
 def test_fgd_takes_the_smallest_fragmentation_increase() -> None:
-    workload = (SMALL, WHOLE)
-    with experiment.installed("fgd", workload):
-        state = _two_nodes("fgd")
-        # a [300, 1000] cpu 10000 -> [300, 500] cpu 8000: F 800 -> 550, Δ = -250 (score 56);
-        # b [1000, 1000] -> [500, 1000]: F 0 -> 250, Δ = +250 (score 43)
-        assert request(state, pod("y", milli=500, cpu=2000)) == ("a", ("a-gpu-1",))
+    state = _two_nodes("fgd", (SMALL, WHOLE))
+    # a [300, 1000] cpu 10000 -> [300, 500] cpu 8000: F 800 -> 550, Δ = -250 (score 56);
+    # b [1000, 1000] -> [500, 1000]: F 0 -> 250, Δ = +250 (score 43)
+    assert request(state, pod("y", milli=500, cpu=2000)) == ("a", ("a-gpu-1",))
 
 
 def test_frag_cpu_avoids_stranding_gpus_behind_cpu() -> None:
     workload = (TaskClass(weight=1.0, milli=1000, count=1, cpu_milli=10_000),)
     nodes = (node("a", gpus=4, cpu=40_000), node("b", gpus=4, cpu=100_000))
     heavy = pod("y", milli=1000, cpu=25_000)
-    with experiment.installed("fgd", workload):
-        # FGD: both nodes still fit the class afterwards (Δ = 0, a tie): node order picks a, whose
-        # 15 cores left strand two of its three free GPUs
-        assert request(cluster("fgd", *nodes), heavy) == ("a", ("a-gpu-0",))
-    with experiment.installed("frag-cpu", workload):
-        # frag-cpu: on a only 1 of 3 fitting pods has CPU: F 0 -> 3000·(1 − 1/3) = 2000; b stays 0
-        assert request(cluster("frag-cpu", *nodes), heavy) == ("b", ("b-gpu-0",))
+    # FGD: both nodes still fit the class afterwards (Δ = 0, a tie): node order picks a, whose
+    # 15 cores left strand two of its three free GPUs
+    assert request(cluster("fgd", *nodes, target=workload), heavy) == ("a", ("a-gpu-0",))
+    # frag-cpu: on a only 1 of 3 fitting pods has CPU: F 0 -> 3000·(1 − 1/3) = 2000; b stays 0
+    assert request(cluster("frag-cpu", *nodes, target=workload), heavy) == ("b", ("b-gpu-0",))
 
 
 def test_class_fragment_cpu_equals_fgd_when_cpu_does_not_bind() -> None:
@@ -87,7 +80,7 @@ def test_random_is_a_stable_hash_of_allocation_and_node() -> None:
 def test_cpu_only_pods_take_cpu_but_no_gpu_share() -> None:
     state = cluster("best-fit", node("a", gpus=1, cpu=8000))
     assert request(state, pod("c", milli=0, count=0, cpu=6000)) is not None
-    assert state.gpus["a-gpu-0"].used_milli_tflops == 0
+    assert state.state.gpus["a-gpu-0"].used_milli_tflops == 0
     assert request(state, pod("w", milli=1000, cpu=4000)) is None  # 2000 millicores left
 
 
@@ -101,19 +94,14 @@ POD_SHAPES = st.tuples(st.sampled_from([0, 1, 1, 1, 2, 4]), st.sampled_from([110
 @given(nodes=st.lists(NODE_SHAPES, min_size=1, max_size=6), pods=st.lists(POD_SHAPES, min_size=1, max_size=40),
        strategy=st.sampled_from(["best-fit", "random", "fgd", "frag-cpu", "compact-first", "low-load-first",
                                  "node-compact-gpu-low-load"]))
-def test_array_engine_decides_exactly_like_the_domain(nodes: list, pods: list, strategy: str) -> None:  # type: ignore[type-arg]
+def test_scheduler_decides_like_the_reference_on_trace_pods(nodes: list, pods: list, strategy: str) -> None:  # type: ignore[type-arg]
     registered = [node(f"n{i}", gpus=g, cpu=c, model=m) for i, (g, c, m) in enumerate(nodes)]
     trace = [TracePod(name=f"p{i}", cpu_milli=cpu or 100, memory_bytes=2**30, count=k,
                       milli=(1000 if k > 1 else milli) if k else 0, models=models)
              for i, (k, milli, cpu, models) in enumerate(pods)]
     workload = (SMALL, WHOLE, TaskClass(weight=0.2, milli=0, count=0, cpu_milli=4000))
-    engine = ArrayCluster(registered)
-    _, _, choices = run_pods(engine, trace, make_chooser(strategy, engine, workload))
-    with experiment.installed(strategy, workload):
-        state = cluster(strategy, *registered)
-        for i, p in enumerate(trace):
-            got = request(state, msgspec.structs.replace(p, name=f"{i}-{p.name}"))
-            choice = choices[i]
-            want = None if choice is None else (
-                engine.names[choice[0]], tuple(engine.gpu_names[choice[0]][s] for s in choice[1]))
-            assert got == want, f"pod {i} {p}"
+    fast = cluster(strategy, *registered, target=workload)
+    naive = cluster(strategy, *registered, scheduler=ReferenceScheduler(target=workload))
+    for i, p in enumerate(trace):
+        again = msgspec.structs.replace(p, name=f"{i}-{p.name}")
+        assert request(fast, again) == request(naive, again), f"pod {i} {p}"

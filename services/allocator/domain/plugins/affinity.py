@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import ClassVar
 
 from events.values import NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm
-from services.allocator.domain.framework import Context
+from services.allocator.domain.framework import OK, UNRESOLVABLE, Context, Status
 from services.allocator.domain.model import NodeState
 from services.allocator.domain.need import Need
 
@@ -67,11 +67,12 @@ class NodeAffinityFilter:
     """Removes every GPU of a node whose labels fail the request's required node affinity."""
 
     name: ClassVar[str] = "NodeAffinityFilter"
+    rejected: ClassVar[Status] = Status(UNRESOLVABLE, "node labels fail the required node affinity")
 
     def enabled(self, need: Need) -> bool:
         """On when the request has required terms."""
         return need.affinity is not None and bool(need.affinity.required)
 
-    def admits(self, node: NodeState, need: Need, ctx: Context) -> bool:
+    def filter(self, node: NodeState, need: Need, ctx: Context) -> Status:
         """Required terms hold for the node's labels."""
-        return need.affinity is None or required_matches(need.affinity, node.labels)
+        return OK if need.affinity is None or required_matches(need.affinity, node.labels) else self.rejected

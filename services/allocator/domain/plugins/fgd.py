@@ -4,15 +4,17 @@ For every feasible node, the hypothetical placement that raises the node's fragm
 F_n(M) (plugins/fragmentation.py) the least: a share tries each fitting GPU (lowest index on
 ties), whole GPUs take the lowest-index free ones, a CPU-only request takes only CPU. The node
 score is the simulator's integer ⌊100·sigmoid(−Δ/1000)⌋ (Δ in milli-GPU), highest wins, first
-node in order on ties. The target workload M is the strategy's configuration: the trace's
-typical pods in the experiment, :data:`DEFAULT_WORKLOAD` (openb's mix) in the service.
+node in name order on ties. The target workload M comes from the Scheduler (``with_workload``):
+the pool's learned mix in the service (domain/target.py), the trace's typical pods in the
+experiment. Ranks read only the node and the request shape, so the Scheduler caches them per
+shape and re-ranks only nodes evolve touched (rank_cache.py).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from collections.abc import Sequence
+from typing import ClassVar, Self
 
 from events.values import PoolConfig
 from services.allocator.domain.model import GpuState, NodeState
@@ -20,8 +22,7 @@ from services.allocator.domain.need import Need
 from services.allocator.domain.plugins.fragmentation import FragmentCache, Workload
 from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD
 from services.allocator.domain.strategies_paper import (
-    Pair,
-    ScanStrategy,
+    PaperStrategy,
     cpu_free,
     cpu_only,
     free_milli,
@@ -49,24 +50,23 @@ class Option:
         self.gpus = gpus
 
 
-class Fgd(ScanStrategy):
+class Fgd(PaperStrategy):
     """Fragmentation gradient descent against the workload ``workload`` (task classes, Σ p = 1)."""
 
     name: ClassVar[str] = "fgd"
     cpu_aware: ClassVar[bool] = False
+    targets_workload: ClassVar[bool] = True
 
     def __init__(self, workload: Workload = DEFAULT_WORKLOAD) -> None:
         self.workload = workload
         self.cache = FragmentCache(workload, cpu_aware=self.cpu_aware)
 
-    def with_workload(self, workload: Workload) -> Fgd:
+    def with_workload(self, workload: Workload) -> Self:
         """A fresh instance (empty cache) of this strategy against ``workload``."""
         return type(self)(workload)
 
-    def option(self, node: NodeState, cands: Sequence[GpuState], need: Need,
-               gpus: Mapping[str, GpuState]) -> Option:
+    def option(self, node: NodeState, members: Sequence[GpuState], cands: Sequence[GpuState], need: Need) -> Option:
         """The placement on ``node`` with the least fragmentation increase."""
-        members = [gpus[n] for n in node.gpus]
         free = [free_milli(g) for g in members]
         model = members[0].spec.model if members else ""
         cpu = cpu_free(node)
@@ -75,12 +75,12 @@ class Fgd(ScanStrategy):
         if cpu_only(need):
             after = self.cache.get(free, cpu_free=cpu_after, model=model)
             return Option(after - before, pick_default(cands, need))
-        position = {g.spec.name: i for i, g in enumerate(members)}
         if need.count > 1 or need.shared or need.percent >= 100_000:
             chosen = pick_default(cands, need)
-            for g in chosen:
-                free[position[g.spec.name]] -= share_milli(need, g)
+            taken = {g.spec.name: share_milli(need, g) for g in chosen}
+            free = [r - taken[g.spec.name] if g.spec.name in taken else r for r, g in zip(free, members, strict=True)]
             return Option(self.cache.get(free, cpu_free=cpu_after, model=model) - before, chosen)
+        position = {g.spec.name: i for i, g in enumerate(members)}
         best: Option | None = None
         seen: set[int] = set()
         for g in sorted(cands, key=gpu_order):
@@ -96,19 +96,12 @@ class Fgd(ScanStrategy):
         assert best is not None
         return best
 
-    def rank(self, option: Option, node: NodeState, need: Need, gpus: Mapping[str, GpuState]) -> tuple[float, ...]:
-        """Sort key of a node's option, higher first: the simulator's integer score."""
-        return (sigmoid_score(option.delta),)
+    def rank(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,
+             config: PoolConfig, allocation_id: str) -> tuple[float, ...]:
+        """The simulator's integer score ⌊100·sigmoid(−Δ/1000)⌋ of the node's best option."""
+        return (sigmoid_score(self.option(node, members, candidates, need).delta),)
 
-    def choose(self, feasible: Sequence[Pair], need: Need, config: PoolConfig,
-               *, gpus: Mapping[str, GpuState], allocation_id: str = "") -> Pair | None:
-        """The node whose best option ranks highest, first in order on ties."""
-        best: tuple[tuple[float, ...], NodeState, Option] | None = None
-        for node, cands in feasible:
-            opt = self.option(node, cands, need, gpus)
-            key = self.rank(opt, node, need, gpus)
-            if best is None or key > best[0]:
-                best = (key, node, opt)
-        if best is None:
-            return None
-        return best[1], best[2].gpus
+    def pick(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,
+             config: PoolConfig, allocation_id: str) -> list[GpuState]:
+        """The GPUs of the node's best option."""
+        return self.option(node, members, candidates, need).gpus

@@ -2,7 +2,7 @@
 
 Pure arithmetic over a node's free state: per-GPU free milli-GPU (1000 = one whole GPU), free
 CPU millicores and GPU model. The rule is the simulator's ``NodeGpuShareFragAmount``
-(``pkg/utils/frag.go`` in hkust-adsl/kubernetes-scheduler-simulator; spec/fgd.md §4):
+(``pkg/utils/frag.go`` in hkust-adsl/kubernetes-scheduler-simulator):
 for one task class m with per-GPU share d (milli-GPU), GPU count k, CPU c and allowed models T,
 
 - k = 0 (CPU-only), or T non-empty and the node's model not in T: every free milli is fragment;
@@ -17,26 +17,10 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterable, Sequence
 
-import msgspec
+from services.allocator.domain.taskclass import MILLI_GPU, TaskClass, Workload
 
-MILLI_GPU = 1000
-"""Milli-GPU in one whole GPU."""
-
-
-class TaskClass(msgspec.Struct, frozen=True, kw_only=True):
-    """One class of the target workload: popularity ``weight`` (the p_m, Σ = 1 over a workload),
-    per-GPU share ``milli`` (0-1000), ``count`` GPUs (0 = CPU-only), ``cpu_milli`` and the allowed
-    GPU ``models`` (empty: any)."""
-
-    weight: float
-    milli: int
-    count: int
-    cpu_milli: int = 0
-    models: tuple[str, ...] = ()
-
-
-Workload = tuple[TaskClass, ...]
-"""A target workload M: task classes whose weights sum to 1."""
+__all__ = ["MILLI_GPU", "FragmentCache", "TaskClass", "Workload", "class_fragment", "class_fragment_cpu",
+           "node_fragment"]
 
 
 def class_fragment(free: Sequence[int], *, cpu_free: int, model: str, task: TaskClass) -> int:
@@ -68,19 +52,19 @@ def class_fragment_cpu(free: Sequence[int], *, cpu_free: int, model: str, task: 
     total = sum(free)
     if task.count == 0 or (task.models and model not in task.models):
         return total
-    fits = small = big = per_gpu = 0
+    fits = small = big = 0
+    milli = task.milli
     for r in free:
-        per_gpu += r // max(task.milli, 1)
-        if r >= task.milli:
+        if r >= milli:
             fits += 1
             big += r
         else:
             small += r
     if fits < task.count or cpu_free < task.cpu_milli:
         return total
-    if task.milli < MILLI_GPU:
+    if milli < MILLI_GPU:
         return small
-    per_gpu //= max(task.count, 1)
+    per_gpu = sum(r // milli for r in free) // max(task.count, 1)
     by_cpu = cpu_free // task.cpu_milli if task.cpu_milli > 0 else per_gpu
     share = min(per_gpu, by_cpu) / per_gpu if per_gpu > 0 else 0.0
     return small + big * (1 - share)
@@ -93,32 +77,77 @@ def node_fragment(free: Sequence[int], *, cpu_free: int, model: str, workload: I
     return sum(t.weight * measure(free, cpu_free=cpu_free, model=model, task=t) for t in workload)
 
 
+def node_fragment_grouped(free: Sequence[int], *, cpu_free: int, model: str, workload: Sequence[TaskClass],
+                          cpu_aware: bool = False) -> float:
+    """:func:`node_fragment`, bit for bit (same terms, summed in the same order), counting the
+    node's GPUs once per distinct share instead of once per class."""
+    total = sum(free)
+    counted: dict[int, tuple[int, int, int]] = {}
+    values: list[float] = []
+    for t in workload:
+        if t.count == 0 or (t.models and model not in t.models):
+            values.append(total)
+            continue
+        found = counted.get(t.milli)
+        if found is None:
+            fits = small = big = 0
+            for r in free:
+                if r >= t.milli:
+                    fits += 1
+                    big += r
+                else:
+                    small += r
+            found = counted[t.milli] = (fits, small, big)
+        fits, small, big = found
+        if fits < t.count or cpu_free < t.cpu_milli:
+            values.append(total)
+        elif not cpu_aware or t.milli < MILLI_GPU:
+            values.append(small)
+        else:
+            per_gpu = fits // max(t.count, 1)  # a whole-GPU class: r // milli is 1 exactly for free GPUs
+            by_cpu = cpu_free // t.cpu_milli if t.cpu_milli > 0 else per_gpu
+            share = min(per_gpu, by_cpu) / per_gpu if per_gpu > 0 else 0.0
+            values.append(small + big * (1 - share))
+    return sum(t.weight * v for t, v in zip(workload, values, strict=True))
+
+
 class FragmentCache:
     """Memoised :func:`node_fragment` for one workload, keyed by (model, CPU bucket, sorted free milli).
 
     F_n(M) does not depend on the order of the GPUs, and for FGD free CPU only matters through
-    which classes' CPU needs it covers (the bucket), so nodes in equivalent states share an entry
-    (``cpu_aware`` measures key on the exact free CPU). Cleared when it reaches ``limit`` entries.
+    which classes' CPU needs it covers (the bucket), so nodes in equivalent states share an entry.
+    The ``cpu_aware`` measure also reads how many pods of a whole-GPU class the CPU holds, which
+    never matters beyond the node's number n of wholly free GPUs: its bucket is the position of the
+    free CPU among every class's CPU need and every ``k · c`` (k ≤ n) for the CPU needs ``c`` of
+    the whole-GPU classes, i.e. exactly which ``min(cpu // c, n)`` it has. Cleared when it reaches ``limit``
+    entries.
     """
 
-    __slots__ = ("_cache", "_cpus", "cpu_aware", "limit", "workload")
+    __slots__ = ("_cache", "_cpus", "_thresholds", "_whole_cpus", "cpu_aware", "limit", "workload")
 
     def __init__(self, workload: Workload, *, limit: int = 500_000, cpu_aware: bool = False) -> None:
         self.workload = workload
         self.limit = limit
         self.cpu_aware = cpu_aware
         self._cpus = sorted({t.cpu_milli for t in workload})
+        self._whole_cpus = sorted({t.cpu_milli for t in workload if t.count and t.milli >= MILLI_GPU and t.cpu_milli})
+        self._thresholds: dict[int, list[int]] = {}
         self._cache: dict[tuple[str, int, tuple[int, ...]], float] = {}
 
     def get(self, free: Sequence[int], *, cpu_free: int, model: str) -> float:
         """F_n(M) of the node state, computed at most once per distinct state."""
-        bucket = cpu_free if self.cpu_aware else bisect.bisect_right(self._cpus, cpu_free)
-        key = (model, bucket, tuple(sorted(free)))
+        ordered = tuple(sorted(free))
+        cuts = self._cpus
+        if self.cpu_aware:
+            n = len(ordered) - bisect.bisect_left(ordered, MILLI_GPU)
+            cuts = self._thresholds.get(n) or self._thresholds.setdefault(
+                n, sorted(set(self._cpus) | {k * c for c in self._whole_cpus for k in range(1, n + 1)}))
+        key = (model, bisect.bisect_right(cuts, cpu_free), ordered)
         value = self._cache.get(key)
         if value is None:
             if len(self._cache) >= self.limit:
                 self._cache.clear()
-            value = node_fragment(key[2], cpu_free=cpu_free, model=model, workload=self.workload,
-                                  cpu_aware=self.cpu_aware)
+            value = node_fragment_grouped(key[2], cpu_free=cpu_free, model=model, workload=self.workload,
+                                          cpu_aware=self.cpu_aware)
             self._cache[key] = value
         return value

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from services.allocator.domain.framework import Context
+from services.allocator.domain.framework import OK, UNRESOLVABLE, UNSCHEDULABLE, Context, Status
 from services.allocator.domain.model import GpuState
 from services.allocator.domain.need import Need
 
@@ -17,28 +17,36 @@ class GPUIsolationModeFilter:
     """A non-shared request needs a GPU whose runtime isolation mode is unset or equal to it."""
 
     name: ClassVar[str] = "GPUIsolationModeFilter"
+    capacity_bound: ClassVar[bool] = False
+    rejected: ClassVar[Status] = Status(UNRESOLVABLE, "GPU runs another isolation mode")
 
     def enabled(self, need: Need) -> bool:
         """On when the request names an isolation mode."""
         return bool(need.isolation)
 
-    def admits(self, gpu: GpuState, need: Need, ctx: Context) -> bool:
+    def filter(self, gpu: GpuState, need: Need, ctx: Context) -> Status:
         """Shared requests accept any mode; others need mode "" or the requested one."""
         mode = gpu.spec.isolation_mode
-        return need.shared or mode in ("", need.isolation)
+        return OK if need.shared or mode in ("", need.isolation) else self.rejected
 
 
 class SharedWholeGPUFilter:
-    """A ``shared`` request takes a whole GPU exclusively: only completely idle GPUs pass."""
+    """A ``shared`` request takes a whole GPU exclusively: only completely idle GPUs pass
+    (capacity-bound: a node with no idle GPU loses every GPU that reaches this filter)."""
 
     name: ClassVar[str] = "SharedWholeGPUFilter"
+    capacity_bound: ClassVar[bool] = True
+    no_capacity: ClassVar[Status] = Status(UNRESOLVABLE, "GPU reports no capacity")
+    busy: ClassVar[Status] = Status(UNSCHEDULABLE, "GPU is not idle")
 
     def enabled(self, need: Need) -> bool:
         """On for isolation ``shared``."""
         return need.shared
 
-    def admits(self, gpu: GpuState, need: Need, ctx: Context) -> bool:
+    def filter(self, gpu: GpuState, need: Need, ctx: Context) -> Status:
         """No allocation holds any share of the GPU and it has a capacity (static: capacity only)."""
         cap = gpu.spec.capacity
         has_capacity = cap.milli_tflops > 0 and cap.vram_bytes > 0
-        return has_capacity and (ctx.static or not gpu.charges)
+        if not has_capacity:
+            return self.no_capacity
+        return OK if ctx.static or not gpu.charges else self.busy

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from services.allocator.domain.framework import Context
+from services.allocator.domain.framework import OK, UNSCHEDULABLE, Context, Status
 from services.allocator.domain.model import NodeState
 from services.allocator.domain.need import Need
 
@@ -19,11 +19,12 @@ class NodeReadyFilter:
     """Removes every GPU of a node that is not Ready or not schedulable (a static pass admits all)."""
 
     name: ClassVar[str] = "NodeReadyFilter"
+    rejected: ClassVar[Status] = Status(UNSCHEDULABLE, "node is not Ready or not schedulable")
 
     def enabled(self, need: Need) -> bool:
         """Always on."""
         return True
 
-    def admits(self, node: NodeState, need: Need, ctx: Context) -> bool:
-        """True for a Ready, schedulable node."""
-        return ctx.static or (node.phase == READY and node.schedulable)
+    def filter(self, node: NodeState, need: Need, ctx: Context) -> Status:
+        """OK for a Ready, schedulable node."""
+        return OK if ctx.static or (node.phase == READY and node.schedulable) else self.rejected

@@ -2,7 +2,7 @@
 
 Pods are grouped by (CPU millicores, per-GPU milli-GPU, GPU count, allowed models); memory is
 not part of the key. Groups are taken most popular first until they cover ≥ 95 % of the pods,
-and their frequencies are renormalised to sum to 1 (spec/fgd.md §2 step 7). CPU-only pods are
+and their frequencies are renormalised to sum to 1 (simulator ``utils.GetTypicalPods``). CPU-only pods are
 included as classes with count 0.
 """
 

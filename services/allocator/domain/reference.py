@@ -1,0 +1,89 @@
+"""ReferenceScheduler: the naive scheduler the optimised one must always agree with.
+
+Every decision looks at every node of the pool in name order, runs every enabled filter on
+every GPU, and ranks nodes by computing their scores afresh: no node index, no free-class
+pruning, no memo, no cache. It shares only the rules themselves (filters and strategies) with
+:class:`~services.allocator.domain.scheduler.Scheduler`, so a test that both decide identically
+on random clusters and intent sequences checks the index, the caches and their invalidation.
+Far too slow for a live pool; for tests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from events.values import AllocationSpec, FilterCount
+from services.allocator.domain.framework import Chain, Context
+from services.allocator.domain.model import GpuState, NodeState
+from services.allocator.domain.need import Need
+from services.allocator.domain.plugins.affinity import preference_weight
+from services.allocator.domain.scheduler import Found, Scheduler
+from services.allocator.domain.state import ClusterState
+from services.allocator.domain.strategies import IndexedStrategy, Strategy
+
+
+class ReferenceScheduler(Scheduler):
+    """Same interface as Scheduler; every answer computed from the records alone."""
+
+    def sync(self, state: ClusterState) -> None:
+        """Nothing to catch up with (nothing is kept)."""
+
+    def strategy(self, state: ClusterState, pool: str) -> Strategy:
+        """A fresh strategy instance for the pool's configuration and target workload (no reuse)."""
+        self._strategies.clear()
+        return super().strategy(state, pool)
+
+    def prepare(self, spec: AllocationSpec) -> tuple[Need, Chain]:
+        """A fresh Need and chain."""
+        need = Need(spec)
+        return need, Chain(self.profile.node_filters, self.profile.gpu_filters, need)
+
+    def may_fit(self, node: str, need: Need) -> bool:
+        """Always possibly (no summary to rule a node out)."""
+        return True
+
+    def find(self, state: ClusterState, spec: AllocationSpec, *, restrict: Iterable[str] | None = None
+             ) -> Found | None:
+        """The strategy's choice among every feasible node of the pool (``restrict`` ignored:
+        the optimised scheduler only restricts to nodes where something may have freed)."""
+        need, chain = self.prepare(spec)
+        config = state.pool_config(need.pool)
+        ctx = Context(config)
+        strategy = self.strategy(state, need.pool)
+        feasible: list[tuple[NodeState, list[GpuState]]] = []
+        for name in sorted(state.pool_nodes.get(need.pool, ())):
+            cands = self.node_fit(state, name, need, chain, ctx)
+            if cands is not None:
+                feasible.append((state.nodes[name], cands))
+        if not feasible:
+            return None
+        if isinstance(strategy, IndexedStrategy):
+            def node_score(node: NodeState) -> int:
+                members = [state.gpus[g] for g in node.gpus]
+                return sum(strategy.node_gpu_score(g, config) for g in members) // len(members) if members else 0
+            node, cands = min(feasible, key=lambda p: (
+                -preference_weight(need.affinity, p[0].labels), -node_score(p[0]), p[0].name))
+            return node, strategy.pick(cands, need, config)
+        scan = strategy
+        best: tuple[tuple[float, ...], NodeState, list[GpuState]] | None = None
+        for node, cands in feasible:
+            members = [state.gpus[g] for g in node.gpus]
+            key = scan.rank(node, members, cands, need, config, spec.allocation_id)
+            if best is None or key > best[0]:
+                best = (key, node, cands)
+        assert best is not None
+        _, node, cands = best
+        members = [state.gpus[g] for g in node.gpus]
+        return node, scan.pick(node, members, cands, need, config, spec.allocation_id)
+
+    def filter_pass(self, state: ClusterState, spec: AllocationSpec, *, static: bool = False
+                    ) -> tuple[list[FilterCount], int]:
+        """Every filter on every GPU of the pool."""
+        need, chain = self.prepare(spec)
+        nodes = [state.nodes[n] for n in sorted(state.pool_nodes.get(spec.pool, ()))]
+        ctx = Context(state.pool_config(spec.pool), static=static)
+        return chain.explain(nodes, state.gpus, need, ctx)
+
+    def static_pass(self, state: ClusterState, spec: AllocationSpec) -> tuple[list[FilterCount], int]:
+        """The static pass, computed afresh."""
+        return self.filter_pass(state, spec, static=True)

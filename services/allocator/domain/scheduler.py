@@ -1,0 +1,220 @@
+"""Scheduler: everything a decision derives from the state and keeps between decisions.
+
+Built once from a :class:`Profile` in a composition root (the allocator service, a benchmark,
+the trace experiment) and handed to ``decide``/``process``. It owns the filter chains (memoised
+per request shape), each pool's strategy instance and its configuration, the node index, the
+static-fit cache and the scan strategies' rank caches. Before each use it catches up with the
+state from what ``evolve`` reported touched (``ClusterState.changes``): only those nodes are
+re-ranked. ``decide`` never mutates the state; it may fill the Scheduler's caches, which are
+pure functions of the state, so a fresh Scheduler decides exactly the same (tests hold it to
+that against :class:`services.allocator.domain.reference.ReferenceScheduler`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import cast
+
+from events.values import AllocationSpec, FilterCount, PoolConfig
+from services.allocator.domain.framework import Chain, Context
+from services.allocator.domain.index import NodeIndex
+from services.allocator.domain.model import GpuState, NodeState
+from services.allocator.domain.need import Need, ShapeKey, shape_key, without_node_only
+from services.allocator.domain.plugins.affinity import preference_weight
+from services.allocator.domain.plugins.fragmentation import Workload
+from services.allocator.domain.profile import DEFAULT_PROFILE, Profile
+from services.allocator.domain.rank_cache import RankCache
+from services.allocator.domain.state import ClusterState
+from services.allocator.domain.strategies import IndexedStrategy, ScanStrategy, Strategy
+from services.allocator.domain.target import mix_of
+
+Found = tuple[NodeState, list[GpuState]]
+"""The chosen node and its GPUs in pick order."""
+
+MEMO_LIMIT = 4096
+"""Request shapes memoised (chains, static passes) before a memo is cleared."""
+
+
+def _zero(gpu: GpuState, config: PoolConfig) -> int:
+    return 0
+
+
+class Scheduler:
+    """Decisions' derived data for one state at a time (a new state object is indexed afresh).
+
+    ``target`` fixes the target workload of every workload-aware strategy (the trace experiment
+    passes the trace's typical pods, the paper's setting); None takes each pool's learned mix
+    from the state (:mod:`services.allocator.domain.target`).
+    """
+
+    def __init__(self, profile: Profile = DEFAULT_PROFILE, *, target: Workload | None = None) -> None:
+        self.profile = profile
+        self.target = target
+        self.index = NodeIndex()
+        self._state: ClusterState | None = None
+        self._mark = 0
+        self._inventory = -1
+        self._prepared: dict[ShapeKey, tuple[Need, Chain]] = {}
+        self._static: dict[ShapeKey, tuple[list[FilterCount], int]] = {}
+        self._strategies: dict[str, tuple[PoolConfig, object, Strategy]] = {}
+        self._indexed: dict[type, bool] = {}
+        self.ranks = RankCache()
+
+    def sync(self, state: ClusterState) -> None:
+        """Catch up with ``state``: re-rank the nodes evolve touched since the last sync (all of
+        them for a state not seen before) and drop caches the changes invalidate."""
+        changes = state.changes
+        if state is not self._state:
+            self._state = state
+            self.index = NodeIndex()
+            self._strategies.clear()
+            self.ranks.clear()
+            self._static.clear()
+            touched: Iterable[str] = sorted(state.nodes)
+        elif changes.seq == self._mark and changes.inventory == self._inventory:
+            return
+        else:
+            touched = list(changes.nodes_since(self._mark))
+        for name in touched:
+            node = state.nodes.get(name)
+            if node is None:
+                self.index.drop(name)
+                continue
+            config = state.pool_config(node.pool)
+            strategy = self.strategy(state, node.pool)
+            score = strategy.node_gpu_score if self.indexed(strategy) else _zero  # type: ignore[union-attr]
+            self.index.refresh(node, state.gpus, score, config)
+        if changes.inventory != self._inventory:
+            self._inventory = changes.inventory
+            self._static.clear()
+        self._mark = changes.seq
+
+    def strategy(self, state: ClusterState, pool: str) -> Strategy:
+        """The pool's strategy instance, built from its configuration (and target workload)."""
+        config = state.pool_config(pool)
+        cls = self.profile.strategy_class(config.placement)
+        mix = (self.target or mix_of(state, pool)) if getattr(cls, "targets_workload", False) else None
+        found = self._strategies.get(pool)
+        if found is not None and found[0] is config and found[1] is mix:
+            return found[2]
+        strategy: Strategy = cls()
+        if mix is not None and isinstance(strategy, ScanStrategy):
+            strategy = strategy.with_workload(mix)
+        if found is not None:
+            self.ranks.drop_pool(pool)
+        self._strategies[pool] = (config, mix, strategy)
+        return strategy
+
+    def prepare(self, spec: AllocationSpec) -> tuple[Need, Chain]:
+        """``Need`` and filter chain for ``spec``, memoised by request shape."""
+        key = shape_key(spec)
+        found = self._prepared.get(key)
+        if found is None:
+            if len(self._prepared) >= MEMO_LIMIT:
+                self._prepared.clear()
+            need = Need(spec)
+            found = self._prepared[key] = (need, Chain(self.profile.node_filters, self.profile.gpu_filters, need))
+        return found
+
+    def may_fit(self, node: str, need: Need) -> bool:
+        """False only when the index knows no GPU of ``node`` can hold one share of ``need``."""
+        free = self.index.free.get(node)
+        return free is not None and free.may_fit(need)
+
+    def node_fit(self, state: ClusterState, name: str, need: Need, chain: Chain, ctx: Context) -> list[GpuState] | None:
+        """The candidates of node ``name`` when at least ``need.count`` pass every filter, else None."""
+        if not self.may_fit(name, need):
+            return None
+        node = state.nodes[name]
+        if not chain.node_admits(node, need, ctx):
+            return None
+        candidates = chain.node_candidates(node, state.gpus, need, ctx)
+        return candidates if len(candidates) >= need.count else None
+
+    def find(
+        self, state: ClusterState, spec: AllocationSpec, *, restrict: Iterable[str] | None = None,
+    ) -> Found | None:
+        """The node and GPUs the pool's strategy picks for ``spec``, or None; ``restrict`` limits nodes."""
+        self.sync(state)
+        need, chain = self.prepare(spec)
+        pool = need.pool
+        ctx = Context(state.pool_config(pool))
+        strategy = self.strategy(state, pool)
+        if restrict is None:
+            names: Iterable[str] = self.index.ordered(pool, min_class=self.index.min_class(pool, need))
+        else:
+            names = sorted((n for n in restrict if n in state.nodes and state.nodes[n].pool == pool),
+                           key=self.index.sort_key)
+        if self.indexed(strategy):
+            return self._walk(state, cast(IndexedStrategy, strategy), names, need, chain, ctx)
+        strategy = cast(ScanStrategy, strategy)
+        if restrict is None and not strategy.per_request:
+            general = without_node_only(spec)
+            g_need, g_chain = self.prepare(general)
+            return self.ranks.best(
+                state, strategy, general, g_need, g_chain, ctx,
+                fit=lambda name: self.node_fit(state, name, g_need, g_chain, ctx),
+                may_hold=lambda: self.index.ordered(pool, min_class=self.index.min_class(pool, g_need)),
+                admits=lambda node: chain.node_admits(node, need, ctx))
+        return self._scan(state, strategy, names, spec, need, chain, ctx)
+
+    def indexed(self, strategy: Strategy) -> bool:
+        """Whether ``strategy`` is an IndexedStrategy (memoised per class: Protocol checks are slow)."""
+        cls = type(strategy)
+        known = self._indexed.get(cls)
+        if known is None:
+            known = self._indexed[cls] = isinstance(strategy, IndexedStrategy)
+        return known
+
+    def _walk(self, state: ClusterState, strategy: IndexedStrategy, names: Iterable[str], need: Need,
+                 chain: Chain, ctx: Context) -> Found | None:
+        if need.affinity is None or not need.affinity.preferred:
+            for name in names:
+                found = self.node_fit(state, name, need, chain, ctx)
+                if found is not None:
+                    return state.nodes[name], strategy.pick(found, need, ctx.config)
+            return None
+        feasible = [(state.nodes[n], f) for n in names if (f := self.node_fit(state, n, need, chain, ctx)) is not None]
+        if not feasible:
+            return None
+        node, cands = min(feasible, key=lambda p: (
+            -preference_weight(need.affinity, p[0].labels), self.index.sort_key(p[0].name)))
+        return node, strategy.pick(cands, need, ctx.config)
+
+    def _scan(self, state: ClusterState, strategy: ScanStrategy, names: Iterable[str], spec: AllocationSpec,
+              need: Need, chain: Chain, ctx: Context) -> Found | None:
+        aid = spec.allocation_id
+        best: tuple[tuple[float, ...], NodeState, list[GpuState], list[GpuState]] | None = None
+        for name in names:
+            cands = self.node_fit(state, name, need, chain, ctx)
+            if cands is None:
+                continue
+            node = state.nodes[name]
+            members = [state.gpus[g] for g in node.gpus]
+            key = strategy.rank(node, members, cands, need, ctx.config, aid)
+            if best is None or key > best[0]:
+                best = (key, node, members, cands)
+        if best is None:
+            return None
+        _, node, members, cands = best
+        return node, strategy.pick(node, members, cands, need, ctx.config, aid)
+
+    def filter_pass(self, state: ClusterState, spec: AllocationSpec, *, static: bool = False
+                    ) -> tuple[list[FilterCount], int]:
+        """Per-filter GPU removal counts for ``spec`` over its pool, and how many nodes would fit."""
+        self.sync(state)
+        need, chain = self.prepare(spec)
+        nodes = [state.nodes[n] for n in sorted(state.pool_nodes.get(spec.pool, ()))]
+        ctx = Context(state.pool_config(spec.pool), static=static)
+        return chain.explain(nodes, state.gpus, need, ctx, may_fit=lambda name: self.may_fit(name, need))
+
+    def static_pass(self, state: ClusterState, spec: AllocationSpec) -> tuple[list[FilterCount], int]:
+        """The static filter pass ("could it ever fit?"), cached by request shape until the inventory changes."""
+        self.sync(state)
+        key = shape_key(spec)
+        cached = self._static.get(key)
+        if cached is None:
+            if len(self._static) >= MEMO_LIMIT:
+                self._static.clear()
+            cached = self._static[key] = self.filter_pass(state, spec, static=True)
+        return cached

@@ -1,0 +1,74 @@
+"""The target workload M a pool's fragmentation-aware strategy scores against, learned from the
+pool's own recent requests.
+
+Rule (a record of the projection, so replays and restarts from a snapshot decide the same):
+``evolve`` records the shape of every request that arrives in a pool (granted at once or
+queued; :class:`~services.allocator.domain.model.RecentRequests`, the last :data:`WINDOW`).
+Each time the pool's arrival count reaches a multiple of :data:`EPOCH`, the typical pods of the
+window (``plugins.workload.typical_workload``, the simulator's rule; a share in milli-TFLOPS is
+converted to milli-GPU with the pool's most common GPU capacity) are compared with the pool's
+current M, and adopted when they moved by more than :data:`SHIFT` (total variation distance,
+the share of the load that changed class). So sampling noise of a steady workload does not
+reshuffle every cached rank, while a real shift is followed within one epoch. Until a mix is
+adopted the built-in prior (``plugins.workload.DEFAULT_WORKLOAD``, the openb mix) is M.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from services.allocator.domain.model import RecentRequests, RequestShape
+from services.allocator.domain.plugins.fragmentation import MILLI_GPU, Workload
+from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD, PodKey, typical_workload
+from services.allocator.domain.state import ClusterState
+
+WINDOW = 5000
+"""Request shapes kept per pool; the learned mix is derived from them."""
+EPOCH = 1000
+"""Arrivals between two derivations."""
+SHIFT = 0.15
+"""Total variation distance beyond which a derived mix replaces the current one: a change of M
+re-ranks every cached request shape of the pool (one scan each), so noise must not trigger it."""
+
+
+def pod_key(shape: RequestShape, capacity_milli_tflops: int) -> PodKey:
+    """(cpu_milli, per-GPU milli-GPU, GPU count, models) of one request; a request with no GPU
+    amount at all is CPU-only (count 0), like the trace's ``num_gpu = 0``."""
+    if shape.milli_percent:
+        milli = min(MILLI_GPU, -(-shape.milli_percent // 100))
+    elif shape.milli_tflops and capacity_milli_tflops > 0:
+        milli = min(MILLI_GPU, -(-shape.milli_tflops * MILLI_GPU // capacity_milli_tflops))
+    else:
+        milli = MILLI_GPU if shape.milli_tflops else 0
+    count = shape.count if milli else 0
+    return (shape.cpu_milli, milli, count, shape.models)
+
+
+def common_capacity(state: ClusterState, pool: str) -> int:
+    """The most common GPU TFLOPS capacity among the pool's GPUs (milli-TFLOPS; the largest on ties; 0: none)."""
+    counts = Counter(state.gpus[g].spec.capacity.milli_tflops
+                     for n in state.pool_nodes.get(pool, ()) for g in state.nodes[n].gpus)
+    return max(counts, key=lambda c: (counts[c], c)) if counts else 0
+
+
+def distance(a: Workload, b: Workload) -> float:
+    """Total variation distance of two workloads over their classes (0: same mix, 1: disjoint)."""
+    weights: dict[tuple[int, int, int, tuple[str, ...]], list[float]] = {}
+    for k, mix in enumerate((a, b)):
+        for t in mix:
+            weights.setdefault((t.milli, t.count, t.cpu_milli, t.models), [0.0, 0.0])[k] += t.weight
+    return sum(abs(x - y) for x, y in weights.values()) / 2
+
+
+def learned(state: ClusterState, pool: str, recent: RecentRequests) -> Workload | None:
+    """The mix to adopt at an epoch crossing, or None to keep the current one."""
+    capacity = common_capacity(state, pool)
+    fresh = typical_workload(pod_key(s, capacity) for s in recent.shapes[-WINDOW:])
+    current = recent.mix if recent.mix is not None else DEFAULT_WORKLOAD
+    return fresh if distance(fresh, current) > SHIFT else None
+
+
+def mix_of(state: ClusterState, pool: str) -> Workload:
+    """M for ``pool`` now: its adopted mix, else the prior (the same object while it does not change)."""
+    recent = state.recent.get(pool)
+    return recent.mix if recent is not None and recent.mix is not None else DEFAULT_WORKLOAD

@@ -1,0 +1,38 @@
+"""The leader's node-liveness tick: CheckHeartbeats published only when a node's heartbeat expired.
+
+TensorFusion marks a node lost when its heartbeat is older than its TTL. The allocator decides that
+from a ``CheckHeartbeats`` intent (so the decision is in the log), but publishes one only when
+its projection shows a Ready node whose heartbeat expired: an idle cluster logs nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+
+import structlog
+
+from events import intents
+from services.allocator.domain.inventory import expired_nodes
+from services.allocator.domain.state import ClusterState
+from services.shared import lifecycle
+
+log = structlog.get_logger(__name__)
+
+
+async def check_heartbeats(stop: asyncio.Event, *, period_s: float, is_leader: Callable[[], bool],
+                           state: Callable[[], ClusterState], now: Callable[[], datetime],
+                           publish: Callable[[intents.AnyIntent], Awaitable[object]]) -> None:
+    """Every ``period_s`` (0 disables) until ``stop``: while ``is_leader()`` and ``state()`` has an
+    expired node at ``now()``, publish a CheckHeartbeats (errors are logged; the next tick retries)."""
+    if period_s <= 0:
+        return
+    while not await lifecycle.wait_event(stop, period_s):
+        if not is_leader() or not expired_nodes(state(), now()):
+            continue
+        try:
+            await publish(intents.CheckHeartbeats(intent_id=f"check-heartbeats-{uuid.uuid4()}"))
+        except Exception as exc:
+            log.warning("publishing CheckHeartbeats failed", error=repr(exc))
