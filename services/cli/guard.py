@@ -7,6 +7,8 @@ endpoints and client modules only).
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -19,6 +21,9 @@ from services.shared.settings import SettingsError
 
 T = TypeVar("T")
 
+PIPE_CLOSED = 141
+"""Exit code when stdout's reader went away: 128 + SIGPIPE, what a shell reports for `yes | head`."""
+
 DataDir = Annotated[Path | None, typer.Option(
     "--data-dir", help="Data dir of `gpuledger up` (its endpoints.json); default ./.gpuledger or GPULEDGER_* URLs.")]
 JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON (canonical quantity strings) instead of text.")]
@@ -26,7 +31,8 @@ JsonOut = Annotated[bool, typer.Option("--json", help="Print JSON (canonical qua
 
 def guarded(as_json: bool, action: Callable[[], T]) -> T:
     """Run ``action()``; bad input exits 2, an unreachable stack or any other failure exits 1, each
-    with its message (and ``field`` under ``--json``)."""
+    with its message (and ``field`` under ``--json``); a closed stdout (the reader of a pipe left)
+    exits :data:`PIPE_CLOSED` without a message."""
     try:
         return action()
     except typer.Exit:
@@ -44,5 +50,9 @@ def guarded(as_json: bool, action: Callable[[], T]) -> T:
         fail(str(exc), field=exc.field if bad else None, as_json=as_json, code=BAD_INPUT if bad else OTHER)
     except KeyboardInterrupt:
         fail("interrupted", field=None, as_json=as_json, code=130)
+    except BrokenPipeError:  # `gpuledger nodes | head`: the reader left; stop quietly, as a SIGPIPE'd tool does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+        raise SystemExit(PIPE_CLOSED) from None
     except Exception as exc:
         fail(f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc), field=None, as_json=as_json, code=OTHER)

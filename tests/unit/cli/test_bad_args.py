@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -14,3 +16,17 @@ def test_nodes_show_of_an_empty_name_is_bad_input(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["nodes", "show", " ", "--json", "--data-dir", str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert json.loads(result.output)["field"] == "NAME"
+
+
+def test_a_reader_that_leaves_the_pipe_ends_the_command_quietly() -> None:
+    """`gpuledger nodes | head -1`: no "error: BrokenPipeError" and no traceback, exit 141 (SIGPIPE)."""
+    code = ("import typer\nfrom services.cli.guard import guarded\n"
+            "def body():\n    for i in range(10**6):\n        typer.echo(f'line {i}')\n"
+            "guarded(False, body)\n")
+    with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline() == b"line 0\n"
+        proc.stdout.close()
+        errors = proc.stderr.read()
+        assert proc.wait(timeout=60) == 141
+    assert errors == b""
