@@ -24,7 +24,7 @@ _PATTERNS = {
     "notes by name": r"\bautoscaler_" + r"discovery\b|\btf-" + r"quirks\b",
     "shared workspace": r"/work/" + r"shared\b|(?<![\w/])shared/(?:spec|data)\b",
     "spec section or case": r"\b[Ss]pec" + r":? (?:" + re.escape(_SECTION) + r")?[A-Z]{0,2}\.?\d",
-    "spec cases": r"\b[Ss]pec" + r" (?:cases?|part)\b",
+    "case lists": r"\b[Ss]pec" + r" (?:cases?|part)\b",
     "named spec": r"\b(?:admission|allocator|autoscaler)" + r" spec\b",
     "numbered quirk": r"\bquirk" + r" Q\d",
 }

@@ -68,8 +68,8 @@ async def test_an_exception_in_decide_rejects_that_intent_alone_on_a_reloaded_pr
         monkeypatch: pytest.MonkeyPatch) -> None:
     real = domain.process
 
-    def buggy(state: ClusterState, intent: intents.AnyIntent, now: datetime) -> list[AnyEvent]:
-        events = real(state, intent, now)  # the projection has moved: the loop must reload it
+    def buggy(state: ClusterState, intent: intents.AnyIntent, now: datetime, **options: Any) -> list[AnyEvent]:
+        events = real(state, intent, now, **options)  # the projection has moved: the loop must reload it
         if isinstance(intent, intents.RequestAllocation) and intent.spec.pod == "boom":
             raise KeyError("a bug this intent triggers")
         return events
