@@ -15,6 +15,7 @@ import numpy as np
 from services.allocator.domain.plugins.fragmentation import Workload
 from services.allocator.domain.strategies_paper import MAX_SPEC_CPU, MAX_SPEC_GPU, stable_hash
 from services.trace.engine import ArrayCluster, ClassArrays, Floats, Ints, fragment_rows, sigmoid_score
+from services.trace.fgd_strand import FgdStrand
 from services.trace.openb import TracePod
 
 Choice = tuple[int, list[int]]
@@ -144,6 +145,7 @@ CHOOSERS: dict[str, Callable[[ArrayCluster, Workload], Chooser]] = {
     "random": lambda cluster, workload: random_fit(cluster),
     "fgd": lambda cluster, workload: Fgd(cluster, workload),
     "frag-cpu": lambda cluster, workload: Fgd(cluster, workload, cpu_aware=True),
+    "fgd-strand": FgdStrand,
     "compact-first": lambda cluster, workload: tensorfusion(cluster, node_used=True, gpu_used=True),
     "low-load-first": lambda cluster, workload: tensorfusion(cluster, node_used=False, gpu_used=False),
     "node-compact-gpu-low-load": lambda cluster, workload: tensorfusion(cluster, node_used=True, gpu_used=False),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from services.allocator.domain.framework import GpuFilter, NodeFilter
 from services.allocator.domain.plugins.affinity import NodeAffinityFilter
 from services.allocator.domain.plugins.fgd import Fgd
+from services.allocator.domain.plugins.fgd_strand import FgdStrand
 from services.allocator.domain.plugins.frag_cpu import FragCpu
 from services.allocator.domain.plugins.isolation import GPUIsolationModeFilter, SharedWholeGPUFilter
 from services.allocator.domain.plugins.liveness import NodeReadyFilter
@@ -51,5 +52,5 @@ def strategy_for(name: str) -> Strategy:
 
 
 for _strategy in (CompactFirst(), LowLoadFirst(), NodeCompactGPULowLoad(), BestFit(), RandomFit(), Fgd(),
-                  FragCpu()):
+                  FragCpu(), FgdStrand()):
     register_strategy(_strategy)

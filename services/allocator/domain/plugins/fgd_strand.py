@@ -1,0 +1,121 @@
+"""fgd-strand: gpuledger's robust fragmentation-aware strategy — FGD, with FGD's ties broken by
+the least GPU stranded behind CPU.
+
+Node choice is lexicographic: (1) FGD's own integer score ⌊100·sigmoid(−Δ/1000)⌋ (plugins/fgd.py,
+Weng et al., ATC'23), highest first; (2) among the nodes FGD scores equal, the smallest increase
+of the *stranded GPU* S_n(M) defined below; (3) node order. The GPUs inside the chosen node are
+FGD's choice. So fgd-strand never picks a node FGD scores strictly worse, and where the stranding
+term is the same on all of FGD's tied nodes (no CPU binds) it decides exactly like FGD.
+
+Stranded GPU of node n for task class m of the target workload M (per-GPU share d milli-GPU,
+k GPUs, c CPU millicores, allowed models T): the GPU milli that m could still fill by GPU but
+not by CPU,
+
+    pods_gpu = (Σ_g ⌊R_g / d⌋) // k,   pods_cpu = ⌊cpu_free / c⌋ (pods_gpu when c = 0),
+    S_n(m) = k·d·max(0, pods_gpu − pods_cpu)     (0 for CPU-only classes and models not in T),
+
+and S_n(M) = Σ_m w_m·S_n(m) with w_m the class weight in units of 2⁻²⁰ (integers, so the sum is
+exact and the same in the domain and the trace engine). No constant is fitted to a trace: M is
+FGD's target workload, and the tie-break only orders nodes FGD cannot tell apart. Why this
+generalises: docs/placement.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import ClassVar
+
+from events.values import PoolConfig
+from services.allocator.domain.model import GpuState, NodeState
+from services.allocator.domain.need import Need
+from services.allocator.domain.plugins.fgd import Fgd, Option, sigmoid_score
+from services.allocator.domain.plugins.fragmentation import Workload
+from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD
+from services.allocator.domain.strategies_paper import Pair, cpu_free, cpu_only, free_milli, share_milli
+
+WEIGHT_SCALE = 1 << 20
+"""Class weights are rounded to multiples of 2⁻²⁰ so that S_n(M) is an exact integer."""
+
+
+def integer_weights(workload: Workload) -> tuple[int, ...]:
+    """round(w_m · 2²⁰) per class of ``workload``, in order."""
+    return tuple(round(t.weight * WEIGHT_SCALE) for t in workload)
+
+
+def stranded(free: Sequence[int], *, cpu_free: int, model: str, workload: Workload,
+             weights: Sequence[int]) -> int:
+    """S_n(M) in milli-GPU × 2²⁰ for per-GPU free milli ``free`` (see the module docstring)."""
+    total = 0
+    for task, weight in zip(workload, weights, strict=True):
+        if task.count == 0 or (task.models and model not in task.models):
+            continue
+        share = max(task.milli, 1)
+        by_gpu = sum(r // share for r in free) // task.count
+        by_cpu = cpu_free // task.cpu_milli if task.cpu_milli > 0 else by_gpu
+        total += weight * task.count * task.milli * max(0, by_gpu - by_cpu)
+    return total
+
+
+class StrandCache:
+    """Memoised :func:`stranded` keyed by (model, free CPU, sorted free milli); cleared at ``limit``."""
+
+    __slots__ = ("_cache", "limit", "weights", "workload")
+
+    def __init__(self, workload: Workload, *, limit: int = 200_000) -> None:
+        self.workload = workload
+        self.weights = integer_weights(workload)
+        self.limit = limit
+        self._cache: dict[tuple[str, int, tuple[int, ...]], int] = {}
+
+    def get(self, free: Sequence[int], *, cpu_free: int, model: str) -> int:
+        """S_n(M) of the node state, computed at most once per distinct state."""
+        key = (model, cpu_free, tuple(sorted(free)))
+        value = self._cache.get(key)
+        if value is None:
+            if len(self._cache) >= self.limit:
+                self._cache.clear()
+            value = stranded(key[2], cpu_free=cpu_free, model=model, workload=self.workload,
+                             weights=self.weights)
+            self._cache[key] = value
+        return value
+
+
+class FgdStrand(Fgd):
+    """FGD's node score, ties broken by the least increase of stranded GPU, then node order."""
+
+    name: ClassVar[str] = "fgd-strand"
+
+    def __init__(self, workload: Workload = DEFAULT_WORKLOAD) -> None:
+        super().__init__(workload)
+        self.strand = StrandCache(self.workload)
+
+    def stranding_delta(self, node: NodeState, chosen: Sequence[GpuState], need: Need,
+                        gpus: Mapping[str, GpuState]) -> int:
+        """S_n′(M) − S_n(M) when ``need`` takes ``chosen`` GPUs and its CPU on ``node``."""
+        members = [gpus[n] for n in node.gpus]
+        free = [free_milli(g) for g in members]
+        model = members[0].spec.model if members else ""
+        cpu = cpu_free(node)
+        before = self.strand.get(free, cpu_free=cpu, model=model)
+        if not cpu_only(need):
+            position = {g.spec.name: i for i, g in enumerate(members)}
+            for g in chosen:
+                free[position[g.spec.name]] -= share_milli(need, g)
+        return self.strand.get(free, cpu_free=cpu - need.cpu_milli, model=model) - before
+
+    def choose(self, feasible: Sequence[Pair], need: Need, config: PoolConfig,
+               *, gpus: Mapping[str, GpuState], allocation_id: str = "") -> Pair | None:
+        """Among the nodes with FGD's highest score, the least stranding increase; first in order on ties."""
+        best = -1
+        tied: list[tuple[NodeState, Option]] = []
+        for node, cands in feasible:
+            opt = self.option(node, cands, need, gpus)
+            score = sigmoid_score(opt.delta)
+            if score > best:
+                best, tied = score, [(node, opt)]
+            elif score == best:
+                tied.append((node, opt))
+        if not tied:
+            return None
+        node, opt = min(tied, key=lambda t: self.stranding_delta(t[0], t[1].gpus, need, gpus))
+        return node, opt.gpus

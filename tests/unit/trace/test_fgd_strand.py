@@ -1,0 +1,132 @@
+"""fgd-strand (plugins/fgd_strand.py): the stranded-GPU measure by hand, the lexicographic choice
+through ``process``, FGD's score never given up (hypothesis), and the array engine deciding
+exactly like the domain on random small clusters (hypothesis)."""
+
+from __future__ import annotations
+
+import msgspec
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from services.allocator.domain import profile
+from services.allocator.domain.plugins.fgd_strand import WEIGHT_SCALE, integer_weights, stranded
+from services.allocator.domain.plugins.fragmentation import TaskClass
+from services.trace import experiment
+from services.trace.choosers import make_chooser
+from services.trace.engine import ArrayCluster, run_pods
+from services.trace.fgd_strand import FgdStrand
+from services.trace.openb import TracePod
+from tests.unit.trace.cluster import cluster, node, pod, request
+
+WHOLE = TaskClass(weight=1.0, milli=1000, count=1, cpu_milli=10_000)
+MIXED = (TaskClass(weight=0.4, milli=500, count=1, cpu_milli=4000),
+         TaskClass(weight=0.3, milli=1000, count=2, cpu_milli=16_000),
+         TaskClass(weight=0.2, milli=0, count=0, cpu_milli=8000),
+         TaskClass(weight=0.1, milli=1000, count=1, cpu_milli=12_000, models=("T4",)))
+
+
+def test_stranded_counts_gpu_the_class_could_fill_but_cpu_cannot_serve() -> None:
+    w = integer_weights((WHOLE,))
+    # 4 free GPUs hold 4 pods, 25 cores hold 2: two GPUs (2000 milli) stranded
+    assert stranded([1000] * 4, cpu_free=25_000, model="P100", workload=(WHOLE,), weights=w) == 2000 * WEIGHT_SCALE
+    # CPU for every pod the GPUs hold: nothing stranded
+    assert stranded([1000] * 4, cpu_free=40_000, model="P100", workload=(WHOLE,), weights=w) == 0
+    # no CPU at all: every GPU the class could fill is stranded, partly used GPUs are not counted
+    assert stranded([1000, 600], cpu_free=0, model="P100", workload=(WHOLE,), weights=w) == 1000 * WEIGHT_SCALE
+
+
+def test_stranded_per_class_rules() -> None:
+    w = integer_weights(MIXED)
+    free, cpu = [1000, 1000, 1000, 600], 8000
+    # share 500: GPUs hold 2+2+2+1 = 7 pods, CPU 2: 5 × 500 = 2500 at weight 0.4;
+    # 2 × 1000: GPUs hold 1 pod, CPU 0: 2000 at 0.3; CPU-only: never; T4-only class on P100: never
+    want = round(0.4 * WEIGHT_SCALE) * 2500 + round(0.3 * WEIGHT_SCALE) * 2000
+    assert stranded(free, cpu_free=cpu, model="P100", workload=MIXED, weights=w) == want
+    # on a T4 node the pinned class counts too: 3 pods by GPU, 0 by CPU
+    t4 = stranded(free, cpu_free=cpu, model="T4", workload=MIXED, weights=w)
+    assert t4 == want + round(0.1 * WEIGHT_SCALE) * 3000
+    assert stranded(list(reversed(free)), cpu_free=cpu, model="P100", workload=MIXED, weights=w) == want
+
+
+def test_fgd_strand_breaks_fgds_tie_towards_the_node_that_strands_nothing() -> None:
+    nodes = (node("a", gpus=4, cpu=40_000), node("b", gpus=4, cpu=100_000))
+    heavy = pod("y", milli=1000, cpu=25_000)
+    with experiment.installed("fgd", (WHOLE,)):
+        # FGD: the class still fits on both afterwards (Δ = 0, a tie): node order picks a
+        assert request(cluster("fgd", *nodes), heavy) == ("a", ("a-gpu-0",))
+    with experiment.installed("fgd-strand", (WHOLE,)):
+        # a keeps 3 GPUs but 15 cores (1 pod): 2 GPUs stranded; b strands none
+        assert request(cluster("fgd-strand", *nodes), heavy) == ("b", ("b-gpu-0",))
+
+
+def test_fgd_strand_never_trades_fgds_score_for_less_stranding() -> None:
+    share = (TaskClass(weight=1.0, milli=500, count=1, cpu_milli=1000),)
+    w = integer_weights(share)
+    nodes = (node("a", gpus=2, cpu=4000), node("b", gpus=1, cpu=64_000, model="T4"))
+    for strategy in ("fgd", "fgd-strand"):
+        with experiment.installed(strategy, share):
+            state = cluster(strategy, *nodes)
+            assert request(state, pod("pin", milli=300, models=("T4",))) == ("b", ("b-gpu-0",))
+            # a: [1000, 1000] → [500, 1000], the class still fits: FGD Δ = 0 (score 50), but CPU
+            # for 2 pods where the GPUs hold 3 strands 500; b: [700] → [200]: Δ = +200 (score 45)
+            assert request(state, pod("y", milli=500, cpu=2000)) == ("a", ("a-gpu-0",)), strategy
+    assert stranded([500, 1000], cpu_free=2000, model="P100", workload=share, weights=w) == 500 * WEIGHT_SCALE
+    assert stranded([1000, 1000], cpu_free=4000, model="P100", workload=share, weights=w) == 0
+
+
+def test_fgd_strand_is_selectable_and_the_default_stays_tensorfusions() -> None:
+    assert profile.DEFAULT_STRATEGY == "node-compact-gpu-low-load"
+    assert profile.strategy_for("fgd-strand").name == "fgd-strand"
+    assert profile.strategy_for("").name == "node-compact-gpu-low-load"
+
+
+NODE_SHAPES = st.tuples(st.sampled_from([1, 2, 4, 8]), st.sampled_from([8000, 16_000, 40_000, 96_000]),
+                        st.sampled_from(["P100", "T4"]))
+POD_SHAPES = st.tuples(st.sampled_from([0, 1, 1, 1, 2, 4]), st.sampled_from([110, 230, 470, 500, 810, 1000]),
+                       st.sampled_from([1000, 4000, 8000, 16_000, 24_000]),
+                       st.sampled_from([(), ("T4",), ("P100", "T4")]))
+
+
+def _trace(pods: list[tuple[int, int, int, tuple[str, ...]]]) -> list[TracePod]:
+    return [TracePod(name=f"p{i}", cpu_milli=cpu, memory_bytes=2**30, count=k,
+                     milli=(1000 if k > 1 else milli) if k else 0, models=models)
+            for i, (k, milli, cpu, models) in enumerate(pods)]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=st.lists(NODE_SHAPES, min_size=1, max_size=6), pods=st.lists(POD_SHAPES, min_size=1, max_size=40))
+def test_array_engine_decides_exactly_like_the_domain(nodes: list, pods: list) -> None:  # type: ignore[type-arg]
+    registered = [node(f"n{i}", gpus=g, cpu=c, model=m) for i, (g, c, m) in enumerate(nodes)]
+    trace = _trace(pods)
+    engine = ArrayCluster(registered)
+    _, _, choices = run_pods(engine, trace, make_chooser("fgd-strand", engine, MIXED))
+    with experiment.installed("fgd-strand", MIXED):
+        state = cluster("fgd-strand", *registered)
+        for i, p in enumerate(trace):
+            got = request(state, msgspec.structs.replace(p, name=f"{i}-{p.name}"))
+            choice = choices[i]
+            want = None if choice is None else (
+                engine.names[choice[0]], tuple(engine.gpu_names[choice[0]][s] for s in choice[1]))
+            assert got == want, f"pod {i} {p}"
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=st.lists(NODE_SHAPES, min_size=2, max_size=8), pods=st.lists(POD_SHAPES, min_size=1, max_size=60))
+def test_every_choice_has_fgds_best_score_and_is_fgds_when_stranding_ties(nodes: list, pods: list) -> None:  # type: ignore[type-arg]
+    engine = ArrayCluster([node(f"n{i}", gpus=g, cpu=c, model=m) for i, (g, c, m) in enumerate(nodes)])
+    mine = FgdStrand(engine, MIXED)
+    fgd = make_chooser("fgd", engine, MIXED)
+    for i, p in enumerate(_trace(pods)):
+        fe = engine.feasible(p)
+        if not fe.size:
+            continue
+        node_fgd, slots_fgd = fgd(p, str(i), fe)
+        node_mine, slots_mine = mine(p, str(i), fe)
+        cache = mine.classes[(p.milli, p.count, p.cpu_milli)]
+        scores = cache.score[fe]
+        assert cache.score[node_mine] == scores.max() == cache.score[node_fgd]
+        tied = fe[scores == scores.max()]
+        if np.unique(cache.strand[tied]).size == 1:
+            assert (node_mine, slots_mine) == (node_fgd, slots_fgd)
+        engine.place(node_mine, slots_mine, p)
