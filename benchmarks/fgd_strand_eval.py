@@ -4,7 +4,7 @@ Appends one JSON line per (trace, strategy, seed) to ``--out`` (resumable: done 
 skipped; ``--reuse FILE`` takes rows of the same trace/strategy/seed from another result file,
 e.g. the trace table's FGD runs, which the same engine and code produced). Traces are the
 data/openb names (``default``, ``cpu050``, ...) or ``heldout:<name>`` (benchmarks/
-heldout_variants.py). ``--summary`` prints the paired table: per trace the means at 100 %
+heldout_variants.py). ``--summary`` prints the paired table (rows of ``--out`` and ``--reuse``): per trace the means at 100 %
 arrived, the mean/min/max of (strategy − FGD) per seed and the number of seeds it is better.
 
     python3 benchmarks/fgd_strand_eval.py --out benchmarks/results/fgd_strand.jsonl \
@@ -53,10 +53,10 @@ def rows(path: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def summary(path: Path, *, against: str = "fgd", point: str = "100") -> None:
+def summary(paths: list[Path], *, against: str = "fgd", point: str = "100") -> None:
     """Markdown: per trace and strategy, FGD's and its mean, the paired difference and seeds better."""
     by: dict[tuple[str, str], dict[int, float]] = {}
-    for r in rows(path):
+    for r in (r for path in paths for r in rows(path)):
         by.setdefault((str(r["trace"]), str(r["strategy"])), {})[int(r["seed"])] = r["unallocated"][point]  # type: ignore[arg-type,index]
     print("| trace | strategy | seeds | FGD | strategy | − FGD mean (min … max) | seeds better / worse |")
     print("|---|---|---|---|---|---|---|")
@@ -85,7 +85,7 @@ def main() -> None:
     parser.add_argument("--point", default="100", choices=POINTS)
     args = parser.parse_args()
     if args.summary:
-        summary(args.out, point=args.point)
+        summary([args.out, *([args.reuse] if args.reuse else [])], point=args.point)
         return
     done = {(r["trace"], r["strategy"], r["seed"]) for r in rows(args.out)}
     reuse = {(r["trace"], r["strategy"], r["seed"]): r for r in rows(args.reuse)} if args.reuse else {}

@@ -1,8 +1,9 @@
 """The array engine's fgd-strand chooser (plugins/fgd_strand.py on numpy arrays).
 
 Per request class (share, count, CPU) it caches each node's FGD score, its stranding increase
-ΔS_n(M) and FGD's GPU slot for a share, recomputed only for nodes whose version changed. The
-choice: the highest FGD score, then the least ΔS, then the lowest node index (tie order).
+max(0, ΔS_n(M)) and FGD's GPU slot for a share, recomputed only for nodes whose version changed.
+The choice: the highest FGD score, then the least stranding increase, then the lowest node index
+(tie order).
 Decision-for-decision equal to the domain (tests/unit/trace/test_fgd_strand.py).
 """
 
@@ -79,14 +80,14 @@ class FgdStrand:
         free, cpu, model = c.free[nodes], c.cpu[nodes], c.model[nodes]
         after_cpu = cpu - pod.cpu_milli
         delta, after, slot = self._after(pod, free, fragment_rows(free, cpu, model, self.arrays), after_cpu, model)
-        cache.strand[nodes] = (stranded_rows(after, after_cpu, model, self.arrays, self.weights)
-                               - stranded_rows(free, cpu, model, self.arrays, self.weights))
+        cache.strand[nodes] = np.maximum(0, stranded_rows(after, after_cpu, model, self.arrays, self.weights)
+                                         - stranded_rows(free, cpu, model, self.arrays, self.weights))
         cache.slot[nodes] = slot
         cache.score[nodes] = [sigmoid_score(float(d)) for d in delta]
         cache.version[nodes] = c.version[nodes]
 
     def __call__(self, pod: TracePod, allocation_id: str, fe: Ints) -> Choice:
-        """The feasible node with FGD's best score and the least stranding increase, and its slots."""
+        """The feasible node with FGD's best score and the least (clipped) stranding increase, and its slots."""
         key = (pod.milli, pod.count, pod.cpu_milli)
         cache = self.classes.get(key) or self.classes.setdefault(key, _Cached(len(self.cluster.names)))
         stale = fe[cache.version[fe] != self.cluster.version[fe]]

@@ -1,11 +1,11 @@
 """fgd-strand (plugins/fgd_strand.py): the stranded-GPU measure by hand, the lexicographic choice
-through ``process``, FGD's score never given up (hypothesis), and the array engine deciding
-exactly like the domain on random small clusters (hypothesis)."""
+through ``process``, FGD's score never given up and FGD's node kept unless it strands GPU
+(hypothesis), and the array engine deciding exactly like the domain on random small clusters
+(hypothesis)."""
 
 from __future__ import annotations
 
 import msgspec
-import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -58,6 +58,15 @@ def test_fgd_strand_breaks_fgds_tie_towards_the_node_that_strands_nothing() -> N
     with experiment.installed("fgd-strand", (WHOLE,)):
         # a keeps 3 GPUs but 15 cores (1 pod): 2 GPUs stranded; b strands none
         assert request(cluster("fgd-strand", *nodes), heavy) == ("b", ("b-gpu-0",))
+
+
+def test_fgd_strand_keeps_fgds_node_when_it_strands_nothing_more() -> None:
+    nodes = (node("a", gpus=4, cpu=100_000), node("b", gpus=4, cpu=25_000))
+    light = pod("y", milli=1000, cpu=5000)
+    with experiment.installed("fgd-strand", (WHOLE,)):
+        # FGD ties a and b (Δ = 0). b would even *reduce* stranding (4 GPUs, CPU for 2 pods → 3 GPUs,
+        # CPU for 2: 2000 → 1000), but a strands nothing more, so FGD's first node is kept
+        assert request(cluster("fgd-strand", *nodes), light) == ("a", ("a-gpu-0",))
 
 
 def test_fgd_strand_never_trades_fgds_score_for_less_stranding() -> None:
@@ -113,7 +122,7 @@ def test_array_engine_decides_exactly_like_the_domain(nodes: list, pods: list) -
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nodes=st.lists(NODE_SHAPES, min_size=2, max_size=8), pods=st.lists(POD_SHAPES, min_size=1, max_size=60))
-def test_every_choice_has_fgds_best_score_and_is_fgds_when_stranding_ties(nodes: list, pods: list) -> None:  # type: ignore[type-arg]
+def test_every_choice_has_fgds_best_score_and_is_fgds_unless_that_strands_gpu(nodes: list, pods: list) -> None:  # type: ignore[type-arg]
     engine = ArrayCluster([node(f"n{i}", gpus=g, cpu=c, model=m) for i, (g, c, m) in enumerate(nodes)])
     mine = FgdStrand(engine, MIXED)
     fgd = make_chooser("fgd", engine, MIXED)
@@ -127,6 +136,9 @@ def test_every_choice_has_fgds_best_score_and_is_fgds_when_stranding_ties(nodes:
         scores = cache.score[fe]
         assert cache.score[node_mine] == scores.max() == cache.score[node_fgd]
         tied = fe[scores == scores.max()]
-        if np.unique(cache.strand[tied]).size == 1:
+        assert cache.strand[node_mine] == cache.strand[tied].min() >= 0
+        if cache.strand[node_fgd] == cache.strand[tied].min():  # e.g. FGD's pick strands nothing more
             assert (node_mine, slots_mine) == (node_fgd, slots_fgd)
+        else:
+            assert cache.strand[node_mine] < cache.strand[node_fgd]
         engine.place(node_mine, slots_mine, p)

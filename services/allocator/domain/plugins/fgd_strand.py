@@ -1,11 +1,14 @@
-"""fgd-strand: gpuledger's robust fragmentation-aware strategy — FGD, with FGD's ties broken by
-the least GPU stranded behind CPU.
+"""fgd-strand: gpuledger's robust fragmentation-aware strategy — FGD, except that among the nodes
+FGD scores equal it avoids those where the placement strands GPU behind CPU.
 
 Node choice is lexicographic: (1) FGD's own integer score ⌊100·sigmoid(−Δ/1000)⌋ (plugins/fgd.py,
-Weng et al., ATC'23), highest first; (2) among the nodes FGD scores equal, the smallest increase
-of the *stranded GPU* S_n(M) defined below; (3) node order. The GPUs inside the chosen node are
-FGD's choice. So fgd-strand never picks a node FGD scores strictly worse, and where the stranding
-term is the same on all of FGD's tied nodes (no CPU binds) it decides exactly like FGD.
+Weng et al., ATC'23), highest first; (2) among the nodes FGD scores equal, the least *stranding
+increase* max(0, S_n′(M) − S_n(M)), with S defined below; (3) node order, as FGD. The GPUs inside
+the chosen node are FGD's choice. Hence fgd-strand never picks a node FGD scores lower, and it
+picks exactly FGD's node whenever that node's placement does not increase stranding: it only
+vetoes FGD's arbitrary tie-break when that would leave more GPU unusable for lack of CPU, and it
+never chases a stranding *decrease* (that concentrated load and lost to FGD where CPU is slack:
+docs/placement.md).
 
 Stranded GPU of node n for task class m of the target workload M (per-GPU share d milli-GPU,
 k GPUs, c CPU millicores, allowed models T): the GPU milli that m could still fill by GPU but
@@ -16,8 +19,7 @@ not by CPU,
 
 and S_n(M) = Σ_m w_m·S_n(m) with w_m the class weight in units of 2⁻²⁰ (integers, so the sum is
 exact and the same in the domain and the trace engine). No constant is fitted to a trace: M is
-FGD's target workload, and the tie-break only orders nodes FGD cannot tell apart. Why this
-generalises: docs/placement.md.
+FGD's target workload and the rule has no weight. Why this generalises: docs/placement.md.
 """
 
 from __future__ import annotations
@@ -81,7 +83,7 @@ class StrandCache:
 
 
 class FgdStrand(Fgd):
-    """FGD's node score, ties broken by the least increase of stranded GPU, then node order."""
+    """FGD's node score; on ties the least stranding increase (clipped at 0), then node order."""
 
     name: ClassVar[str] = "fgd-strand"
 
@@ -105,7 +107,7 @@ class FgdStrand(Fgd):
 
     def choose(self, feasible: Sequence[Pair], need: Need, config: PoolConfig,
                *, gpus: Mapping[str, GpuState], allocation_id: str = "") -> Pair | None:
-        """Among the nodes with FGD's highest score, the least stranding increase; first in order on ties."""
+        """Among the nodes with FGD's highest score, the first that strands nothing more, else the least."""
         best = -1
         tied: list[tuple[NodeState, Option]] = []
         for node, cands in feasible:
@@ -117,5 +119,11 @@ class FgdStrand(Fgd):
                 tied.append((node, opt))
         if not tied:
             return None
-        node, opt = min(tied, key=lambda t: self.stranding_delta(t[0], t[1].gpus, need, gpus))
-        return node, opt.gpus
+        best_pair, least = tied[0], -1
+        for node, opt in tied:
+            harm = max(0, self.stranding_delta(node, opt.gpus, need, gpus))
+            if harm == 0:
+                return node, opt.gpus
+            if least < 0 or harm < least:
+                best_pair, least = (node, opt), harm
+        return best_pair[0], best_pair[1].gpus
