@@ -4,8 +4,9 @@ Appends one JSON line per (trace, strategy, seed) to ``--out`` (resumable: done 
 skipped; ``--reuse FILE`` takes rows of the same trace/strategy/seed from another result file,
 e.g. the trace table's FGD runs, which the same engine and code produced). Traces are the
 data/openb names (``default``, ``cpu050``, ...) or ``heldout:<name>`` (benchmarks/
-heldout_variants.py). ``--summary`` prints the paired table (rows of ``--out`` and ``--reuse``): per trace the means at 100 %
-arrived, the mean/min/max of (strategy − FGD) per seed and the number of seeds it is better.
+heldout_variants.py). ``--summary`` prints the paired table (rows of ``--out`` and ``--reuse``):
+per trace the means at 100 % arrived, the mean/min/max of (strategy − FGD) per seed and the
+number of seeds it is better / worse.
 
     python3 benchmarks/fgd_strand_eval.py --out benchmarks/results/fgd_strand.jsonl \
         --reuse benchmarks/results/trace_table.jsonl --traces default cpu050 gpushare40 gpuspec10 multigpu20
