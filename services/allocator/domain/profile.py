@@ -16,6 +16,7 @@ from typing import NamedTuple
 from services.allocator.domain.framework import GpuFilter, NodeFilter
 from services.allocator.domain.plugins.affinity import NodeAffinityFilter
 from services.allocator.domain.plugins.fgd import Fgd
+from services.allocator.domain.plugins.fgd_strand import FgdStrand
 from services.allocator.domain.plugins.frag_cpu import FragCpu
 from services.allocator.domain.plugins.isolation import GPUIsolationModeFilter, SharedWholeGPUFilter
 from services.allocator.domain.plugins.liveness import NodeReadyFilter
@@ -53,6 +54,7 @@ STRATEGY_CLASSES: tuple[StrategyClass, ...] = (
     RandomFit,
     Fgd,
     FragCpu,
+    FgdStrand,
 )
 DEFAULT_STRATEGY = NodeCompactGPULowLoad.name
 

@@ -7,6 +7,7 @@ import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from services.allocator.domain import profile
 from services.allocator.domain.plugins.fgd import sigmoid_score
 from services.allocator.domain.plugins.fragmentation import TaskClass
 from services.allocator.domain.reference import ReferenceScheduler
@@ -92,8 +93,7 @@ POD_SHAPES = st.tuples(st.sampled_from([0, 1, 1, 1, 2, 4]), st.sampled_from([110
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nodes=st.lists(NODE_SHAPES, min_size=1, max_size=6), pods=st.lists(POD_SHAPES, min_size=1, max_size=40),
-       strategy=st.sampled_from(["best-fit", "random", "fgd", "frag-cpu", "compact-first", "low-load-first",
-                                 "node-compact-gpu-low-load"]))
+       strategy=st.sampled_from(sorted(profile.STRATEGIES)))
 def test_scheduler_decides_like_the_reference_on_trace_pods(nodes: list, pods: list, strategy: str) -> None:  # type: ignore[type-arg]
     registered = [node(f"n{i}", gpus=g, cpu=c, model=m) for i, (g, c, m) in enumerate(nodes)]
     trace = [TracePod(name=f"p{i}", cpu_milli=cpu or 100, memory_bytes=2**30, count=k,
