@@ -16,8 +16,8 @@ from services.cli import client, output
 from services.cli.guard import DataDir, JsonOut, guarded
 from services.cli.output import BadInput
 
-STRATEGY_NAMES = ("best-fit", "compact-first", "fgd", "frag-cpu", "low-load-first", "node-compact-gpu-low-load",
-                  "random")
+STRATEGY_NAMES = ("best-fit", "compact-first", "fgd", "fgd-strand", "frag-cpu", "low-load-first",
+                  "node-compact-gpu-low-load", "random")
 """Placement strategies a pool can be configured with: the names of the domain's registry
 (services.allocator.domain.profile.STRATEGIES; a test keeps them equal). A constant here so that
 ``--help`` does not import the domain."""
