@@ -18,9 +18,8 @@ from services.cli.output import BadInput
 
 STRATEGY_NAMES = ("best-fit", "compact-first", "fgd", "fgd-strand", "frag-cpu", "low-load-first",
                   "node-compact-gpu-low-load", "random")
-"""Placement strategies a pool can be configured with: the names of the domain's registry
-(services.allocator.domain.profile.STRATEGIES; a test keeps them equal). A constant here so that
-``--help`` does not import the domain."""
+"""The domain registry's strategy names (profile.STRATEGIES; a test keeps them equal), as a constant
+so that ``--help`` does not import the domain."""
 
 _POOL_KEYS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node")
 _STRATEGIES_HELP = "Placement strategy: " + ", ".join(STRATEGY_NAMES) + "."
