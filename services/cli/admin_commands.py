@@ -1,9 +1,8 @@
 """CLI commands that configure and inspect the cluster through the allocator's HTTP API:
 ``quota set|list|remove``, ``pool list|configure``, ``nodes`` (list) and ``nodes show NAME``.
 
-Every command takes ``--data-dir`` and ``--json``; writes are decided by the allocator like any
-intent (the answer is the resulting event or view). Exit codes: 0 done, 1 stack unreachable or
-other failure, 2 bad input (``{"error", "field"}``), 4 the allocator rejected the change.
+Every command takes ``--data-dir`` and ``--json``; writes are decided by the allocator like any intent.
+Exit codes: 0 done, 1 unreachable/other, 2 bad input (``{"error", "field"}``), 4 rejected.
 """
 
 from __future__ import annotations
