@@ -77,13 +77,19 @@ async def allocations(request: web.Request) -> web.Response:
     state = allocator_of(request).state
     chosen = [a for a in state.allocations.values() if _allocation_matches(a, params)]
 
-    def render(allocation: AllocationState) -> dict[str, Any]:
-        doc = documents.allocation_doc(allocation)
-        if allocation.status == "queued":
-            current = reason_of(request, allocation)
-            doc.update(queued_reason=allocation.reason, reason=current.reason, code=current.code)
-        return doc
-    return _json(paging.page(chosen, key=lambda a: (a.spec.allocation_id,), params=params, render=render))
+    return _json(paging.page(chosen, key=lambda a: (a.spec.allocation_id,), params=params,
+                             render=lambda a: _allocation_doc(request, a)[0]))
+
+
+def _allocation_doc(request: web.Request, allocation: AllocationState) -> tuple[dict[str, Any], reasons.Reason | None]:
+    """The allocation's document; a queued one shows its current reason (and keeps the reason it
+    was queued with as ``queued_reason``). Returns the document and that current reason."""
+    doc = documents.allocation_doc(allocation)
+    if allocation.status != "queued":
+        return doc, None
+    current = reason_of(request, allocation)
+    doc.update(queued_reason=allocation.reason, reason=current.reason, code=current.code)
+    return doc, current
 
 
 async def allocation(request: web.Request) -> web.Response:
@@ -93,10 +99,7 @@ async def allocation(request: web.Request) -> web.Response:
     found = state.allocations.get(request.match_info["id"])
     if found is None:
         raise guard.ApiError(404, f"allocation {request.match_info['id']!r} is not live", field="id")
-    current = reasons.current(state, found.spec) if found.status == "queued" else None
-    doc = documents.allocation_doc(found)
-    if current is not None:
-        doc.update(queued_reason=found.reason, reason=current.reason, code=current.code)
+    doc, current = _allocation_doc(request, found)
     return _json({**doc, "explanation": documents.explanation(state, found, current)})
 
 
