@@ -179,6 +179,8 @@ Count = Annotated[int, _magnitude(MAX_COUNT)]
 CpuMilli = Annotated[int, _magnitude(MAX_CPU_MILLI)]
 MemoryBytes = Annotated[int, _magnitude(MAX_MEMORY_BYTES)]
 Percent = Annotated[int, _magnitude(MAX_PERCENT)]
+Priority = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
+"""A pod priority (Kubernetes PriorityClass value: a 32-bit signed integer)."""
 SchemaVersion = Annotated[int, msgspec.Meta(ge=0, le=2**15)]
 HeartbeatTtl = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_HEARTBEAT_TTL_S)]
 Weight = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_WEIGHT)]

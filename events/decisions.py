@@ -18,6 +18,8 @@ class AllocationGranted(Event, frozen=True, tag="allocation_granted"):
     """GPUs ``gpus`` on ``node`` were given to ``spec``; ``charges[i]`` was taken from ``gpus[i]``.
 
     ``from_queue`` is true when the request had been queued and was granted by a later decision.
+    ``preempted`` lists the allocation ids this grant preempted (their AllocationPreempted events
+    come first in the same decision); the binder lifts the pod's gate once their pods are gone.
     """
 
     spec: AllocationSpec
@@ -25,6 +27,29 @@ class AllocationGranted(Event, frozen=True, tag="allocation_granted"):
     gpus: tuple[str, ...]
     charges: tuple[Resources, ...]
     from_queue: bool = False
+    preempted: tuple[str, ...] = ()
+
+
+class AllocationPreempted(Event, frozen=True, tag="allocation_preempted"):
+    """A granted allocation lost its GPUs to a higher-priority request (``preemptor``).
+
+    Folds like a release (its charges go back exactly); the AllocationGranted of the preemptor
+    follows in the same decision. ``priority``/``preemptor_priority`` are the effective
+    priorities that allowed it; ``reason`` says why in words.
+    """
+
+    allocation_id: str
+    namespace: str
+    pod: str
+    pool: str
+    node: str
+    gpus: tuple[str, ...]
+    preemptor: str
+    preemptor_namespace: str
+    preemptor_pod: str
+    priority: int
+    preemptor_priority: int
+    reason: str = ""
 
 
 class AllocationQueued(Event, frozen=True, tag="allocation_queued"):
@@ -195,6 +220,7 @@ AnyEvent = Union[
     AllocationQueued,
     AllocationRejected,
     AllocationReleased,
+    AllocationPreempted,
     AllocationResized,
     ResizeRejected,
     NodeRegistered,
@@ -216,6 +242,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     AllocationQueued,
     AllocationRejected,
     AllocationReleased,
+    AllocationPreempted,
     AllocationResized,
     ResizeRejected,
     NodeRegistered,

@@ -27,6 +27,7 @@ from events.bounds import (
     MilliTflops,
     Name,
     Percent,
+    Priority,
     QuotaMilliTflops,
     QuotaVramBytes,
     Token,
@@ -36,6 +37,14 @@ from events.bounds import (
 
 QOS_LEVELS: tuple[str, ...] = ("critical", "high", "medium", "low")
 """QoS classes, highest first (TensorFusion QoS: critical > high > medium > low)."""
+
+QOS_PRIORITY: dict[str, int] = {"critical": 100_000, "high": 10_000, "medium": 0, "low": 0}
+"""Priority of a request without an explicit one, by QoS (TensorFusion's PriorityClasses:
+critical 100000, high 10000, medium 0; low has none, so 0)."""
+
+PREEMPTION_SCOPES: tuple[str, ...] = ("cluster", "namespace", "off")
+"""Pool preemption settings: victims from any namespace (TensorFusion's default), only from the
+preemptor's namespace, or no preemption."""
 
 ISOLATION_MODES: tuple[str, ...] = ("shared", "soft", "hard", "partitioned")
 """TensorFusion isolation modes; ``shared`` takes a whole idle GPU exclusively."""
@@ -145,6 +154,8 @@ class AllocationSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     ``gpu_indices`` an allow-list of GPU indices; ``cpu_milli``/``memory_bytes`` are the pod's
     CPU (millicores) and memory (bytes) requests, checked against node allocatable when both
     sides report them. ``attributes`` carries producer metadata (autoscaling settings, owner).
+    ``priority`` is the pod's PriorityClass value when it has one; None means "from QoS"
+    (:func:`priority_of`).
     """
 
     allocation_id: Id
@@ -165,6 +176,7 @@ class AllocationSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     memory_bytes: MemoryBytes = 0
     partition_template: Name = ""
     attributes: Attributes = {}
+    priority: Priority | None = None
 
 
 class QuotaAmount(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
@@ -203,12 +215,14 @@ class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
 
     ``vram_weight``/``tflops_weight`` weight the VRAM and TFLOPS percentages in scores
     (shipped TensorFusion config: 0.7/0.3). ``max_workers_per_node`` 0 means unlimited.
+    ``preemption`` is one of :data:`PREEMPTION_SCOPES` (default ``cluster``, as TensorFusion).
     """
 
     placement: Name = "node-compact-gpu-low-load"
     vram_weight: Weight = 0.7
     tflops_weight: Weight = 0.3
     max_workers_per_node: Count = 0
+    preemption: Token = "cluster"
 
 
 class FilterCount(msgspec.Struct, frozen=True, kw_only=True, gc=False):
@@ -216,3 +230,9 @@ class FilterCount(msgspec.Struct, frozen=True, kw_only=True, gc=False):
 
     name: str
     removed: int
+
+
+def priority_of(spec: AllocationSpec) -> int:
+    """The request's priority: ``spec.priority`` when given (the pod's PriorityClass value), else
+    :data:`QOS_PRIORITY` of its QoS (unknown QoS: 0)."""
+    return spec.priority if spec.priority is not None else QOS_PRIORITY.get(spec.qos, 0)

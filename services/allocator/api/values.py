@@ -16,7 +16,7 @@ from typing import Any
 
 from events import bounds
 from events.quantity import QuantityError, parse
-from events.values import PoolConfig, QuotaAmount, QuotaSpec, Resources
+from events.values import PREEMPTION_SCOPES, PoolConfig, QuotaAmount, QuotaSpec, Resources
 from services.allocator.api.guard import ApiError
 
 MAX_ID_CHARS = bounds.MAX_ID_LENGTH
@@ -108,16 +108,20 @@ def quota(body: dict[str, Any]) -> QuotaSpec:
 def pool_config(body: dict[str, Any]) -> PoolConfig:
     """A PoolConfig; weights finite in [0, events.bounds.MAX_WEIGHT], ``placement`` a strategy
     name (the allocator checks it)."""
-    only(body, ("placement", "vram_weight", "tflops_weight", "max_workers_per_node"), field="body")
+    only(body, ("placement", "vram_weight", "tflops_weight", "max_workers_per_node", "preemption"), field="body")
     defaults = PoolConfig()
     placement = body.get("placement", defaults.placement)
     if not isinstance(placement, str) or not 0 < len(placement) <= bounds.MAX_LABEL_VALUE_LENGTH:
         raise ApiError(400, "placement must be a strategy name", field="placement")
-    weights = {}
+    preemption = body.get("preemption", defaults.preemption)
+    if preemption not in PREEMPTION_SCOPES:
+        raise ApiError(400, f"preemption must be one of {', '.join(PREEMPTION_SCOPES)}", field="preemption")
+    weights: dict[str, float] = {}
     for key in ("vram_weight", "tflops_weight"):
         raw = body.get(key, getattr(defaults, key))
         if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw <= bounds.MAX_WEIGHT:
             raise ApiError(400, f"{key} must be a number from 0 to {bounds.MAX_WEIGHT:g}", field=key)
         weights[key] = float(raw)
     workers = _count(body.get("max_workers_per_node", 0), field="max_workers_per_node")
-    return PoolConfig(placement=placement, max_workers_per_node=workers or 0, **weights)
+    return PoolConfig(placement=placement, max_workers_per_node=workers or 0, preemption=preemption,
+                      vram_weight=weights["vram_weight"], tflops_weight=weights["tflops_weight"])

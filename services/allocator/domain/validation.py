@@ -11,6 +11,7 @@ import math
 from events.values import (
     ISOLATION_MODES,
     MAX_GPUS_PER_ALLOCATION,
+    PREEMPTION_SCOPES,
     QOS_LEVELS,
     AllocationSpec,
     PoolConfig,
@@ -104,7 +105,8 @@ def check_quota(spec: QuotaSpec) -> Problem | None:
 
 
 def check_pool(config: PoolConfig, strategies: frozenset[str]) -> Problem | None:
-    """A registered strategy, finite non-negative weights, a non-negative worker limit."""
+    """A registered strategy, finite non-negative weights, a non-negative worker limit, a known
+    preemption scope (:data:`events.values.PREEMPTION_SCOPES`)."""
     if config.placement not in strategies:
         known = ", ".join(sorted(strategies))
         return "config.placement", config.placement, f"unknown placement strategy {config.placement!r}; known: {known}"
@@ -115,4 +117,7 @@ def check_pool(config: PoolConfig, strategies: frozenset[str]) -> Problem | None
     if config.max_workers_per_node < 0:
         value = str(config.max_workers_per_node)
         return "config.max_workers_per_node", value, "max workers per node cannot be negative"
+    if config.preemption not in PREEMPTION_SCOPES:
+        scopes = ", ".join(PREEMPTION_SCOPES)
+        return "config.preemption", config.preemption, f"preemption must be one of {scopes}"
     return None
