@@ -8,6 +8,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import msgspec
 import pytest
 from nats.js import JetStreamContext
 
@@ -170,3 +171,23 @@ async def test_rejected_pod_is_annotated_with_the_reason_and_stays_gated(kube_ap
             await _stop(task)
     assert pod["metadata"]["annotations"]["gpuledger.io/rejected"] == "bigger than any GPU"
     assert {"name": keys.SCHEDULING_GATE} in pod["spec"]["schedulingGates"]
+
+
+async def test_each_container_gets_its_gpus_at_bind(kube_api: KubeApiServer, jetstream) -> None:
+    """TensorFusion allocateGPUsToContainers: sorted container names take consecutive granted GPUs."""
+    pod = _gated_pod("split", "s-1")
+    pod["spec"]["containers"] = [{"name": "trainer", "image": "busybox"}, {"name": "agent", "image": "busybox"}]
+    kube_api.create("pods", pod, namespace="default")
+    spec = msgspec.structs.replace(_spec("s-1", "split"), gpu_count=3, attributes={
+        keys.INJECT_CONTAINER: "trainer,agent", keys.CONTAINER_GPU_COUNT: '{"trainer":2,"agent":1}'})
+    await _emit(jetstream, decisions.AllocationGranted(at=NOW, spec=spec, node="node-1",
+                                                       gpus=("gpu-7", "gpu-3", "gpu-5"), charges=()))
+    async with await kube.api_client(url=kube_api.url) as api:
+        task = asyncio.create_task(Binder(api, publish=_publisher(jetstream)).run(jetstream))
+        try:
+            bound = await _until(lambda: _ungated(kube_api, "split"))
+        finally:
+            await _stop(task)
+    annotations = bound["metadata"]["annotations"]
+    assert annotations[keys.GPU_IDS] == "gpu-7,gpu-3,gpu-5"
+    assert annotations[keys.CONTAINER_GPUS] == '{"agent":["gpu-7"],"trainer":["gpu-3","gpu-5"]}'
