@@ -61,9 +61,7 @@ def available_fraction(total: int | None, used: int) -> Fraction:
 
 
 def format_percent(value: Fraction) -> str:
-    """``"100"`` for 100 (TensorFusion's unbounded value), else two decimals rounded half up."""
-    if value == 100:
-        return "100"
+    """Two decimals rounded half up (``"40.00"``); TensorFusion ``strconv.FormatFloat(v, 'f', 2, 64)``."""
     exact = Decimal(value.numerator) / Decimal(value.denominator)
     return str(exact.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP))
 
@@ -99,5 +97,6 @@ def quota_status(spec: QuotaSpec, usage: QuotaUsage | None) -> QuotaStatus:
         message = f"One of the following resources has reached alert threshold: {flags}"
     else:
         reason, message = "CapacitySufficient", READY_MESSAGE
-    return QuotaStatus(available=available, available_percent={d: format_percent(available[d]) for d in DIMENSIONS},
+    return QuotaStatus(available=available, available_percent={
+                           d: "100" if totals[d] is None else format_percent(available[d]) for d in DIMENSIONS},
                        alerts=alerts, threshold=spec.alert_threshold_percent, reason=reason, message=message)
