@@ -103,6 +103,11 @@ def test_quota_queue_why_resize_release(stack: Path) -> None:
     assert cli(stack, "release", "team-q/two").returncode == 0
     history = as_json(cli(stack, "history", "--namespace", "team-q", "--status", "released", "--json"))
     assert sorted(r["pod"] for r in history) == ["one", "two"]
+    ended = cli(stack, "why", "team-q/one")  # not live: how it ended, when and why
+    assert ended.returncode == 0 and "status:" in ended.stdout and "released" in ended.stdout, ended.stdout
+    assert as_json(cli(stack, "why", "team-q/one", "--json"))["status"] == "released"
+    again = cli(stack, "release", "team-q/one", "--json")
+    assert again.returncode == 2 and "is not live: released at " in as_json(again)["error"], again.stdout
     piped = cli(stack, "history", "--namespace", "team-q")
     assert piped.stdout.splitlines()[0].split("\t")[:4] == ["namespace", "pod", "pool", "status"]
 
