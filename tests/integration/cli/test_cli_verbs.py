@@ -82,11 +82,14 @@ def test_rejected_and_bad_input_exit_codes(stack: Path) -> None:
 
 
 def test_quota_queue_why_resize_release(stack: Path) -> None:
-    assert cli(stack, "quota", "set", "team-q", "--total-tflops", "15").returncode == 0
+    assert cli(stack, "quota", "set", "team-q", "--total-tflops", "10").returncode == 0
     quotas = as_json(cli(stack, "quota", "list", "--json"))
-    assert any(q["namespace"] == "team-q" and q["quota"]["total_requests"]["tflops"] == "15" for q in quotas)
+    assert any(q["namespace"] == "team-q" and q["quota"]["total_requests"]["tflops"] == "10" for q in quotas)
     assert cli(stack, "submit", pod(stack, "one", "team-q")).returncode == 0
     assert cli(stack, "submit", pod(stack, "two", "team-q")).returncode == 3
+    listed = cli(stack, "quota", "list")  # 10 of 10 TFLOPS used: 0 % left, past the 95 % alert threshold
+    assert [line.split("\t")[-1] for line in listed.stdout.splitlines() if line.startswith("team-q")] == [
+        "requests.tflops"]
     queue = as_json(cli(stack, "queue", "--namespace", "team-q", "--json"))
     assert [q["pod"] for q in queue] == ["two"] and queue[0]["code"] == "quota"
     why = cli(stack, "why", "team-q/two", "--json")
