@@ -54,7 +54,7 @@ async def _decide(request: web.Request, intent: intents.AnyIntent, wait_s: float
     if status == 404:  # the decision is recorded; the answer says how the allocation ended, if it did
         allocation_id = getattr(intent, "allocation_id", "")
         error = ended.sentence(allocation_id, await ended.ended_life(allocator_of(request).store, allocation_id))
-    extra = {"error": error, "field": "id" if status in (404, 409) else view.get("field", "")} if error else {}
+    extra = {"error": error, "field": "id" if status in (404, 409) else view.get("field") or "request"} if error else {}
     return web.json_response({**view, "intent_id": intent.intent_id, **extra}, status=status)
 
 

@@ -76,7 +76,7 @@ async def test_a_resize_answers_like_a_release_when_not_live_and_409_while_queue
     assert status == 404 and "is not live: released at " in body["error"], body
     status, body = await api.send("POST", "/api/v1/allocations/team-a/p2/resize",
                                   {"request": {"tflops": "9"}, "limit": {"tflops": "5"}})
-    assert status == 400 and body["type"] == "resize_rejected", body
+    assert status == 400 and body["type"] == "resize_rejected" and body["field"] == "request", body
 
 
 async def test_resize_changes_the_request_and_bad_quantities_are_400(api: Api) -> None:
