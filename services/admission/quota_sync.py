@@ -109,10 +109,12 @@ async def sync_once(api: client.ApiClient, *, tracker: QuotaTracker, fetch: Fetc
 
 async def sync_forever(api: client.ApiClient, *, tracker: QuotaTracker, fetch: FetchQuotas,
                        period_s: float) -> None:
-    """:func:`sync_once` every ``period_s`` seconds (until cancelled); a failed round is logged."""
+    """:func:`sync_once` every ``period_s`` seconds (until cancelled); a failed round (allocator or
+    Kubernetes API unavailable, an unexpected answer) is logged and the next one tries again: the
+    status is a report, so its failures never stop the webhook or the binder."""
     while True:
         try:
             await sync_once(api, tracker=tracker, fetch=fetch)
-        except (aiohttp.ClientError, TimeoutError, KeyError, TypeError) as exc:
+        except (aiohttp.ClientError, ApiException, TimeoutError, KeyError, TypeError) as exc:
             log.warning("quota_status_unavailable", error=str(exc) or type(exc).__name__)
         await asyncio.sleep(period_s)
