@@ -16,7 +16,7 @@ from services.allocator import reasons, simulation, views
 from services.allocator.api import documents, guard, paging
 from services.allocator.api.context import allocator_of, reason_of
 from services.allocator.domain.model import AllocationState
-from services.allocator.domain.queue import qos_rank
+from services.allocator.domain.queue import grant_order
 
 _STATUSES = ("granted", "queued")
 
@@ -112,7 +112,7 @@ async def queue(request: web.Request) -> web.Response:
                and params.get("namespace", a.spec.namespace) == a.spec.namespace
                and params.get("qos", a.spec.qos) == a.spec.qos]
     return _json(paging.page(
-        waiting, key=lambda item: (qos_rank(item[1].spec.qos), item[1].queue_seq), params=params,
+        waiting, key=lambda item: grant_order(item[1]), params=params,
         render=lambda item: documents.queue_entry(item[1], item[0], reason_of(request, item[1]))))
 
 
