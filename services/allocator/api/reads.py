@@ -7,6 +7,7 @@ single resource that does not exist is 404 ``{"error", "field"}``.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -100,7 +101,20 @@ async def allocation(request: web.Request) -> web.Response:
     if found is None:
         raise guard.ApiError(404, f"allocation {request.match_info['id']!r} is not live", field="id")
     doc, current = _allocation_doc(request, found)
-    return _json({**doc, "explanation": documents.explanation(state, found, current)})
+    return _json({**doc, "explanation": documents.explanation(state, found, current, datetime.now(UTC))})
+
+
+async def node_allocations(request: web.Request) -> web.Response:
+    """GET /api/v1/nodes/{name}/allocations: the allocations granted on the node, by id
+    (TensorFusion GetAllocationReqByNodeName); 404 for an unknown node."""
+    params = paging.query(request, allowed=())
+    state = allocator_of(request).state
+    found = state.nodes.get(request.match_info["name"])
+    if found is None:
+        raise guard.ApiError(404, f"node {request.match_info['name']!r} not found", field="name")
+    chosen = [state.allocations[a] for a in found.workers if a in state.allocations]
+    return _json(paging.page(chosen, key=lambda a: (a.spec.allocation_id,), params=params,
+                             render=lambda a: _allocation_doc(request, a)[0]))
 
 
 async def queue(request: web.Request) -> web.Response:

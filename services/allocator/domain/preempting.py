@@ -52,6 +52,17 @@ def try_preempt(state: ClusterState, spec: AllocationSpec, now: datetime, schedu
     return plan_events(spec, found, now, from_queue=from_queue)
 
 
+def preemption_plan(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Scheduler | None = None
+                    ) -> Plan | NoPlan:
+    """The plan ``spec`` would get at ``now`` if it fit nowhere (victims, node, GPUs), or why there
+    is none; for explanations (``why``, ``simulate``). Never mutates ``state``; without a
+    ``scheduler`` a fresh one is built (one-off use)."""
+    scheduler = scheduler or Scheduler()
+    if not scheduler.static_pass(state, spec)[1]:
+        return NoPlan("never", f"can never fit in pool {spec.pool}")
+    return find(state, spec, now, scheduler)
+
+
 def explained(reason: str, no_plan: NoPlan) -> str:
     """A queued request's reason with why preemption did not help, when lower-priority work was
     there to consider (codes ``candidates`` and ``fit``); unchanged otherwise."""

@@ -109,8 +109,8 @@ def drain(state: ClusterState, hints: Hints, now: datetime, scheduler: Scheduler
             continue
         preempting = try_preempt(state, spec, now, scheduler, from_queue=True)
         if isinstance(preempting, list):
-            for event in preempting:
-                evolve(state, event)
+            for change in preempting:
+                evolve(state, change)
             out.extend(preempting)
             hints.nodes.add(preempting[-1].node)  # type: ignore[union-attr]
             no_room.clear()
