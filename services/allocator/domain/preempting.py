@@ -43,9 +43,7 @@ def plan_events(spec: AllocationSpec, plan: Plan, now: datetime, *, from_queue: 
 def try_preempt(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Scheduler, *,
                 from_queue: bool) -> list[ev.AnyEvent] | NoPlan:
     """The events of the best plan for ``spec`` (which fits nowhere now), or why there is none.
-    A request that could never fit in its pool is not searched (``NoPlan`` code ``fit``)."""
-    if not scheduler.static_pass(state, spec)[1]:
-        return NoPlan("never", f"can never fit in pool {spec.pool}")
+    A request that could never fit in its pool is not searched (``NoPlan`` code ``never``)."""
     found = find(state, spec, now, scheduler)
     if isinstance(found, NoPlan):
         return found
@@ -57,10 +55,7 @@ def preemption_plan(state: ClusterState, spec: AllocationSpec, now: datetime, sc
     """The plan ``spec`` would get at ``now`` if it fit nowhere (victims, node, GPUs), or why there
     is none; for explanations (``why``, ``simulate``). Never mutates ``state``; without a
     ``scheduler`` a fresh one is built (one-off use)."""
-    scheduler = scheduler or Scheduler()
-    if not scheduler.static_pass(state, spec)[1]:
-        return NoPlan("never", f"can never fit in pool {spec.pool}")
-    return find(state, spec, now, scheduler)
+    return find(state, spec, now, scheduler or Scheduler())
 
 
 def explained(reason: str, no_plan: NoPlan) -> str:

@@ -88,6 +88,8 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     floor = scheduler.pool_floor(state, spec.pool)
     if floor is None or floor >= priority:
         return _why_not(spec, priority, 0, 0, Refusals())
+    if not scheduler.static_pass(state, spec)[1]:
+        return NoPlan("never", f"can never fit in pool {spec.pool}")
     need, chain = scheduler.prepare(spec)
     strategy = scheduler.strategy(state, spec.pool)
     indexed = scheduler.indexed(strategy)

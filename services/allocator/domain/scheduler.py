@@ -27,7 +27,7 @@ from services.allocator.domain.rank_cache import RankCache
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies import IndexedStrategy, ScanStrategy, Strategy
 from services.allocator.domain.target import mix_of
-from services.allocator.domain.victims import lowest_priority
+from services.allocator.domain.victims import PriorityFloors
 
 Found = tuple[NodeState, list[GpuState]]
 """The chosen node and its GPUs in pick order."""
@@ -60,8 +60,7 @@ class Scheduler:
         self._strategies: dict[str, tuple[PoolConfig, object, Strategy]] = {}
         self._indexed: dict[type, bool] = {}
         self.ranks = RankCache()
-        self._floors: dict[str, int | None] = {}
-        self._pool_floors: dict[str, int | None] = {}
+        self._floors = PriorityFloors()
 
     def sync(self, state: ClusterState) -> None:
         """Catch up with ``state``: re-rank the nodes evolve touched since the last sync (all of
@@ -73,8 +72,7 @@ class Scheduler:
             self._strategies.clear()
             self.ranks.clear()
             self._static.clear()
-            self._floors.clear()
-            self._pool_floors.clear()
+            self._floors = PriorityFloors()
             touched: Iterable[str] = sorted(state.nodes)
         elif changes.seq == self._mark and changes.inventory == self._inventory:
             return
@@ -84,11 +82,9 @@ class Scheduler:
             node = state.nodes.get(name)
             if node is None:
                 self.index.drop(name)
-                self._floors.pop(name, None)
-                self._pool_floors.clear()
+                self._floors.drop(name)
                 continue
-            self._floors[name] = lowest_priority(state, name)
-            self._pool_floors.pop(node.pool, None)
+            self._floors.refresh(state, node)
             config = state.pool_config(node.pool)
             strategy = self.strategy(state, node.pool)
             score = strategy.node_gpu_score if self.indexed(strategy) else _zero  # type: ignore[union-attr]
@@ -217,16 +213,13 @@ class Scheduler:
     def lowest_priority(self, state: ClusterState, node: str) -> int | None:
         """The lowest effective priority of ``node``'s granted allocations (None: none), kept per
         node and refreshed for the nodes evolve touched (call :meth:`sync` first)."""
-        return self._floors.get(node)
+        return self._floors.of(node)
 
     def pool_floor(self, state: ClusterState, pool: str) -> int | None:
-        """The lowest effective priority of any granted allocation in ``pool`` (None: none); kept
-        per pool until a node of the pool is touched."""
+        """The lowest effective priority of any granted allocation in ``pool`` (None: none), kept
+        per pool from the nodes' floors."""
         self.sync(state)
-        if pool not in self._pool_floors:
-            floors = [f for n in state.pool_nodes.get(pool, ()) if (f := self._floors.get(n)) is not None]
-            self._pool_floors[pool] = min(floors, default=None)
-        return self._pool_floors[pool]
+        return self._floors.pool(pool)
 
     def filter_pass(self, state: ClusterState, spec: AllocationSpec, *, static: bool = False
                     ) -> tuple[list[FilterCount], int]:

@@ -13,10 +13,11 @@ An unparseable duration protects nothing (as a missing annotation). Pure.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from datetime import datetime, timedelta
 
 from events.values import priority_of
-from services.allocator.domain.model import GRANTED, AllocationState
+from services.allocator.domain.model import GRANTED, AllocationState, NodeState
 from services.allocator.domain.state import ClusterState
 
 PROTECTION_KEY = "tensor-fusion.ai/eviction-protection"
@@ -102,3 +103,42 @@ def lowest_priority(state: ClusterState, node: str) -> int | None:
     """The lowest effective priority among ``node``'s granted allocations (None: none)."""
     allocations = state.allocations
     return min((priority_of(allocations[a].spec) for a in state.nodes[node].workers), default=None)
+
+
+class PriorityFloors:
+    """Per node its lowest granted priority, per pool how many nodes have each floor (the
+    Scheduler's cache, refreshed for the nodes evolve touched): O(1) answers to "is there
+    anything of lower priority on this node / in this pool?"."""
+
+    __slots__ = ("_nodes", "_pools")
+
+    def __init__(self) -> None:
+        self._nodes: dict[str, tuple[str, int | None]] = {}
+        self._pools: dict[str, Counter[int]] = {}
+
+    def drop(self, node: str) -> None:
+        """Forget ``node``."""
+        previous = self._nodes.pop(node, None)
+        if previous is not None and previous[1] is not None:
+            counts = self._pools[previous[0]]
+            counts[previous[1]] -= 1
+            if not counts[previous[1]]:
+                del counts[previous[1]]
+
+    def refresh(self, state: ClusterState, node: NodeState) -> None:
+        """Recompute ``node``'s floor from its allocations."""
+        self.drop(node.name)
+        floor = lowest_priority(state, node.name)
+        self._nodes[node.name] = (node.pool, floor)
+        if floor is not None:
+            self._pools.setdefault(node.pool, Counter())[floor] += 1
+
+    def of(self, node: str) -> int | None:
+        """``node``'s floor (None: no granted allocation, or unknown)."""
+        entry = self._nodes.get(node)
+        return None if entry is None else entry[1]
+
+    def pool(self, pool: str) -> int | None:
+        """The lowest floor among ``pool``'s nodes (None: nothing granted)."""
+        counts = self._pools.get(pool)
+        return min(counts) if counts else None
