@@ -18,8 +18,8 @@ Nodes are compared by kube-scheduler's pickOneNodeForPreemption order: the lowes
 priority, then the smallest sum of (priority + 2³¹), then the fewest victims; ties go to the
 first node in the Scheduler's node order (strategy score, then name). A node whose lower bound
 (lowest candidate priority; per-GPU the fewest victims that could cover the deficit) cannot beat
-the best plan so far is skipped without a dry run. At most :data:`NODE_BUDGET` nodes get a full
-search per decision (deterministic: node order). Pure; never mutates the state.
+the best plan so far is skipped without a dry run; so is a node the request could never fit
+(static pass), and a failed search is remembered (:class:`Memo`). Pure; never mutates the state.
 """
 
 from __future__ import annotations
@@ -29,8 +29,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
+import msgspec
+
 from events.values import AllocationSpec, Resources, priority_of
 from services.allocator.domain.model import AllocationState
+from services.allocator.domain.need import shape_key
 from services.allocator.domain.placement import charge_on
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
@@ -46,8 +49,6 @@ EXACT_LIMIT = 12
 FIT_BUDGET = 512
 """Dry runs per node's exhaustive search (deterministic cap; the reprieve result stands beyond it)."""
 
-NODE_BUDGET = 256
-"""Nodes fully searched per decision, in node order."""
 
 
 class Plan(NamedTuple):
@@ -87,42 +88,87 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     priority = priority_of(spec)
     floor = scheduler.pool_floor(state, spec.pool)
     if floor is None or floor >= priority:
-        return _why_not(spec, priority, 0, 0, Refusals())
-    if not scheduler.static_pass(state, spec)[1]:
+        return NoPlan("priority", f"no allocation in pool {spec.pool} has a priority below {priority}")
+    possible = scheduler.static_nodes(state, spec)
+    if not possible:
         return NoPlan("never", f"can never fit in pool {spec.pool}")
+    memo = Memo(state, spec, priority, config.preemption)
+    touched = memo.touched(scheduler)
     need, chain = scheduler.prepare(spec)
     strategy = scheduler.strategy(state, spec.pool)
     indexed = scheduler.indexed(strategy)
     refusals = Refusals()
     best: Plan | None = None
-    lower = searched = 0
+    searched: set[str] = set()
     for name in scheduler.node_order(state, spec.pool):
-        floor = scheduler.lowest_priority(state, name)
-        if floor is None or floor >= priority:
+        ranked = scheduler.ranked(state, name)
+        if not ranked or ranked[0][0] >= priority or name not in possible or (touched is not None
+                                                                                and name not in touched):
             continue
-        lower += 1
-        if best is not None and (floor, floor + PRIORITY_OFFSET, 1) >= best.key:
+        if best is not None and (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best.key:
             continue
-        if searched >= NODE_BUDGET:
-            break
-        cands = candidates_on(state, name, priority=priority, namespace=spec.namespace, scope=config.preemption,
+        cands = candidates_on(state, ranked, priority=priority, namespace=spec.namespace, scope=config.preemption,
                               now=now, refusals=refusals)
         if not cands:
             continue
-        searched += 1
+        searched.add(name)
         trial = Trial(state, name, spec, need, chain, strategy, indexed=indexed)
         found = _on_node(trial, cands, None if best is None else best.key)
         if found is not None:
             best = found
     if best is not None:
+        memo.forget(scheduler)
         return best
-    return _why_not(spec, priority, lower, searched, refusals)
+    searched |= memo.searched_before(touched)
+    memo.remember(scheduler, searched, refusals)
+    return _why_not(spec, len(searched), refusals)
 
 
-def _why_not(spec: AllocationSpec, priority: int, lower: int, searched: int, refusals: Refusals) -> NoPlan:
+class Memo:
+    """A failed search remembered by the Scheduler, so the next search for the same request shape,
+    priority, namespace and scope looks only at the nodes touched since (untouched nodes had no
+    plan then and have none now). Kept only when no protected or out-of-scope allocation took part
+    (time and scope do not change what such a search saw) and while the namespace's quota and
+    usage are unchanged (quota frees room on every node at once). The ReferenceScheduler keeps none."""
+
+    __slots__ = ("key", "mark", "previous", "validity")
+
+    def __init__(self, state: ClusterState, spec: AllocationSpec, priority: int, scope: str) -> None:
+        quota = state.quotas.get(spec.namespace)
+        usage = state.usage.get(spec.namespace)
+        self.key = (shape_key(spec), priority, spec.namespace, scope)
+        self.validity = (quota, None if quota is None or usage is None else msgspec.structs.astuple(usage))
+        self.mark = state.changes.seq
+        self.previous: tuple[int, object, frozenset[str]] | None = None
+
+    def touched(self, scheduler: Scheduler) -> set[str] | None:
+        """The nodes to search: those touched since the remembered failure, or None (all)."""
+        found = scheduler.failed_plan(self.key)
+        if found is None or found[1] != self.validity:
+            return None
+        self.previous = found
+        return set(scheduler.touched_since(found[0]))
+
+    def searched_before(self, touched: set[str] | None) -> frozenset[str]:
+        """Nodes the remembered search had candidates on that were not searched again."""
+        if self.previous is None or touched is None:
+            return frozenset()
+        return frozenset(n for n in self.previous[2] if n not in touched)
+
+    def remember(self, scheduler: Scheduler, searched: set[str], refusals: Refusals) -> None:
+        """Keep this failure (when protection and scope played no part)."""
+        if refusals.protected or refusals.out_of_scope:
+            scheduler.forget_failed_plan(self.key)
+        else:
+            scheduler.remember_failed_plan(self.key, (self.mark, self.validity, frozenset(searched)))
+
+    def forget(self, scheduler: Scheduler) -> None:
+        """Drop a remembered failure (a plan exists now)."""
+        scheduler.forget_failed_plan(self.key)
+
+
+def _why_not(spec: AllocationSpec, searched: int, refusals: Refusals) -> NoPlan:
     counts = dict(searched=searched, protected=refusals.protected, out_of_scope=refusals.out_of_scope)
-    if not lower:
-        return NoPlan("priority", f"no allocation in pool {spec.pool} has a priority below {priority}", **counts)
     parts = []
     if refusals.protected:
         parts.append(f"{refusals.protected} protected by {_PROTECTION}")
@@ -130,7 +176,7 @@ def _why_not(spec: AllocationSpec, priority: int, lower: int, searched: int, ref
         parts.append(f"{refusals.out_of_scope} outside namespace {spec.namespace}")
     if not searched:
         return NoPlan("candidates", "no lower-priority allocation may be preempted: " + ", ".join(parts), **counts)
-    text = f"even without every candidate the request does not fit on any of {searched} node(s)"
+    text = "even without every candidate the request does not fit on any node"
     return NoPlan("fit", text + (f" ({', '.join(parts)})" if parts else ""), **counts)
 
 

@@ -17,7 +17,7 @@ from collections import Counter
 from datetime import datetime, timedelta
 
 from events.values import priority_of
-from services.allocator.domain.model import GRANTED, AllocationState, NodeState
+from services.allocator.domain.model import AllocationState, NodeState
 from services.allocator.domain.state import ClusterState
 
 PROTECTION_KEY = "tensor-fusion.ai/eviction-protection"
@@ -56,29 +56,36 @@ def protected_until(allocation: AllocationState) -> datetime | None:
 
 
 class Refusals:
-    """Why allocations on the nodes searched were not candidates, counted for explanations."""
+    """Why lower-priority allocations on the nodes searched were not candidates (for explanations)."""
 
-    __slots__ = ("not_lower", "out_of_scope", "protected")
+    __slots__ = ("out_of_scope", "protected")
 
     def __init__(self) -> None:
-        self.not_lower = 0
         self.protected = 0
         self.out_of_scope = 0
 
 
-def candidates_on(state: ClusterState, node: str, *, priority: int, namespace: str, scope: str,
+Ranked = tuple[tuple[int, str], ...]
+"""A node's granted allocations as (effective priority, allocation id), ascending."""
+
+
+def ranked_on(state: ClusterState, node: str) -> Ranked:
+    """``node``'s granted allocations by effective priority, then id."""
+    allocations = state.allocations
+    return tuple(sorted((priority_of(allocations[a].spec), a) for a in state.nodes[node].workers))
+
+
+def candidates_on(state: ClusterState, ranked: Ranked, *, priority: int, namespace: str, scope: str,
                   now: datetime, refusals: Refusals) -> list[AllocationState]:
-    """Granted allocations on ``node`` that a request of ``priority`` in ``namespace`` may preempt
-    at ``now`` under the pool's ``scope``, most important first (kube-scheduler's reprieve order:
-    higher priority, then earlier grant, then allocation id)."""
+    """The allocations of ``ranked`` (one node's, :func:`ranked_on`) that a request of ``priority``
+    in ``namespace`` may preempt at ``now`` under the pool's ``scope``, most important first
+    (kube-scheduler's reprieve order: higher priority, then earlier grant, then allocation id)."""
     out: list[AllocationState] = []
-    for aid in state.nodes[node].workers:
+    for level, aid in ranked:
+        if level >= priority:
+            break
         allocation = state.allocations[aid]
-        if allocation.status != GRANTED:
-            continue
-        if priority_of(allocation.spec) >= priority:
-            refusals.not_lower += 1
-        elif scope == "namespace" and allocation.spec.namespace != namespace:
+        if scope == "namespace" and allocation.spec.namespace != namespace:
             refusals.out_of_scope += 1
         elif (until := protected_until(allocation)) is not None and now < until:
             refusals.protected += 1
@@ -99,46 +106,41 @@ def term(allocation: AllocationState) -> int:
     return priority_of(allocation.spec) + PRIORITY_OFFSET
 
 
-def lowest_priority(state: ClusterState, node: str) -> int | None:
-    """The lowest effective priority among ``node``'s granted allocations (None: none)."""
-    allocations = state.allocations
-    return min((priority_of(allocations[a].spec) for a in state.nodes[node].workers), default=None)
-
-
-class PriorityFloors:
-    """Per node its lowest granted priority, per pool how many nodes have each floor (the
-    Scheduler's cache, refreshed for the nodes evolve touched): O(1) answers to "is there
-    anything of lower priority on this node / in this pool?"."""
+class PriorityIndex:
+    """Per node its granted allocations by priority (:func:`ranked_on`), per pool how many nodes
+    have each lowest priority: the Scheduler's cache, refreshed for the nodes evolve touched, so
+    that "is there anything of lower priority here?" costs O(1) and a node's candidates are a prefix."""
 
     __slots__ = ("_nodes", "_pools")
 
     def __init__(self) -> None:
-        self._nodes: dict[str, tuple[str, int | None]] = {}
+        self._nodes: dict[str, tuple[str, Ranked]] = {}
         self._pools: dict[str, Counter[int]] = {}
 
     def drop(self, node: str) -> None:
         """Forget ``node``."""
         previous = self._nodes.pop(node, None)
-        if previous is not None and previous[1] is not None:
+        if previous is not None and previous[1]:
             counts = self._pools[previous[0]]
-            counts[previous[1]] -= 1
-            if not counts[previous[1]]:
-                del counts[previous[1]]
+            floor = previous[1][0][0]
+            counts[floor] -= 1
+            if not counts[floor]:
+                del counts[floor]
 
     def refresh(self, state: ClusterState, node: NodeState) -> None:
-        """Recompute ``node``'s floor from its allocations."""
+        """Recompute ``node``'s entry from its allocations."""
         self.drop(node.name)
-        floor = lowest_priority(state, node.name)
-        self._nodes[node.name] = (node.pool, floor)
-        if floor is not None:
-            self._pools.setdefault(node.pool, Counter())[floor] += 1
+        ranked = ranked_on(state, node.name)
+        self._nodes[node.name] = (node.pool, ranked)
+        if ranked:
+            self._pools.setdefault(node.pool, Counter())[ranked[0][0]] += 1
 
-    def of(self, node: str) -> int | None:
-        """``node``'s floor (None: no granted allocation, or unknown)."""
+    def ranked(self, node: str) -> Ranked:
+        """``node``'s allocations by priority (empty: none, or unknown node)."""
         entry = self._nodes.get(node)
-        return None if entry is None else entry[1]
+        return () if entry is None else entry[1]
 
     def pool(self, pool: str) -> int | None:
-        """The lowest floor among ``pool``'s nodes (None: nothing granted)."""
+        """The lowest priority granted in ``pool`` (None: nothing granted)."""
         counts = self._pools.get(pool)
         return min(counts) if counts else None

@@ -1,7 +1,8 @@
 """Preemption invariants (hypothesis): victims are always of strictly lower priority, unprotected
 and in scope; the chosen plan is as good as a brute-force search over every node and every
 subset of candidates (kube-scheduler's order: highest victim priority, Σ priority, count); usage
-stays the sum of live charges and replay equals live after every step."""
+stays the sum of live charges and replay equals live after every step; the optimised Scheduler
+preempts exactly like the ReferenceScheduler."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from events.values import AllocationSpec, PoolConfig, Resources, priority_of
 from services.allocator.domain import Scheduler, digest
 from services.allocator.domain.model import GRANTED
 from services.allocator.domain.preemption import Key, Plan, find, key_of
+from services.allocator.domain.reference import ReferenceScheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.trial import Trial
-from services.allocator.domain.victims import PROTECTION_KEY, Refusals, candidates_on, protected_until
-from tests.unit.allocator.builders import Cluster, Gi, a_gpu
+from services.allocator.domain.victims import PROTECTION_KEY, Refusals, candidates_on, protected_until, ranked_on
+from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota
 
 PRIORITIES = (None, None, -5, 5, 500)
 QOS = ("low", "medium", "high", "critical")
@@ -37,7 +39,7 @@ def brute_force(state: ClusterState, spec: AllocationSpec, now: datetime) -> Key
     strategy = scheduler.strategy(state, spec.pool)
     best: Key | None = None
     for name in sorted(state.pool_nodes.get(spec.pool, ())):
-        cands = candidates_on(state, name, priority=priority_of(spec), namespace=spec.namespace,
+        cands = candidates_on(state, ranked_on(state, name), priority=priority_of(spec), namespace=spec.namespace,
                               scope=config.preemption, now=now, refusals=Refusals())
         trial = Trial(state, name, spec, need, chain, strategy, indexed=scheduler.indexed(strategy))
         for size in range(1, len(cands) + 1):
@@ -156,3 +158,56 @@ def test_never_more_than_the_brute_force_minimum_on_one_gpu(priorities: list[int
     if free >= need * 1000:
         return
     assert (found.key if isinstance(found, Plan) else None) == expected
+
+
+class PreemptionEquivalence(RuleBasedStateMachine):
+    """The Scheduler (priority index, static-node memo, remembered failed searches) decides every
+    preemption exactly like the ReferenceScheduler (every node, nothing kept), on crowded pools."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fast = Cluster()
+        self.ref = Cluster(ReferenceScheduler())
+        self.n = 0
+
+    def _send(self, intent: it.AnyIntent) -> None:
+        assert self.fast.send(intent) == self.ref.send(intent)
+
+    def _id(self) -> str:
+        self.n += 1
+        return f"i{self.n}"
+
+    @initialize(nodes=st.lists(st.integers(1, 2), min_size=2, max_size=4),
+                scope=st.sampled_from(["cluster", "cluster", "namespace"]))
+    def start(self, nodes: list[int], scope: str) -> None:
+        self._send(it.ConfigurePool(intent_id=self._id(), pool="p", config=PoolConfig(preemption=scope)))
+        self.fast.quota("y", a_quota(req=(150, 15 * Gi)))
+        self.ref.quota("y", a_quota(req=(150, 15 * Gi)))
+        for k, n in enumerate(nodes):
+            gpus = tuple(a_gpu(f"n{k}-g{i}", 100, 10 * Gi, index=i) for i in range(n))
+            self._send(it.RegisterNode(intent_id=self._id(), node=f"n{k}", pool="p", gpus=gpus,
+                                       cpu_milli=8000, memory_bytes=0))
+
+    @rule(uid=st.sampled_from(UIDS), request=shares(), count=st.integers(1, 2), qos=st.sampled_from(QOS),
+          priority=st.sampled_from(PRIORITIES), ns=st.sampled_from(["x", "y"]), protect=st.sampled_from(["", "", "5m"]),
+          cpu=st.sampled_from([0, 0, 2000, 6000]))
+    def request(self, uid: str, request: Resources, count: int, qos: str, priority: int | None, ns: str,
+                protect: str, cpu: int) -> None:
+        spec = AllocationSpec(allocation_id=uid, namespace=ns, pod=uid, pool="p", request=request, limit=request,
+                              gpu_count=count, qos=qos, priority=priority, cpu_milli=cpu,
+                              attributes={PROTECTION_KEY: protect} if protect else {})
+        self._send(it.RequestAllocation(intent_id=self._id(), spec=spec))
+
+    @rule(uid=st.sampled_from(UIDS))
+    def release(self, uid: str) -> None:
+        self._send(it.ReleaseAllocation(intent_id=self._id(), allocation_id=uid))
+
+    @rule(minutes=st.sampled_from([1, 6]))
+    def tick(self, minutes: int) -> None:
+        self.fast.tick(60 * minutes)
+        self.ref.tick(60 * minutes)
+
+
+PreemptionEquivalence.TestCase.settings = settings(
+    max_examples=100, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+TestPreemptionEquivalence = PreemptionEquivalence.TestCase
