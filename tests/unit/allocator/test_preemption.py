@@ -188,3 +188,22 @@ def test_a_per_workload_cap_rejects_without_preempting() -> None:
     c.quota("default", a_quota(max_gpu_count=1))
     events = ask(c, a_request("crit", 10, Gi, count=2, pool="p", qos="critical"))
     assert victims(events) == [] and isinstance(events[-1], ev.AllocationRejected)
+
+
+def test_a_remembered_failed_search_looks_again_at_every_touched_node() -> None:
+    """A failed search is remembered per shape; the next one searches the nodes touched since, all of them."""
+    c = Cluster()
+    for n in ("n1", "n2", "n3"):
+        one_gpu_node(c, n)
+        c.request(a_request(f"{n}-low", 50, 5 * Gi, pool="p", qos="low"))
+        c.request(a_request(f"{n}-high", 50, 5 * Gi, pool="p", qos="high"))
+    first = ask(c, a_request("crit-1", 80, 8 * Gi, pool="p", qos="high"))  # high cannot preempt high
+    assert "no preemption: even without every candidate" in getattr(first[-1], "reason", "")
+    c.release("crit-1")
+    c.release("n1-high")  # n1 now holds low work only (touched first) ...
+    c.request(a_request("n1-low2", 50, 5 * Gi, pool="p", qos="low"))
+    c.release("n3-low")  # ... and n3 is touched last but still holds high work
+    c.request(a_request("n3-low2", 40, 4 * Gi, pool="p", qos="low"))
+    events = ask(c, a_request("crit-2", 80, 8 * Gi, pool="p", qos="high"))
+    assert isinstance(events[-1], ev.AllocationGranted) and events[-1].node == "n1"
+    assert sorted(victims(events)) == ["n1-low", "n1-low2"]
