@@ -16,9 +16,10 @@ pkg/scheduler/framework/plugins/defaultpreemption). For each node of the pool wi
 
 Nodes are compared by kube-scheduler's pickOneNodeForPreemption order: the lowest highest-victim
 priority, then the smallest sum of (priority + 2³¹), then the fewest victims; ties go to the
-first node in the Scheduler's node order (strategy score, then name). A node whose lower bound
-(lowest candidate priority; per-GPU the fewest victims that could cover the deficit) cannot beat
-the best plan so far is skipped without a dry run; so is a node the request could never fit
+first node in the Scheduler's node order (strategy score, then name). Branch and bound: the first
+node with a plan sets the bound; every other node gets a lower bound (lowest candidate priority;
+per GPU the fewest victims that could cover the deficit) and only those that could beat the best
+plan are searched, most promising first; so is a node the request could never fit
 (static pass), and a failed search is remembered (:class:`Memo`). Pure; never mutates the state.
 """
 
@@ -98,14 +99,15 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     strategy = scheduler.strategy(state, spec.pool)
     indexed = scheduler.indexed(strategy)
     refusals = Refusals()
-    best: Plan | None = None
+    best: tuple[Plan, int] | None = None
     searched: set[str] = set()
-    for name in scheduler.node_order(state, spec.pool):
+    pending: list[tuple[Key, int, Trial, list[AllocationState]]] = []
+    for at, name in enumerate(scheduler.node_order(state, spec.pool)):
         ranked = scheduler.ranked(state, name)
         if not ranked or ranked[0][0] >= priority or name not in possible or (touched is not None
                                                                                 and name not in touched):
             continue
-        if best is not None and (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best.key:
+        if best is not None and (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best[0].key:
             continue
         cands = candidates_on(state, ranked, priority=priority, namespace=spec.namespace, scope=config.preemption,
                               now=now, refusals=refusals)
@@ -113,12 +115,22 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
             continue
         searched.add(name)
         trial = Trial(state, name, spec, need, chain, strategy, indexed=indexed)
-        found = _on_node(trial, cands, None if best is None else best.key)
+        if best is None:
+            found = _on_node(trial, cands, None)
+            best = None if found is None else (found, at)
+        elif trial.bound(cands) and (bound := _lower_bound(trial, cands)) < best[0].key:
+            pending.append((bound, at, trial, cands))
+    pending.sort(key=lambda p: (p[0], p[1]))
+    for bound, at, trial, cands in pending:
+        assert best is not None
+        if (bound, at) >= (best[0].key, best[1]):
+            break
+        found = _on_node(trial, cands, best[0].key, tie_ok=at < best[1])
         if found is not None:
-            best = found
+            best = (found, at)
     if best is not None:
         memo.forget(scheduler)
-        return best
+        return best[0]
     searched |= memo.searched_before(touched)
     memo.remember(scheduler, searched, refusals)
     return _why_not(spec, len(searched), refusals)
@@ -183,17 +195,23 @@ def _why_not(spec: AllocationSpec, searched: int, refusals: Refusals) -> NoPlan:
 _PROTECTION = "eviction-protection"
 
 
-def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None) -> Plan | None:
+def _loses(key: Key, beat: Key | None, tie_ok: bool) -> bool:
+    """Whether a plan of ``key`` cannot replace the best so far (``beat``; ``tie_ok``: this node
+    comes first in node order, so an equal key wins)."""
+    return beat is not None and (key > beat if tie_ok else key >= beat)
+
+
+def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_ok: bool = False) -> Plan | None:
     """The best plan on the trial's node that beats ``beat`` (None: any), or None."""
     if not trial.bound(cands):
         return None
-    if beat is not None and _lower_bound(trial, cands) >= beat:
+    if beat is not None and _loses(_lower_bound(trial, cands), beat, tie_ok):
         return None
     levels = sorted({priority_of(c.spec) for c in cands})
     allowed: list[AllocationState] = []
     for level in levels:
         allowed = [c for c in cands if priority_of(c.spec) <= level]
-        if beat is not None and (level, level + PRIORITY_OFFSET, 1) >= beat:
+        if _loses((level, level + PRIORITY_OFFSET, 1), beat, tie_ok):
             return None
         if trial.bound(allowed) and trial.fits(allowed) is not None:
             break
@@ -203,7 +221,7 @@ def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None) -> Pl
     if len(allowed) <= EXACT_LIMIT:
         victims, fit = _exhaustive(trial, allowed, victims, fit)
     key = key_of(victims)
-    if beat is not None and key >= beat:
+    if _loses(key, beat, tie_ok):
         return None
     spec = trial.spec
     ordered = tuple(sorted(victims, key=lambda v: (priority_of(v.spec), v.spec.allocation_id)))
