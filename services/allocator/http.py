@@ -42,6 +42,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/openapi.json", openapi.serve),
     ("GET", "/api/v1/pools", reads.pools), ("PUT", "/api/v1/pools/{pool}", writes.configure_pool),
     ("GET", "/api/v1/nodes", reads.nodes), ("GET", "/api/v1/nodes/{name}", reads.node),
+    ("GET", "/api/v1/nodes/{name}/allocations", reads.node_allocations),
     ("GET", "/api/v1/gpus", reads.gpus),
     ("GET", "/api/v1/allocations", reads.allocations), ("POST", "/api/v1/allocations", writes.submit),
     ("GET", "/api/v1/allocations/{id}", reads.allocation), ("DELETE", "/api/v1/allocations/{id}", writes.release),

@@ -60,13 +60,21 @@ def current(state: ClusterState, spec: AllocationSpec) -> Reason:
                           filters=event.filters)
         if isinstance(event, ev.AllocationGranted):
             where = f"{event.node} ({', '.join(event.gpus)})"
-            return Reason(code="fits", reason=f"fits now on {where}; granted at the next queue drain",
+            how = f" by preempting {', '.join(event.preempted)}" if event.preempted else ""
+            return Reason(code="fits", reason=f"fits now on {where}{how}; granted at the next queue drain",
                           node=event.node, gpus=tuple(event.gpus))
         if isinstance(event, ev.AllocationRejected):
             return Reason(code=event.code, reason=event.reason, quota_dimension=event.quota_dimension,
                           filters=event.filters)
     text = next((e.reason for e in events if isinstance(e, ev.IntentRejected)), "not decidable")
     return Reason(code="invalid", reason=text)
+
+
+def preemption_now(state: ClusterState, spec: AllocationSpec, now: datetime) -> domain.Plan | domain.NoPlan:
+    """The preemption plan ``spec`` would get at ``now`` if it fit nowhere (victims, node, GPUs), or
+    why there is none (pool setting, priorities, protection, scope, capacity). Cost: one plan search."""
+    probe = msgspec.structs.replace(spec, allocation_id=PROBE_ID)
+    return domain.preemption_plan(state, probe, now)
 
 
 def filters_now(state: ClusterState, spec: AllocationSpec) -> tuple[FilterCount, ...]:
@@ -112,7 +120,7 @@ _NEUTRAL = (ev.NodeHeartbeat, ev.HeartbeatsChecked, ev.IntentRejected, ev.Resize
 
 def dirty_scope(events: Iterable[ev.AnyEvent]) -> Scope:
     """Where reasons may have changed after ``events``: an allocation event touches its pool's
-    capacity and its namespace's quota usage; a quota event its namespace; node, GPU and pool
+    capacity and its namespace's quota usage (a preemption too); a quota event its namespace; node, GPU and pool
     events (rare) everything; heartbeats and refused intents nothing."""
     scope = Scope(pools=set(), namespaces=set())
     for event in events:
@@ -121,7 +129,7 @@ def dirty_scope(events: Iterable[ev.AnyEvent]) -> Scope:
         if isinstance(event, ev.AllocationGranted):
             scope.pools.add(event.spec.pool)
             scope.namespaces.add(event.spec.namespace)
-        elif isinstance(event, ev.AllocationReleased | ev.AllocationResized):
+        elif isinstance(event, ev.AllocationReleased | ev.AllocationResized | ev.AllocationPreempted):
             scope.pools.add(event.pool)
             scope.namespaces.add(event.namespace)
         elif isinstance(event, ev.QuotaSet | ev.QuotaRemoved):

@@ -10,8 +10,9 @@ from typing import Any
 
 from events import codec, decisions
 from events.quantity import format_bytes, format_milli, format_percent_milli
-from events.values import AllocationSpec, Resources
+from events.values import AllocationSpec, Resources, priority_of
 from services.allocator.domain.model import GRANTED, QUEUED, GpuState
+from services.allocator.domain.preemption import NoPlan, Plan
 from services.allocator.domain.state import ClusterState
 
 OUTCOME_TYPES = ("allocation_granted", "allocation_queued", "allocation_rejected", "intent_rejected")
@@ -54,6 +55,8 @@ def outcome_view(event: decisions.AnyEvent, *, position: int | None) -> dict[str
         view.update({key: value for key, value in spec_view(spec).items() if key in view})
     if isinstance(event, decisions.AllocationGranted):
         view.update(node=event.node, gpus=list(event.gpus))
+        if event.preempted:
+            view["preempted"] = list(event.preempted)
     elif isinstance(event, decisions.AllocationQueued | decisions.AllocationRejected):
         view["reason"] = event.reason
     elif isinstance(event, decisions.IntentRejected):
@@ -106,3 +109,15 @@ def is_outcome_of(event: decisions.AnyEvent, allocation_id: str) -> bool:
                   | decisions.AllocationRejected):
         return event.spec.allocation_id == allocation_id
     return False
+
+
+def preemption_view(found: Plan | NoPlan) -> dict[str, Any]:
+    """A preemption plan: ``{"possible": true, "node", "gpus", "victims": [{"allocation_id",
+    "namespace", "pod", "priority", "gpus"}]}``, or why there is none: ``{"possible": false, "code",
+    "reason", "protected", "out_of_scope"}`` (codes: off, never, priority, candidates, fit)."""
+    if isinstance(found, NoPlan):
+        return {"possible": False, "code": found.code, "reason": found.reason, "protected": found.protected,
+                "out_of_scope": found.out_of_scope}
+    return {"possible": True, "node": found.node, "gpus": list(found.gpus),
+            "victims": [{"allocation_id": v.spec.allocation_id, "namespace": v.spec.namespace, "pod": v.spec.pod,
+                         "priority": priority_of(v.spec), "gpus": list(v.gpus)} for v in found.victims]}

@@ -20,7 +20,7 @@ STRATEGY_NAMES = ("best-fit", "compact-first", "fgd", "fgd-strand", "frag-cpu", 
 """The domain registry's strategy names (profile.STRATEGIES; a test keeps them equal), as a constant
 so that ``--help`` does not import the domain."""
 
-_POOL_KEYS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node")
+_POOL_KEYS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node", "preemption")
 _STRATEGIES_HELP = "Placement strategy: " + ", ".join(STRATEGY_NAMES) + "."
 
 
@@ -177,23 +177,23 @@ def pool_configure(
     max_workers_per_node: Annotated[int | None, typer.Option("--max-workers-per-node", min=0,
                                                              help="Allocations per node at most (0: unlimited).")]
     = None,
+    preemption: Annotated[str | None, typer.Option("--preemption", help="Victims: cluster, namespace, off.")] = None,
     data_dir: DataDir = None,
     as_json: JsonOut = False,
 ) -> None:
     """Configure a pool.
 
-    Sets POOL's placement strategy, score weights and workers per node (options not given keep
-    their value)."""
+    Sets POOL's strategy, score weights, workers per node and preemption (others keep their value)."""
 
     def body() -> None:
         if strategy is not None and strategy not in STRATEGY_NAMES:
             raise BadInput(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGY_NAMES)}", field="strategy")
         changes = {key: value for key, value in (("placement", strategy), ("vram_weight", vram_weight),
-                                                 ("tflops_weight", tflops_weight),
+                                                 ("tflops_weight", tflops_weight), ("preemption", preemption),
                                                  ("max_workers_per_node", max_workers_per_node)) if value is not None}
         if not changes:
-            raise BadInput("give at least one of --strategy, --vram-weight, --tflops-weight, --max-workers-per-node",
-                           field="strategy")
+            raise BadInput("give at least one of --strategy, --vram-weight, --tflops-weight, --max-workers-per-node, "
+                           "--preemption", field="strategy")
         api = _api(data_dir)
         current = next((p.get("config") or {} for p in api.items("/api/v1/pools") if p.get("name") == pool), {})
         config = {key: current[key] for key in _POOL_KEYS if key in current} | changes

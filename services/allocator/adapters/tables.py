@@ -131,6 +131,7 @@ allocations = Table(
     Column("quota_dimension", Text, nullable=False),
     Column("release_reason", Text, nullable=False),
     Column("last_position", BigInteger, nullable=False),
+    Column("preempted_by", Text, nullable=True),
     Index("ix_allocations_open", "allocation_id", unique=True,
           postgresql_where=text("status IN ('queued', 'granted')")),
     Index("ix_allocations_namespace_requested", "namespace", "requested_at"),

@@ -8,6 +8,7 @@ Quantities are canonical Kubernetes strings as in :mod:`services.allocator.views
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -110,12 +111,16 @@ def _need(state: ClusterState, allocation: AllocationState, reason: reasons.Reas
 
 
 def explanation(state: ClusterState, allocation: AllocationState,
-                reason: reasons.Reason | None) -> dict[str, Any]:
+                reason: reasons.Reason | None, now: datetime | None = None) -> dict[str, Any]:
     """The live explanation: for a queued allocation its current reason (with filters, quota
-    dimension, what would have to free up), for a granted one where and how it was placed."""
+    dimension, what would have to free up and, given ``now``, the preemption plan it would get then
+    or why none exists), for a granted one where and how it was placed."""
     if allocation.status == QUEUED and reason is not None:
-        return {**reason_doc(reason), "queued_reason": allocation.reason,
-                "would_need": _need(state, allocation, reason)}
+        doc = {**reason_doc(reason), "queued_reason": allocation.reason,
+               "would_need": _need(state, allocation, reason)}
+        if now is not None:
+            doc["preemption"] = views.preemption_view(reasons.preemption_now(state, allocation.spec, now))
+        return doc
     config = state.pool_config(allocation.spec.pool)
     return {"code": "granted", "node": allocation.node, "gpus": list(allocation.gpus),
             "charges": [views.resources_view(c) for c in allocation.charges],

@@ -105,6 +105,9 @@ def document() -> dict[str, Any]:
         "/api/v1/nodes": {"get": _op("Nodes", _PAGE, params=[q("pool", "Pool"), q("phase", "Phase"), *_PAGING])},
         "/api/v1/nodes/{name}": {"get": _op("A node with its GPUs and allocations", _ANY, params=[_path("name")],
                                             extra=(404,))},
+        "/api/v1/nodes/{name}/allocations": {"get": _op(
+            "Allocations granted on a node (TensorFusion GetAllocationReqByNodeName)", _PAGE,
+            params=[_path("name"), *_PAGING], extra=(404,))},
         "/api/v1/gpus": {"get": _op("GPUs", _PAGE, params=[q("pool", "Pool"), q("node", "Node"), q("phase", "Phase"),
                                                           *_PAGING])},
         "/api/v1/allocations": {

@@ -7,6 +7,7 @@ single resource that does not exist is 404 ``{"error", "field"}``.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
@@ -16,7 +17,7 @@ from services.allocator import reasons, simulation, views
 from services.allocator.api import documents, ended, guard, paging
 from services.allocator.api.context import allocator_of, reason_of
 from services.allocator.domain.model import AllocationState
-from services.allocator.domain.queue import qos_rank
+from services.allocator.domain.queue import grant_order
 
 _STATUSES = ("granted", "queued")
 
@@ -102,7 +103,20 @@ async def allocation(request: web.Request) -> web.Response:
         life = await ended.ended_life(allocator_of(request).store, request.match_info["id"])
         return _json({"error": ended.sentence(request.match_info["id"], life), "field": "id", "ended": life}, 404)
     doc, current = _allocation_doc(request, found)
-    return _json({**doc, "explanation": documents.explanation(state, found, current)})
+    return _json({**doc, "explanation": documents.explanation(state, found, current, datetime.now(UTC))})
+
+
+async def node_allocations(request: web.Request) -> web.Response:
+    """GET /api/v1/nodes/{name}/allocations: the allocations granted on the node, by id
+    (TensorFusion GetAllocationReqByNodeName); 404 for an unknown node."""
+    params = paging.query(request, allowed=())
+    state = allocator_of(request).state
+    found = state.nodes.get(request.match_info["name"])
+    if found is None:
+        raise guard.ApiError(404, f"node {request.match_info['name']!r} not found", field="name")
+    chosen = [state.allocations[a] for a in found.workers if a in state.allocations]
+    return _json(paging.page(chosen, key=lambda a: (a.spec.allocation_id,), params=params,
+                             render=lambda a: _allocation_doc(request, a)[0]))
 
 
 async def queue(request: web.Request) -> web.Response:
@@ -114,7 +128,7 @@ async def queue(request: web.Request) -> web.Response:
                and params.get("namespace", a.spec.namespace) == a.spec.namespace
                and params.get("qos", a.spec.qos) == a.spec.qos]
     return _json(paging.page(
-        waiting, key=lambda item: (qos_rank(item[1].spec.qos), item[1].queue_seq), params=params,
+        waiting, key=lambda item: grant_order(item[1]), params=params,
         render=lambda item: documents.queue_entry(item[1], item[0], reason_of(request, item[1]))))
 
 

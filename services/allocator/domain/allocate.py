@@ -16,6 +16,8 @@ from events.intents import ReleaseAllocation, RequestAllocation
 from events.values import AllocationSpec, FilterCount
 from services.allocator.domain.model import QuotaUsage
 from services.allocator.domain.placement import Blocked, Grant, charge_on, exact_quota, lower_bound_usage, usage_on
+from services.allocator.domain.preempting import explained, try_preempt
+from services.allocator.domain.preemption import NoPlan
 from services.allocator.domain.quota import check_single, check_totals
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
@@ -89,11 +91,14 @@ def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime
     outcome = attempt(state, spec, scheduler)
     if isinstance(outcome, Grant):
         return [granted(spec, outcome, now=now, from_queue=False)]
-    return [_not_now(state, spec, outcome, now, scheduler)]
+    preempting = try_preempt(state, spec, now, scheduler, from_queue=False)
+    if isinstance(preempting, list):
+        return preempting
+    return [_not_now(state, spec, outcome, now, scheduler, preempting)]
 
 
-def _not_now(state: ClusterState, spec: AllocationSpec, blocked: Blocked, now: datetime, scheduler: Scheduler
-             ) -> ev.AnyEvent:
+def _not_now(state: ClusterState, spec: AllocationSpec, blocked: Blocked, now: datetime, scheduler: Scheduler,
+             no_plan: NoPlan) -> ev.AnyEvent:
     filters, _ = scheduler.filter_pass(state, spec)
     total = sum(f.removed for f in filters)
     if blocked.code == "capacity":
@@ -106,6 +111,7 @@ def _not_now(state: ClusterState, spec: AllocationSpec, blocked: Blocked, now: d
     else:
         reason = blocked.reason
     dimension = blocked.quota.dimension if blocked.quota else ""
+    reason = explained(reason, no_plan)
     return ev.AllocationQueued(at=now, spec=spec, code=blocked.code, reason=reason, filters=tuple(filters),
                                quota_dimension=dimension)
 

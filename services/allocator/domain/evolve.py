@@ -96,7 +96,9 @@ def _queued(state: ClusterState, e: ev.AllocationQueued) -> None:
     state.queue.add(allocation)
 
 
-def _released(state: ClusterState, e: ev.AllocationReleased) -> None:
+def _released(state: ClusterState, e: ev.AllocationReleased | ev.AllocationPreempted) -> None:
+    """A release, and a preemption (folded exactly like a release of the victim: its recorded
+    charges and usage go back, so usage stays the sum of live charges)."""
     allocation = state.allocations.pop(e.allocation_id, None)
     if allocation is None:
         return
@@ -217,6 +219,7 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None]] = {
     ev.AllocationGranted: _granted,
     ev.AllocationQueued: _queued,
     ev.AllocationReleased: _released,
+    ev.AllocationPreempted: _released,
     ev.AllocationResized: _resized,
     ev.NodeRegistered: _registered,
     ev.NodeHeartbeat: _heartbeat,

@@ -20,6 +20,7 @@ from services.allocator.domain.plugins.affinity import preference_weight
 from services.allocator.domain.scheduler import Found, Scheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies import IndexedStrategy, Strategy
+from services.allocator.domain.victims import Ranked, ranked_on
 
 
 class ReferenceScheduler(Scheduler):
@@ -75,6 +76,38 @@ class ReferenceScheduler(Scheduler):
         _, node, cands = best
         members = [state.gpus[g] for g in node.gpus]
         return node, scan.pick(node, members, cands, need, config, spec.allocation_id)
+
+    def node_order(self, state: ClusterState, pool: str) -> Iterable[str]:
+        """The pool's nodes by the strategy's node score computed afresh (0 for scan strategies), then name."""
+        strategy = self.strategy(state, pool)
+        config = state.pool_config(pool)
+
+        def score(name: str) -> int:
+            if not isinstance(strategy, IndexedStrategy):
+                return 0
+            members = [state.gpus[g] for g in state.nodes[name].gpus]
+            return sum(strategy.node_gpu_score(g, config) for g in members) // len(members) if members else 0
+        return sorted(state.pool_nodes.get(pool, ()), key=lambda n: (-score(n), n))
+
+    def ranked(self, state: ClusterState, node: str) -> Ranked:
+        """Computed from the node's allocations."""
+        return ranked_on(state, node)
+
+    def pool_floor(self, state: ClusterState, pool: str) -> int | None:
+        """Computed from every node of the pool."""
+        floors = [r[0][0] for n in state.pool_nodes.get(pool, ()) if (r := ranked_on(state, n))]
+        return min(floors, default=None)
+
+    def failed_plan(self, key: object) -> tuple[int, object, frozenset[str]] | None:
+        """Nothing is remembered: every preemption search looks at every node."""
+        return None
+
+    def remember_failed_plan(self, key: object, entry: tuple[int, object, frozenset[str]]) -> None:
+        """Nothing is remembered."""
+
+    def static_nodes(self, state: ClusterState, spec: AllocationSpec) -> frozenset[str]:
+        """Computed afresh."""
+        return self.static_nodes_now(state, spec)
 
     def filter_pass(self, state: ClusterState, spec: AllocationSpec, *, static: bool = False
                     ) -> tuple[list[FilterCount], int]:

@@ -27,6 +27,7 @@ from services.allocator.domain.rank_cache import RankCache
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies import IndexedStrategy, ScanStrategy, Strategy
 from services.allocator.domain.target import mix_of
+from services.allocator.domain.victims import PriorityIndex, Ranked
 
 Found = tuple[NodeState, list[GpuState]]
 """The chosen node and its GPUs in pick order."""
@@ -59,6 +60,9 @@ class Scheduler:
         self._strategies: dict[str, tuple[PoolConfig, object, Strategy]] = {}
         self._indexed: dict[type, bool] = {}
         self.ranks = RankCache()
+        self._floors = PriorityIndex()
+        self._static_nodes: dict[ShapeKey, frozenset[str]] = {}
+        self._no_plans: dict[object, tuple[int, object, frozenset[str]]] = {}
 
     def sync(self, state: ClusterState) -> None:
         """Catch up with ``state``: re-rank the nodes evolve touched since the last sync (all of
@@ -70,6 +74,8 @@ class Scheduler:
             self._strategies.clear()
             self.ranks.clear()
             self._static.clear()
+            self._floors = PriorityIndex()
+            self._no_plans.clear()
             touched: Iterable[str] = sorted(state.nodes)
         elif changes.seq == self._mark and changes.inventory == self._inventory:
             return
@@ -79,7 +85,9 @@ class Scheduler:
             node = state.nodes.get(name)
             if node is None:
                 self.index.drop(name)
+                self._floors.drop(name)
                 continue
+            self._floors.refresh(state, node)
             config = state.pool_config(node.pool)
             strategy = self.strategy(state, node.pool)
             score = strategy.node_gpu_score if self.indexed(strategy) else _zero  # type: ignore[union-attr]
@@ -87,6 +95,8 @@ class Scheduler:
         if changes.inventory != self._inventory:
             self._inventory = changes.inventory
             self._static.clear()
+            self._static_nodes.clear()
+            self._no_plans.clear()
         self._mark = changes.seq
 
     def strategy(self, state: ClusterState, pool: str) -> Strategy:
@@ -198,6 +208,64 @@ class Scheduler:
             return None
         _, node, members, cands = best
         return node, strategy.pick(node, members, cands, need, ctx.config, aid)
+
+    def node_order(self, state: ClusterState, pool: str) -> Iterable[str]:
+        """Every node of ``pool`` in the index's order (the indexed strategy's node score, best
+        first, then name; name alone for scan strategies): preemption's tie-break between nodes."""
+        self.sync(state)
+        return self.index.ordered(pool)
+
+    def ranked(self, state: ClusterState, node: str) -> Ranked:
+        """``node``'s granted allocations as (effective priority, id), ascending; kept per node and
+        refreshed for the nodes evolve touched (call :meth:`sync` first)."""
+        return self._floors.ranked(node)
+
+    def pool_floor(self, state: ClusterState, pool: str) -> int | None:
+        """The lowest effective priority of any granted allocation in ``pool`` (None: none), kept
+        per pool from the nodes' floors."""
+        self.sync(state)
+        return self._floors.pool(pool)
+
+    def failed_plan(self, key: object) -> tuple[int, object, frozenset[str]] | None:
+        """A remembered failed preemption search (domain/preemption.py ``Memo``): (change mark,
+        validity, nodes searched)."""
+        return self._no_plans.get(key)
+
+    def remember_failed_plan(self, key: object, entry: tuple[int, object, frozenset[str]]) -> None:
+        """Remember a failed preemption search (bounded like the other memos)."""
+        if len(self._no_plans) >= MEMO_LIMIT:
+            self._no_plans.clear()
+        self._no_plans[key] = entry
+
+    def forget_failed_plan(self, key: object) -> None:
+        """Forget a remembered failed search."""
+        self._no_plans.pop(key, None)
+
+    def touched_since(self, mark: int) -> Iterable[str]:
+        """Nodes evolve touched after change mark ``mark`` (of the state last synced)."""
+        assert self._state is not None
+        return self._state.changes.nodes_since(mark)
+
+    def static_nodes(self, state: ClusterState, spec: AllocationSpec) -> frozenset[str]:
+        """The nodes of ``spec``'s pool where it could ever fit (every filter in a static pass),
+        cached by request shape until the inventory changes (as :meth:`static_pass`)."""
+        self.sync(state)
+        key = shape_key(spec)
+        found = self._static_nodes.get(key)
+        if found is None:
+            if len(self._static_nodes) >= MEMO_LIMIT:
+                self._static_nodes.clear()
+            found = self._static_nodes[key] = self.static_nodes_now(state, spec)
+        return found
+
+    def static_nodes_now(self, state: ClusterState, spec: AllocationSpec) -> frozenset[str]:
+        """:meth:`static_nodes` computed from the records."""
+        need, chain = self.prepare(spec)
+        ctx = Context(state.pool_config(spec.pool), static=True)
+        return frozenset(
+            name for name in state.pool_nodes.get(spec.pool, ())
+            if chain.node_admits(state.nodes[name], need, ctx)
+            and len(chain.node_candidates(state.nodes[name], state.gpus, need, ctx)) >= need.count)
 
     def filter_pass(self, state: ClusterState, spec: AllocationSpec, *, static: bool = False
                     ) -> tuple[list[FilterCount], int]:

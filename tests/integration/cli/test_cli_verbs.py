@@ -193,3 +193,12 @@ def test_a_compute_share_reads_as_percent_in_history(stack: Path) -> None:
     text = cli(stack, "history", "--pod", "share")
     assert "50 %, 4 GiB" in text.stdout
     assert cli(stack, "release", "team-s/share").returncode == 0
+
+
+def test_pool_preemption_setting(stack: Path) -> None:
+    assert cli(stack, "pool", "configure", "default", "--preemption", "namespace").returncode == 0
+    pools = as_json(cli(stack, "pool", "list", "--json"))
+    assert {p["name"]: p["config"].get("preemption", "cluster") for p in pools}["default"] == "namespace"
+    bad = cli(stack, "pool", "configure", "default", "--preemption", "sometimes", "--json")
+    assert bad.returncode == 2 and as_json(bad)["field"] == "preemption"
+    assert cli(stack, "pool", "configure", "default", "--preemption", "cluster").returncode == 0

@@ -102,12 +102,18 @@ class SchedulerEquivalence(RuleBasedStateMachine):
           isolation=st.sampled_from(["soft"] * 4 + ["hard", "shared"]),
           models=st.sampled_from([()] * 4 + [("T4",)]), indices=st.sampled_from([()] * 6 + [(0,), (1, 2)]),
           affinity=affinities, cpu=st.sampled_from([0, 0, 4000, 16_000]),
-          memory=st.sampled_from([0, 0, 8 * Gi, 40 * Gi]))
+          memory=st.sampled_from([0, 0, 8 * Gi, 40 * Gi]),
+          qos=st.sampled_from(["medium", "medium", "low", "high", "critical"]), ns=st.sampled_from(["ns", "other"]),
+          protect=st.sampled_from(["", "", "1h"]))
     def request(self, uid: str, pool: str, request: Resources, count: int, isolation: str, models: tuple[str, ...],
-                indices: tuple[int, ...], affinity: NodeAffinity | None, cpu: int, memory: int) -> None:
-        spec = AllocationSpec(allocation_id=uid, namespace="ns", pod=uid, pool=pool, request=request, limit=request,
+                indices: tuple[int, ...], affinity: NodeAffinity | None, cpu: int, memory: int, qos: str, ns: str,
+                protect: str) -> None:
+        """Requests of every QoS (so preemption decides too), some under eviction protection."""
+        attributes = {"tensor-fusion.ai/eviction-protection": protect} if protect else {}
+        spec = AllocationSpec(allocation_id=uid, namespace=ns, pod=uid, pool=pool, request=request, limit=request,
                               gpu_count=count, isolation=isolation, gpu_models=models, gpu_indices=indices,
-                              node_affinity=affinity, cpu_milli=cpu, memory_bytes=memory)
+                              node_affinity=affinity, cpu_milli=cpu, memory_bytes=memory, qos=qos,
+                              attributes=attributes)
         self.shapes.append(spec)
         self._send(it.RequestAllocation(intent_id=self._id(), spec=spec))
 
@@ -131,9 +137,9 @@ class SchedulerEquivalence(RuleBasedStateMachine):
         self._send(it.RemoveNode(intent_id=self._id(), node=node))
 
     @rule(pool=st.sampled_from(POOLS), placement=st.sampled_from(sorted(profile.STRATEGIES)),
-          workers=st.sampled_from([0, 0, 1, 2]))
-    def configure(self, pool: str, placement: str, workers: int) -> None:
-        config = PoolConfig(placement=placement, max_workers_per_node=workers)
+          workers=st.sampled_from([0, 0, 1, 2]), preemption=st.sampled_from(["cluster", "namespace", "off"]))
+    def configure(self, pool: str, placement: str, workers: int, preemption: str) -> None:
+        config = PoolConfig(placement=placement, max_workers_per_node=workers, preemption=preemption)
         self._send(it.ConfigurePool(intent_id=self._id(), pool=pool, config=config))
 
 
