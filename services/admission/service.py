@@ -120,5 +120,6 @@ async def _background(
             group.create_task(binder.run(js))
             group.create_task(watches.watch_profiles(api, view=view, namespace=settings.namespace))
             group.create_task(watches.watch_quotas(api, view=view, publish=publish, namespace=settings.namespace))
+            group.create_task(watches.watch_priority_classes(api, view=view))
     finally:
         await api.close()

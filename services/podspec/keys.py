@@ -53,6 +53,11 @@ CONTAINER_GPUS = key("container-gpus")
 EFFECTIVE_HARD_SM_PERCENT = key("effective-hard-sm-percent")
 """Written at bind for hard isolation with a TFLOPS limit: whole percent of the GPU's SMs, 1..100."""
 EMBEDDED_WORKER = key("embedded-worker")
+EVICTION_PROTECTION = key("eviction-protection")
+"""Go duration (``30m``, ``1h``): the pod may not be preempted before its creation plus this."""
+EVICTION_PROTECTION_ATTRIBUTE = "eviction-protection"
+"""AllocationSpec.attributes key carrying EVICTION_PROTECTION's original string to the allocator
+(read by the preemption rules; not written back as an annotation: the pod already carries it)."""
 
 RESOURCE_KEYS: tuple[str, ...] = (
     TFLOPS_REQUEST,
