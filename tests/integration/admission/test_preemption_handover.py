@@ -84,7 +84,8 @@ async def test_victims_are_evicted_and_the_gate_waits_for_their_deletion(kube_ap
     assert [(ns, name) for ns, name, _ in bodies] == [("default", "small-1")] + [("default", "small-2")] * 3
     for namespace, name, body in bodies:
         uid = next(u for u, (_, pod) in victims.items() if pod == name)
-        assert body == {"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name, "namespace": namespace},
+        assert body == {"apiVersion": "policy/v1", "kind": "Eviction",
+                        "metadata": {"name": name, "namespace": namespace},
                         "deleteOptions": {"preconditions": {"uid": uid}}}  # no grace override: the pod's 45 s
     assert bound["metadata"]["annotations"][keys.GPU_IDS] == "gpu-1"
     assert not [i for i in await _released(jetstream) if i.allocation_id in ("v-1", "v-2")]
