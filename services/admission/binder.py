@@ -242,7 +242,8 @@ class Binder:
             return
         self.evictions[allocation_id] = self._group.create_task(evict_pod(
             self.core, namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
-            uid=str(meta.get("uid") or ""), allocation_id=allocation_id, first_delay_s=self.eviction_retry_s))
+            uid=str(meta.get("uid") or ""), allocation_id=allocation_id, note=self.handover.victims[allocation_id].note,
+            first_delay_s=self.eviction_retry_s))
 
     async def sweep(self, *, now: float) -> None:
         """Release live allocations that have had no pod for ``orphan_grace_s`` (after both syncs)."""

@@ -8,6 +8,9 @@ exponential backoff, like ``kubectl drain``; so are 5xx answers and connection e
 is gone) and 409 (the UID precondition failed: that pod is gone) end the attempt. Any other answer
 (403: the RBAC lacks ``pods/eviction create``) is logged as an error and retried at the slowest pace.
 The eviction does not wait for the pod to terminate: the binder learns that from the pod watch.
+Before the first attempt the pod is annotated ``gpuledger.io/preempted-by`` (who took its GPUs and
+why), so ``kubectl describe`` tells its owner; a failure to annotate is logged and does not stop the
+eviction.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 log = structlog.get_logger("gpuledger.admission.evict")
+
+PREEMPTED_ANNOTATION = "gpuledger.io/preempted-by"
+"""Written on a victim pod before its eviction: ``<namespace>/<pod> (priority P over Q): <reason>``."""
 
 GONE_STATUSES = (404, 409)
 """Answers meaning the pod to evict no longer exists (409: a UID precondition failed)."""
@@ -46,13 +52,32 @@ async def _post(core: client.CoreV1Api, body: dict[str, Any]) -> None:
         raise ApiException(status=response.status, reason=text[:500])
 
 
+async def annotate(core: client.CoreV1Api, *, namespace: str, name: str, note: str) -> None:
+    """Merge-patch :data:`PREEMPTED_ANNOTATION` = ``note`` onto the pod; failures are logged only."""
+    patch: Callable[..., Awaitable[Any]] = core.patch_namespaced_pod
+    body = {"metadata": {"annotations": {PREEMPTED_ANNOTATION: note}}}
+    try:
+        response = await patch(name, namespace, body, _preload_content=False,
+                               _content_type="application/merge-patch+json")
+        async with response:
+            text = await response.text()
+        if not 200 <= response.status < 300:
+            log.warning("victim_annotation_failed", pod=f"{namespace}/{name}", status=response.status,
+                        reason=text[:200])
+    except (aiohttp.ClientError, OSError, TimeoutError) as exc:
+        log.warning("victim_annotation_failed", pod=f"{namespace}/{name}", error=repr(exc))
+
+
 async def evict_pod(core: client.CoreV1Api, *, namespace: str, name: str, uid: str, allocation_id: str,
-                    first_delay_s: float = 0.5, max_delay_s: float = 30.0) -> bool:
-    """Ask the API server to evict the pod until it accepts (True) or the pod is gone (False).
+                    note: str = "", first_delay_s: float = 0.5, max_delay_s: float = 30.0) -> bool:
+    """Annotate the pod with ``note`` (when given), then ask the API server to evict it until it accepts
+    (True) or the pod is gone (False).
 
     Retries forever otherwise (cancel the task when the pod's deletion is seen), sleeping
     ``first_delay_s`` doubling to ``max_delay_s`` seconds between attempts.
     """
+    if note:
+        await annotate(core, namespace=namespace, name=name, note=note)
     body = eviction_body(namespace=namespace, name=name, uid=uid)
     delay = first_delay_s
     while True:

@@ -20,12 +20,14 @@ from events import decisions
 
 
 class Victim(msgspec.Struct, frozen=True, kw_only=True):
-    """A preempted allocation whose pod must go: where it ran and for whom it was preempted."""
+    """A preempted allocation whose pod must go: where it ran, for whom it was preempted (allocation id),
+    and ``note``, the words written on its pod (preemptor pod, both priorities, reason)."""
 
     allocation_id: str
     namespace: str
     pod: str
     preemptor: str
+    note: str = ""
 
 
 class Handover:
@@ -41,8 +43,10 @@ class Handover:
         """Record a victim; returns it when its pod must still be evicted (None if already gone)."""
         if event.allocation_id in self.gone:
             return None
+        note = (f"{event.preemptor_namespace}/{event.preemptor_pod} (priority {event.preemptor_priority} over "
+                f"{event.priority}){': ' + event.reason if event.reason else ''}")
         victim = Victim(allocation_id=event.allocation_id, namespace=event.namespace, pod=event.pod,
-                        preemptor=event.preemptor)
+                        preemptor=event.preemptor, note=note)
         self.victims[event.allocation_id] = victim
         return victim
 

@@ -16,7 +16,7 @@ from nats.js import JetStreamContext
 
 from events import decisions
 from services.admission.binder import Binder
-from services.admission.evict import evict_pod
+from services.admission.evict import PREEMPTED_ANNOTATION, evict_pod
 from services.admission.view import ClusterView
 from services.podspec import keys
 from services.shared import kube
@@ -71,6 +71,9 @@ async def test_victims_are_evicted_and_the_gate_waits_for_their_deletion(kube_ap
         task = asyncio.create_task(binder.run(jetstream))
         try:
             await _until(lambda: _terminating(kube_api, "small-1") and _terminating(kube_api, "small-2"))
+            victim = kube_api.get("pods", "small-1", namespace="default") or {}
+            assert victim["metadata"]["annotations"][PREEMPTED_ANNOTATION] == (
+                "default/big (priority 100000 over 0): critical preempts medium")
             pinned = await _until(lambda: _pinned(kube_api, "big"))
             assert {"name": keys.SCHEDULING_GATE} in pinned["spec"]["schedulingGates"]  # victims still there
             kube_api.delete("pods", "small-1", namespace="default")  # the kubelet ends small-1 first
