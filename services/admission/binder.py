@@ -105,8 +105,8 @@ class Binder:
                 event = codec.decode_event(msg.data)
             except (codec.DecodeError, msgspec.DecodeError) as exc:
                 log.warning("undecodable_event", subject=msg.subject, error=str(exc))
-                continue
-            grant = self.book.apply(event, view=self.view)
+                event = None
+            grant = self.book.apply(event, view=self.view) if event is not None else None
             if msg.metadata.sequence.stream >= last:
                 self.events_synced.set()
             if grant is not None and isinstance(event, decisions.AllocationGranted):
@@ -122,7 +122,11 @@ class Binder:
                 self.handover.ended(event.allocation_id)
 
     async def watch_pods(self) -> None:
-        """Track gpuledger pods; bind gated granted ones, release deleted or finished ones."""
+        """Track gpuledger pods; bind gated granted ones, release deleted or finished ones.
+
+        Starts once the event replay is complete, so a pod that left while the binder was down is
+        judged against the whole log (a preempted victim's pod releases nothing)."""
+        await self.events_synced.wait()
         list_fn = (
             functools.partial(self.core.list_namespaced_pod, self.namespace)
             if self.namespace

@@ -84,7 +84,7 @@ async def test_victims_are_evicted_and_the_gate_waits_for_their_deletion(kube_ap
         finally:
             await _stop(task)
     bodies = kube_api.evictions.requests
-    assert [(ns, name) for ns, name, _ in bodies] == [("default", "small-1")] + [("default", "small-2")] * 3
+    assert sorted(name for _, name, _ in bodies) == ["small-1"] + ["small-2"] * 3  # concurrent evictions
     for namespace, name, body in bodies:
         uid = next(u for u, (_, pod) in victims.items() if pod == name)
         assert body == {"apiVersion": "policy/v1", "kind": "Eviction",
@@ -107,7 +107,7 @@ async def test_a_restarted_binder_rebuilds_the_handover_from_the_log_and_the_pod
             await _until(lambda: _terminating(kube_api, "small-1") and _terminating(kube_api, "small-2"))
         finally:
             await _stop(task)
-        kube_api.delete("pods", "small-1", namespace="default")  # gone while no binder ran
+        kube_api.patch("pods", "small-1", {"status": {"phase": "Failed"}}, namespace="default")  # ended meanwhile
         second = Binder(api, publish=_publisher(jetstream))
         task = asyncio.create_task(second.run(jetstream))
         try:
