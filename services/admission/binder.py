@@ -164,12 +164,12 @@ class Binder:
         if pod is None or not is_gated(pod):
             return
         meta = pod["metadata"]
-        blocked = self.handover.blocked(grant.allocation_id)
+        blocked, patched = self.handover.blocked(grant.allocation_id), False
         try:
             for build in (functools.partial(pin_ops, grant=grant), *(() if blocked else (ungate_ops,))):
                 ops = build(pod)
                 if ops:
-                    pod = await self._patch(meta["name"], meta["namespace"], ops)
+                    pod, patched = await self._patch(meta["name"], meta["namespace"], ops), True
         except ApiException as exc:
             if exc.status not in (404, 409, 422):
                 raise
@@ -177,8 +177,9 @@ class Binder:
             return
         self.pods[grant.allocation_id] = pod
         if blocked:
-            log.info("pinned_awaiting_victims", allocation_id=grant.allocation_id, node=grant.node,
-                     victims=sorted(self.handover.waiting.get(grant.allocation_id, ())))
+            if patched:
+                log.info("pinned_awaiting_victims", allocation_id=grant.allocation_id, node=grant.node,
+                         victims=sorted(self.handover.waiting.get(grant.allocation_id, ())))
             return
         for problem in grant.problems:
             log.warning("bind_annotation_skipped", allocation_id=grant.allocation_id, problem=problem)
