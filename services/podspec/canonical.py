@@ -15,10 +15,6 @@ from events import quantity
 from events.values import AllocationSpec
 from services.podspec import keys
 
-_NOT_WRITTEN = (keys.WORKLOAD, keys.EVICTION_PROTECTION_ATTRIBUTE)
-"""Attributes that are no annotation of their own (the workload is a label; the protection is the
-pod's own ``tensor-fusion.ai/eviction-protection``, left as the user wrote it)."""
-
 
 def _resource_values(spec: AllocationSpec) -> dict[str, int]:
     return {
@@ -49,7 +45,7 @@ def canonical_annotations(spec: AllocationSpec) -> dict[str, str]:
         written[keys.PARTITION_ID] = spec.partition_template
     if spec.gpu_indices:
         written[keys.GPU_INDICES] = ",".join(str(i) for i in spec.gpu_indices)
-    written.update({k: v for k, v in spec.attributes.items() if k not in _NOT_WRITTEN})
+    written.update({k: v for k, v in spec.attributes.items() if k != keys.WORKLOAD})
     return written
 
 

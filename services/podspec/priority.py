@@ -11,8 +11,8 @@ assigns only to pods without a class name).
 
 Eviction protection: ``tensor-fusion.ai/eviction-protection: <Go duration>`` spares the pod from
 preemption until its creation plus the duration (TensorFusion's scheduler patch
-``patches/scheduler-pdb-1.patch``); recorded as the attribute ``eviction-protection`` holding the
-annotation's original string, validated here. Pure: no I/O.
+``patches/scheduler-pdb-1.patch``); validated here and recorded under the same key in the request's
+attributes, as the annotation's original string. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def read_priority(pod: Mapping[str, Any], *, classes: Mapping[str, int]) -> int 
 
 
 def eviction_protection_attributes(annotations: Mapping[str, str]) -> dict[str, str]:
-    """``{"eviction-protection": <annotation>}`` for a valid non-zero Go duration; ``{}`` when absent,
+    """``{"tensor-fusion.ai/eviction-protection": <annotation>}`` for a valid non-zero Go duration; ``{}`` when absent,
     empty or zero. Raises PodSpecError naming the annotation and value for anything else (a negative,
     unit-less or malformed duration, or one longer than Go accepts)."""
     raw = annotations.get(keys.EVICTION_PROTECTION)
@@ -83,4 +83,4 @@ def eviction_protection_attributes(annotations: Mapping[str, str]) -> dict[str, 
             field=keys.EVICTION_PROTECTION,
             value=raw,
         )
-    return {keys.EVICTION_PROTECTION_ATTRIBUTE: raw} if seconds else {}
+    return {keys.EVICTION_PROTECTION: raw} if seconds else {}

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from events.values import priority_of
 from services.admission.review import review
 from services.admission.view import ClusterView
-from services.podspec import ComposeContext, PodSpecError, canonical_annotations, keys
+from services.podspec import ComposeContext, PodSpecError, annotation_changes, keys
 from tests.unit.admission.builders import MOCK_POOL, a_pod, a_review, run
 
 RES = {"tflops-request": "1", "vram-request": "1Gi"}
@@ -49,15 +49,15 @@ def test_a_class_name_that_is_no_string_is_refused() -> None:
 
 
 @pytest.mark.parametrize("raw", ["30m", "1h", "1h30m", "90s", "1.5h", "+2h"])
-def test_eviction_protection_is_recorded_as_written_and_not_written_back(raw: str) -> None:
+def test_eviction_protection_is_recorded_as_written_and_left_unchanged_on_the_pod(raw: str) -> None:
     spec = run(a_pod({**RES, "eviction-protection": raw}))
-    assert spec.attributes[keys.EVICTION_PROTECTION_ATTRIBUTE] == raw
-    assert keys.EVICTION_PROTECTION_ATTRIBUTE not in canonical_annotations(spec)
+    assert spec.attributes[keys.EVICTION_PROTECTION] == raw
+    assert keys.EVICTION_PROTECTION not in annotation_changes(spec, existing={keys.EVICTION_PROTECTION: raw})
 
 
 @pytest.mark.parametrize("raw", ["", "0", "0s"])
 def test_an_empty_or_zero_eviction_protection_protects_nothing(raw: str) -> None:
-    assert keys.EVICTION_PROTECTION_ATTRIBUTE not in run(a_pod({**RES, "eviction-protection": raw})).attributes
+    assert keys.EVICTION_PROTECTION not in run(a_pod({**RES, "eviction-protection": raw})).attributes
 
 
 @pytest.mark.parametrize(("raw", "why"), [("30", "needs a unit"), ("half an hour", "not a duration"),
@@ -69,13 +69,12 @@ def test_a_bad_eviction_protection_is_denied_naming_the_annotation_and_value(raw
     assert keys.EVICTION_PROTECTION in body.message and repr(raw) in body.message and why in body.message
 
 
-def test_the_webhook_resolves_the_class_from_its_view_and_patches_no_protection_key() -> None:
+def test_the_webhook_resolves_the_class_from_its_view_and_leaves_the_protection_annotation_alone() -> None:
     view = ClusterView(pool=MOCK_POOL, priority_classes={"gold": 900})
     verdict = review(a_review(a_pod({**RES, "eviction-protection": "1h"}, priorityClassName="gold")), view=view)
     assert verdict.allowed and verdict.spec is not None
-    assert verdict.spec.priority == 900 and verdict.spec.attributes["eviction-protection"] == "1h"
-    patched = json.dumps(verdict.patch)
-    assert '"eviction-protection"' not in patched and "~1eviction-protection" not in patched
+    assert verdict.spec.priority == 900 and verdict.spec.attributes[keys.EVICTION_PROTECTION] == "1h"
+    assert "eviction-protection" not in json.dumps(verdict.patch)
 
 
 @given(st.integers(min_value=-(2**31), max_value=2**31 - 1))
