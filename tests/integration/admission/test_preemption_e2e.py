@@ -35,10 +35,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 pytest.importorskip("services.allocator.domain.preemption", reason="the allocator's preemption (issue 16 item 2)")
 
 
-async def _admit(webhook: Any, kube_api: KubeApiServer, name: str, qos: str) -> str:
+async def _admit(webhook: Any, kube_api: KubeApiServer, name: str, qos: str, **annotations: str) -> str:
     """Review the pod through the webhook, apply its JSONPatch and store it, as the API server does;
     returns the allocation id (the review UID: the pod has no UID yet)."""
-    pod = a_pod({"tflops-request": "80", "vram-request": "8Gi", "qos": qos}, name=name, uid="",
+    pod = a_pod({"tflops-request": "80", "vram-request": "8Gi", "qos": qos, **annotations}, name=name, uid="",
                 terminationGracePeriodSeconds=30)
     answer = (await webhook.post(a_review(pod, uid=f"review-{name}")))["response"]
     assert answer["allowed"], answer
@@ -60,7 +60,8 @@ async def test_a_critical_pod_preempts_a_low_one_through_the_eviction_api(
 
     webhook = await start_webhook(publish, view=ClusterView(pool=PoolDefaults(name="default")))
     leases = InMemoryLeaseStore()
-    replica = await start_replica(nats_url, store=InMemoryEventStore(leases), leases=leases)
+    store = InMemoryEventStore(leases)
+    replica = await start_replica(nats_url, store=store, leases=leases)
     await publish(register_node("node-1", gpus=1, tflops=100, vram_gib=16))
     async with await kube.api_client(url=kube_api.url) as api:
         binder = Binder(api, publish=publish, view=ClusterView(), eviction_retry_s=0.05)
@@ -75,6 +76,9 @@ async def test_a_critical_pod_preempts_a_low_one_through_the_eviction_api(
             assert _gpu_ids(kube_api, "critical") == _gpu_ids(kube_api, "low") == "node-1-gpu0"
             kube_api.delete("pods", "low", namespace="default")  # its grace period is over
             await until(lambda: _ungated(kube_api, "critical") is not None, what="the critical pod ungated")
+            # a release of the preempted allocation (a binder that had not seen the preemption) is harmless
+            await publish(intents.ReleaseAllocation(intent_id="late-release", allocation_id=low, reason="test"))
+            await until(lambda: "late-release" in store.intents, what="the late release decided")
         finally:
             await _stop(task)
             await replica.stop()
@@ -88,4 +92,33 @@ async def test_a_critical_pod_preempts_a_low_one_through_the_eviction_api(
     info = await jetstream.stream_info(subjects.INTENT_STREAM)
     sent = [codec.decode_intent((await jetstream.get_msg(subjects.INTENT_STREAM, seq)).data)
             for seq in range(1, info.state.last_seq + 1)]
-    assert not [i for i in sent if isinstance(i, intents.ReleaseAllocation)]
+    assert [i.intent_id for i in sent if isinstance(i, intents.ReleaseAllocation)] == ["late-release"]
+    late = [row for row in store.rows if row.intent_id == "late-release"]
+    assert [row.type for row in late] == ["intent_rejected"] and b"not live" in late[0].data
+
+
+async def test_an_eviction_protected_pod_is_not_preempted(
+        kube_api: KubeApiServer, jetstream: JetStreamContext, nats_url: str,
+        start_webhook: Callable[..., Any]) -> None:
+    async def publish(intent: Any) -> int:
+        return await messaging.publish_intent(jetstream, intent, timeout=2.0)
+
+    webhook = await start_webhook(publish, view=ClusterView(pool=PoolDefaults(name="default")))
+    leases = InMemoryLeaseStore()
+    store = InMemoryEventStore(leases)
+    replica = await start_replica(nats_url, store=store, leases=leases)
+    await publish(register_node("node-1", gpus=1, tflops=100, vram_gib=16))
+    async with await kube.api_client(url=kube_api.url) as api:
+        binder = Binder(api, publish=publish, view=ClusterView())
+        task = asyncio.create_task(binder.run(jetstream))
+        try:
+            await _admit(webhook, kube_api, "low", "low", **{"eviction-protection": "1h"})
+            await until(lambda: _ungated(kube_api, "low") is not None, what="the low pod bound")
+            critical = await _admit(webhook, kube_api, "critical", "critical")
+            await until(lambda: f"admit-{critical}" in store.intents, what="the critical request decided")
+        finally:
+            await _stop(task)
+            await replica.stop()
+    decided = [row.type for row in store.rows if row.intent_id == f"admit-{critical}"]
+    assert decided == ["allocation_queued"] and not kube_api.evictions.requests
+    assert _ungated(kube_api, "critical") is None
