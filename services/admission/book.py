@@ -55,6 +55,8 @@ class AllocationBook:
                 self.queued[spec.allocation_id] = (spec.namespace, spec.pod)
             case decisions.AllocationReleased(allocation_id=allocation_id):
                 self._forget(allocation_id)
+            case decisions.AllocationPreempted(allocation_id=allocation_id):
+                self._forget(allocation_id)
             case decisions.AllocationRejected(spec=spec, reason=reason):
                 self._forget(spec.allocation_id)
                 self.rejected[spec.allocation_id] = reason

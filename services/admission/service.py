@@ -129,6 +129,7 @@ async def _background(
                 fetch = quota_sync.api_reader(session, settings.allocator_url, token=settings.api_token)
                 group.create_task(quota_sync.sync_forever(api, tracker=tracker, fetch=fetch,
                                                           period_s=settings.quota_status_period_s))
+            group.create_task(watches.watch_priority_classes(api, view=view))
     finally:
         await session.close()
         await api.close()

@@ -21,6 +21,7 @@ from services.podspec.errors import PodSpecError
 from services.podspec.gang import gang_attributes
 from services.podspec.options import Options
 from services.podspec.pod import NativeGpus, containers, cpu_memory, workload_name
+from services.podspec.priority import eviction_protection_attributes, read_priority
 from services.podspec.profile import Profile, Side
 from services.podspec.resources import to_resources
 
@@ -89,6 +90,7 @@ def _attributes(
     if own_split and keys.CONTAINER_GPU_COUNT not in attributes:
         # TensorFusion's PreBind maps whatever container-gpu-count the pod carries (gpuresources.go)
         attributes[keys.CONTAINER_GPU_COUNT] = own_split
+    attributes.update(eviction_protection_attributes(annotations))
     return attributes
 
 
@@ -102,7 +104,7 @@ _SOURCES = {
     "cpu_milli": "spec.containers[*].resources.requests.cpu",
     "memory_bytes": "spec.containers[*].resources.requests.memory",
     "partition_template": keys.PARTITION_ID, "attributes": "metadata.annotations",
-    "node_affinity": "spec.affinity.nodeAffinity",
+    "node_affinity": "spec.affinity.nodeAffinity", "priority": "spec.priority",
 }
 """Where each AllocationSpec field comes from (an annotation key or a Pod path), for denials."""
 
@@ -154,5 +156,6 @@ def build_spec(
         memory_bytes=memory,
         partition_template=opts.partition if opts.isolation == "partitioned" else "",
         attributes=attributes,
+        priority=read_priority(pod, classes=context.priority_classes),
     )
     return check_bounds(spec, annotations)

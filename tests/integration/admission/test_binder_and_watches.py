@@ -146,6 +146,9 @@ async def test_quota_and_profile_watches(kube_api: KubeApiServer, jetstream) -> 
             kube_api.delete("gpuresourcequotas", "q", namespace="team-a")
             kube_api.delete("workloadprofiles", "prof", namespace="team-a")
             await _until(lambda: "team-a" not in view.quotas and not view.profiles)
+            async with asyncio.timeout(15):  # the view changes before the publish: do not cancel it midway
+                while (await jetstream.stream_info(subjects.INTENT_STREAM)).state.last_seq < 2:
+                    await asyncio.sleep(0.02)
         finally:
             for task in tasks:
                 await _stop(task)
