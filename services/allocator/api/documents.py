@@ -77,12 +77,16 @@ def node_detail(state: ClusterState, node: NodeState) -> dict[str, Any]:
 
 
 def allocation_doc(allocation: AllocationState) -> dict[str, Any]:
-    """One live allocation: the composed request, status, node, GPUs, reason, times."""
+    """One live allocation: the composed request, status, node, GPUs, reason, times, and for a
+    partitioned one its partitions (GPU, template, profile id, slots)."""
     view = views.spec_view(allocation.spec)
     view.update(status=allocation.status, node=allocation.node, gpus=list(allocation.gpus),
                 reason=allocation.reason, code=allocation.code,
                 requested_at=allocation.requested_at.isoformat(),
                 granted_at=allocation.granted_at.isoformat() if allocation.granted_at else None)
+    if allocation.partitions:
+        view["partitions"] = [{"gpu": gpu, **views.partition_view(p)}
+                              for gpu, p in zip(allocation.gpus, allocation.partitions, strict=True)]
     return view
 
 

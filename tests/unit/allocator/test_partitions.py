@@ -10,6 +10,8 @@ import msgspec
 
 from events import decisions as ev
 from events.values import AllocationSpec, Partition, Resources
+from services.allocator import views
+from services.allocator.api import documents
 from services.allocator.domain import digest
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_request, res
 
@@ -173,3 +175,12 @@ def test_a_partitioned_allocation_is_not_resized() -> None:
     granted(c, "a", template="1g.10gb")
     out = c.resize("a", res(50, Gi), res(50, Gi))
     assert isinstance(out, ev.ResizeRejected) and out.code == "invalid" and "fixed size" in out.reason
+
+
+def test_api_documents_show_each_partition() -> None:
+    c = mig_cluster()
+    granted(c, "a", template="3g.40gb")
+    doc = documents.allocation_doc(c.state.allocations["a"])
+    assert doc["partitions"] == [{"gpu": "g0", "template": "3g.40gb", "profile_id": 9, "start": 4, "end": 8}]
+    assert views.gpu_view(c.state.gpus["g0"])["partitions"] == {
+        "a": {"template": "3g.40gb", "profile_id": 9, "start": 4, "end": 8}}
