@@ -22,8 +22,8 @@ class Need:
     """
 
     __slots__ = (
-        "affinity", "count", "cpu_milli", "indices", "isolation", "memory_bytes", "models", "partitioned", "percent",
-        "pool", "request", "shared", "template", "tflops", "vendor", "vram",
+        "affinity", "count", "cpu_milli", "indices", "isolation", "memory_bytes", "models", "partition_memo",
+        "partitioned", "percent", "pool", "request", "shared", "template", "tflops", "vendor", "vram",
     )
 
     def __init__(self, spec: AllocationSpec) -> None:
@@ -43,6 +43,8 @@ class Need:
         self.memory_bytes = spec.memory_bytes
         self.partitioned = spec.isolation == "partitioned"
         self.template = spec.partition_template
+        self.partition_memo: dict[object, object] = {}
+        """The partition template chosen per GPU family and capacity (domain/partition.py ``chosen``)."""
 
     def tflops_on(self, capacity_milli_tflops: int) -> int:
         """Milli-TFLOPS this request takes on a GPU of the given capacity (percent converted, rounded up)."""

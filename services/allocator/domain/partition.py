@@ -106,24 +106,59 @@ def start_for(profile: MigProfile, held: Iterable[Partition]) -> int | None:
     return max(free_starts(profile, [(p.start, p.end) for p in held]), default=None)
 
 
-def blocked(gpu: GpuState, family: MigFamily, option: Option) -> str | None:
-    """Why ``option`` cannot be placed on ``gpu`` (of ``family``) now: mixing, counts, media
-    engines, slots, free capacity; None when it can."""
-    profile, held = option.profile, gpu.partitions
-    if len(gpu.charges) > len(held):
-        return "GPU holds allocations of another isolation mode"
-    same = sum(1 for p in held.values() if p.template == profile.name)
-    if same >= profile.max_instances:
-        return f"{profile.name} at its limit {same}/{profile.max_instances}"
+FITS, MIXED, TOO_FULL, AT_LIMIT, MEDIA, NO_SLOT = range(6)
+"""What :func:`broken` answers: it can be placed, or the first rule (in this order) it breaks."""
+
+
+def broken(gpu: GpuState, option: Option) -> int:
+    """:data:`FITS`, or the first placement rule ``option`` breaks on ``gpu`` now: another isolation
+    mode on the GPU, too little free TFLOPS/VRAM for the template, the template's instance limit,
+    the one ``+me`` partition per GPU, no free slot run at an allowed start (cheapest first)."""
+    held = gpu.partitions
+    if len(gpu.charges) != len(held):
+        return MIXED
+    size = option.charge
+    if gpu.available_milli_tflops < size.milli_tflops or gpu.available_vram_bytes < size.vram_bytes:
+        return TOO_FULL
+    if not held:
+        return FITS
+    profile = option.profile
+    if sum(1 for p in held.values() if p.template == profile.name) >= profile.max_instances:
+        return AT_LIMIT
     if profile.name.endswith("+me") and any(p.template.endswith("+me") for p in held.values()):
-        return "media engines held by another +me partition"
-    if start_for(profile, held.values()) is None:
-        free = [s for s in range(family.memory_slices) if not any(p.start <= s < p.end for p in held.values())]
-        return (f"no free run of {profile.memory_slices} slot(s) for {profile.name} at starts "
-                f"{list(profile.starts)} (free slots {free})")
-    if gpu.available_milli_tflops < option.charge.milli_tflops or gpu.available_vram_bytes < option.charge.vram_bytes:
+        return MEDIA
+    return NO_SLOT if start_for(profile, held.values()) is None else FITS
+
+
+def blocked(gpu: GpuState, family: MigFamily, option: Option) -> str | None:
+    """Why ``option`` cannot be placed on ``gpu`` (of ``family``) now, in words (:func:`broken`);
+    None when it can."""
+    rule, profile, held = broken(gpu, option), option.profile, gpu.partitions.values()
+    if rule == FITS:
+        return None
+    if rule == MIXED:
+        return "GPU holds allocations of another isolation mode"
+    if rule == TOO_FULL:
         return f"too little free TFLOPS or VRAM for {profile.name}"
-    return None
+    if rule == AT_LIMIT:
+        same = sum(1 for p in held if p.template == profile.name)
+        return f"{profile.name} at its limit {same}/{profile.max_instances}"
+    if rule == MEDIA:
+        return "media engines held by another +me partition"
+    free = [s for s in range(family.memory_slices) if not any(p.start <= s < p.end for p in held)]
+    return (f"no free run of {profile.memory_slices} slot(s) for {profile.name} at starts "
+            f"{list(profile.starts)} (free slots {free})")
+
+
+def chosen(need: Need, family: MigFamily, capacity: Resources) -> Option | str:
+    """:func:`choose`, memoised on the request's ``need`` per family and capacity (a pure function
+    of the three; a Scheduler keeps one Need per request shape)."""
+    key = (family.family, capacity.milli_tflops, capacity.vram_bytes)
+    memo = need.partition_memo
+    found = memo.get(key)
+    if found is None:
+        found = memo[key] = choose(family, capacity, need)
+    return found  # type: ignore[return-value]
 
 
 def place(gpu: GpuState, need: Need, table: TemplateTable) -> tuple[Resources, Partition]:
@@ -133,7 +168,7 @@ def place(gpu: GpuState, need: Need, table: TemplateTable) -> tuple[Resources, P
     family = support(gpu, table)
     if isinstance(family, str):
         raise ValueError(family)
-    option = choose(family, gpu.spec.capacity, need)
+    option = chosen(need, family, gpu.spec.capacity)
     why = option if isinstance(option, str) else blocked(gpu, family, option)
     if why is not None or isinstance(option, str):
         raise ValueError(f"partition cannot be placed on GPU {gpu.spec.name}: {why}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from events.values import AllocationSpec, Resources
 from services.allocator.domain.need import Need
-from services.allocator.domain.partition import Option, blocked, choose, options, support
+from services.allocator.domain.partition import Option, blocked, chosen, options, support
 from services.allocator.domain.state import ClusterState
 from services.partitions.templates import MigFamily, TemplateTable
 
@@ -20,14 +20,13 @@ MAX_GPUS_NAMED = 4
 
 
 def _template_line(family: MigFamily, capacity: Resources, need: Need) -> str:
-    chosen = choose(family, capacity, need)
-    if isinstance(chosen, str):
-        return f"{family.family}: {chosen}"
-    how = "named" if need.template else f"least waste {chosen.score:.3f}"
-    others = [o.why for o in options(family, capacity, need) if o.profile is not chosen.profile]
+    best = chosen(need, family, capacity)
+    if isinstance(best, str):
+        return f"{family.family}: {best}"
     if need.template:
-        return f"{family.family}: template {chosen.profile.name} ({how})"
-    return f"{family.family}: template {chosen.profile.name} ({how}; others: {', '.join(others)})"
+        return f"{family.family}: template {best.profile.name} (named)"
+    others = [o.why for o in options(family, capacity, need) if o.profile is not best.profile]
+    return f"{family.family}: template {best.profile.name} (least waste {best.score:.3f}; others: {', '.join(others)})"
 
 
 def _named(items: list[str]) -> str:
@@ -53,7 +52,7 @@ def describe(state: ClusterState, spec: AllocationSpec, need: Need, table: Templ
             key = (family.family, capacity)
             if key not in templates:
                 templates[key] = _template_line(family, capacity, need)
-            option = choose(family, capacity, need)
+            option = chosen(need, family, capacity)
             why = blocked(gpu, family, option) if isinstance(option, Option) else None
             if why is not None:
                 blocks.append(f"GPU {name}: {why}")

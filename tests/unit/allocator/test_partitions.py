@@ -99,7 +99,8 @@ def test_least_waste_reason_lists_the_templates_not_chosen() -> None:
 
 
 def test_template_count_and_media_engine_limits() -> None:
-    c = mig_cluster()
+    c = Cluster()  # a GPU reporting twice the capacity: the count limit, not the free amounts, stops the fifth
+    c.node("n1", "p", a_gpu("g0", 1400, 160 * Gi, model=MIG, index=0))
     for i in range(4):
         granted(c, f"t{i}", template="1g.20gb")
     out = c.request(part("t4", template="1g.20gb"))

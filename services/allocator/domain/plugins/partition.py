@@ -20,7 +20,7 @@ from typing import ClassVar
 from services.allocator.domain.framework import OK, UNRESOLVABLE, UNSCHEDULABLE, Context, Status
 from services.allocator.domain.model import GpuState
 from services.allocator.domain.need import Need
-from services.allocator.domain.partition import blocked, choose, support
+from services.allocator.domain.partition import FITS, broken, chosen, support
 from services.partitions.templates import TemplateTable
 
 
@@ -32,6 +32,7 @@ class PartitionFilter:
     name: ClassVar[str] = "PartitionFilter"
     capacity_bound: ClassVar[bool] = False
     holds_partitions: ClassVar[Status] = Status(UNSCHEDULABLE, "GPU holds partitions")
+    cannot_place: ClassVar[Status] = Status(UNSCHEDULABLE, "the partition cannot be placed now (see the reason)")
 
     def __init__(self, table: TemplateTable) -> None:
         self.table = table
@@ -47,10 +48,7 @@ class PartitionFilter:
         family = support(gpu, self.table)
         if isinstance(family, str):
             return Status(UNRESOLVABLE, family)
-        option = choose(family, gpu.spec.capacity, need)
+        option = chosen(need, family, gpu.spec.capacity)
         if isinstance(option, str):
             return Status(UNRESOLVABLE, option)
-        if ctx.static:
-            return OK
-        why = blocked(gpu, family, option)
-        return OK if why is None else Status(UNSCHEDULABLE, why)
+        return OK if ctx.static or broken(gpu, option) == FITS else self.cannot_place
