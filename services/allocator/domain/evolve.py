@@ -62,7 +62,7 @@ def _granted(state: ClusterState, e: ev.AllocationGranted) -> None:
         gpu.used_milli_tflops += charge.milli_tflops
         gpu.used_vram_bytes += charge.vram_bytes
     for gpu, held in zip(gpus, e.partitions, strict=False):
-        gpu.partitions[aid] = held
+        gpu.partitions = {**gpu.partitions, aid: held}  # a new dict: scratch copies of a GPU may share the old one
     node = state.nodes[e.node]
     node.workers.append(aid)
     node.used_cpu_milli += spec.cpu_milli
@@ -110,7 +110,8 @@ def _released(state: ClusterState, e: ev.AllocationReleased) -> None:
     for name, charge in zip(allocation.gpus, allocation.charges, strict=True):
         gpu = state.gpus[name]
         del gpu.charges[e.allocation_id]
-        gpu.partitions.pop(e.allocation_id, None)
+        if e.allocation_id in gpu.partitions:
+            gpu.partitions = {k: p for k, p in gpu.partitions.items() if k != e.allocation_id}
         gpu.used_milli_tflops -= charge.milli_tflops
         gpu.used_vram_bytes -= charge.vram_bytes
     node = state.nodes[allocation.node]
