@@ -183,5 +183,7 @@ def test_api_documents_show_each_partition() -> None:
     granted(c, "a", template="3g.40gb")
     doc = documents.allocation_doc(c.state.allocations["a"])
     assert doc["partitions"] == [{"gpu": "g0", "template": "3g.40gb", "profile_id": 9, "start": 4, "end": 8}]
+    explained = documents.explanation(c.state, c.state.allocations["a"], None)
+    assert explained["reason"].endswith("; partitions: g0 3g.40gb at slots 4-7")
     assert views.gpu_view(c.state.gpus["g0"])["partitions"] == {
         "a": {"template": "3g.40gb", "profile_id": 9, "start": 4, "end": 8}}
