@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import msgspec
 
+from events import codec
 from events import decisions as ev
 from events.values import AllocationSpec, Partition, Resources
 from services.allocator import views
 from services.allocator.api import documents
-from services.allocator.domain import digest
+from services.allocator.domain import digest, evolve
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_request, res
 
 GB = 10**9
@@ -187,3 +188,14 @@ def test_api_documents_show_each_partition() -> None:
     assert explained["reason"].endswith("; partitions: g0 3g.40gb at slots 4-7")
     assert views.gpu_view(c.state.gpus["g0"])["partitions"] == {
         "a": {"template": "3g.40gb", "profile_id": 9, "start": 4, "end": 8}}
+
+
+def test_a_grant_logged_before_partitions_existed_still_decodes_and_folds() -> None:
+    c = mig_cluster()
+    old = codec.encode(ev.AllocationGranted(at=c.now, spec=a_request("x", 10, Gi, pool="p"), node="n1", gpus=("g0",),
+                                            charges=(res(10, Gi),)))
+    assert b"partitions" not in old
+    event = codec.decode_event(old)
+    assert isinstance(event, ev.AllocationGranted) and event.partitions == ()
+    evolve(c.state, event)
+    assert c.state.gpus["g0"].partitions == {} and c.state.allocations["x"].partitions == []
