@@ -129,6 +129,9 @@ MAX_ATTRIBUTES_BYTES = 16 * 1024
 MAX_LIST = 256
 """Short lists: GPU models, node affinity terms, match expressions and their values."""
 
+MAX_PARTITION_SLOTS = 64
+"""Placement slots of one GPU (NVIDIA MIG has 8 memory slices; room for finer vendors)."""
+
 MAX_INTENT_BYTES = 256 * 1024
 """An intent's JSON payload in bytes (NATS accepts 1 MiB)."""
 
@@ -179,6 +182,8 @@ Count = Annotated[int, _magnitude(MAX_COUNT)]
 CpuMilli = Annotated[int, _magnitude(MAX_CPU_MILLI)]
 MemoryBytes = Annotated[int, _magnitude(MAX_MEMORY_BYTES)]
 Percent = Annotated[int, _magnitude(MAX_PERCENT)]
+Slot = Annotated[int, msgspec.Meta(ge=0, le=MAX_PARTITION_SLOTS)]
+"""A partition slot boundary: 0..:data:`MAX_PARTITION_SLOTS` (a range's end may equal it)."""
 Priority = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 """A pod priority (Kubernetes PriorityClass value: a 32-bit signed integer)."""
 SchemaVersion = Annotated[int, msgspec.Meta(ge=0, le=2**15)]

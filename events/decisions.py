@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Union
 
 from events.base import Event
-from events.values import AllocationSpec, FilterCount, GpuSpec, PoolConfig, QuotaSpec, Resources
+from events.values import AllocationSpec, FilterCount, GpuSpec, Partition, PoolConfig, QuotaSpec, Resources
 
 
 class AllocationGranted(Event, frozen=True, tag="allocation_granted"):
@@ -20,6 +20,8 @@ class AllocationGranted(Event, frozen=True, tag="allocation_granted"):
     ``from_queue`` is true when the request had been queued and was granted by a later decision.
     ``preempted`` lists the allocation ids this grant preempted (their AllocationPreempted events
     come first in the same decision); the binder lifts the pod's gate once their pods are gone.
+    ``partitions[i]`` is the partition taken on ``gpus[i]`` (isolation ``partitioned`` only, else
+    empty): template and slots are recorded so a replay never chooses them again.
     """
 
     spec: AllocationSpec
@@ -28,6 +30,7 @@ class AllocationGranted(Event, frozen=True, tag="allocation_granted"):
     charges: tuple[Resources, ...]
     from_queue: bool = False
     preempted: tuple[str, ...] = ()
+    partitions: tuple[Partition, ...] = ()
 
 
 class AllocationPreempted(Event, frozen=True, tag="allocation_preempted"):

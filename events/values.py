@@ -30,6 +30,7 @@ from events.bounds import (
     Priority,
     QuotaMilliTflops,
     QuotaVramBytes,
+    Slot,
     Token,
     VramBytes,
     Weight,
@@ -223,6 +224,22 @@ class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     tflops_weight: Weight = 0.3
     max_workers_per_node: Count = 0
     preemption: Token = "cluster"
+
+
+class Partition(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One hardware partition (NVIDIA MIG GPU instance) a partitioned allocation holds on one GPU.
+
+    ``template``: the MIG profile name without "MIG " ("3g.40gb"); ``profile_id``: NVML's GPU
+    instance profile id (what a MIG runtime creates the instance with); ``start``/``end``: the
+    half-open slot range ``[start, end)`` of the GPU's memory slices it occupies (NVML's
+    placement start and size). Source of the rule: TensorFusion api/v1 AllocatedPartition
+    (templateId, allocatedSlotStart/End).
+    """
+
+    template: Name
+    profile_id: Slot
+    start: Slot
+    end: Slot
 
 
 class FilterCount(msgspec.Struct, frozen=True, kw_only=True, gc=False):

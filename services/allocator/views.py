@@ -10,7 +10,7 @@ from typing import Any
 
 from events import codec, decisions
 from events.quantity import format_bytes, format_milli, format_percent_milli
-from events.values import AllocationSpec, Resources, priority_of
+from events.values import AllocationSpec, Partition, Resources, priority_of
 from services.allocator.domain.model import GRANTED, QUEUED, GpuState
 from services.allocator.domain.preemption import NoPlan, Plan
 from services.allocator.domain.state import ClusterState
@@ -75,7 +75,15 @@ def gpu_view(gpu: GpuState) -> dict[str, Any]:
         "capacity": resources_view(gpu.capacity),
         "available": resources_view(gpu.available),
         "allocations": sorted(gpu.charges),
+        **({"partitions": {aid: partition_view(p) for aid, p in sorted(gpu.partitions.items())}}
+           if gpu.partitions else {}),
     }
+
+
+def partition_view(partition: Partition) -> dict[str, Any]:
+    """One MIG partition: template, NVML profile id, start and end slot (end exclusive)."""
+    return {"template": partition.template, "profile_id": partition.profile_id, "start": partition.start,
+            "end": partition.end}
 
 
 def _sum(values: list[Resources]) -> Resources:

@@ -2,9 +2,12 @@
 
 Filter order follows TensorFusion's chain (Phase → Index → Isolation → SharedWhole → Resource →
 Model → Vendor → NodeAffinity), with gpuledger's node-level filters (liveness first; CPU/memory
-and max workers per node after affinity). Strategies register by the names pools configure.
-Adding a filter or a strategy is one plugin file and one line here. Everything here is
-immutable: a :class:`Profile` is what a Scheduler is built from.
+and max workers per node after affinity) and the partition filter last (TensorFusion runs it
+before Resource; see plugins/partition.py for why it follows). The MIG template table is the
+shipped one (services.partitions.templates.shipped: a packaged data file, read once).
+Strategies register by the names pools configure. Adding a filter or a strategy is one plugin
+file and one line here. Everything here is immutable: a :class:`Profile` is what a Scheduler is
+built from.
 """
 
 from __future__ import annotations
@@ -22,10 +25,15 @@ from services.allocator.domain.plugins.isolation import GPUIsolationModeFilter, 
 from services.allocator.domain.plugins.liveness import NodeReadyFilter
 from services.allocator.domain.plugins.model import GPUModelFilter, GPUVendorFilter
 from services.allocator.domain.plugins.node_resources import MaxWorkersPerNodeFilter, NodeResourcesFilter
+from services.allocator.domain.plugins.partition import PartitionFilter
 from services.allocator.domain.plugins.phase import GPUIndexFilter, PhaseFilter
 from services.allocator.domain.plugins.resources import ResourceFilter
 from services.allocator.domain.strategies import CompactFirst, LowLoadFirst, NodeCompactGPULowLoad, Strategy
 from services.allocator.domain.strategies_paper import BestFit, RandomFit
+from services.partitions.templates import TemplateTable, shipped
+
+TEMPLATES = shipped()
+"""The MIG template table partitioned requests are placed with."""
 
 NODE_FILTERS: tuple[NodeFilter, ...] = (
     NodeReadyFilter(),
@@ -41,6 +49,7 @@ GPU_FILTERS: tuple[GpuFilter, ...] = (
     ResourceFilter(),
     GPUModelFilter(),
     GPUVendorFilter(),
+    PartitionFilter(TEMPLATES),
 )
 
 StrategyClass = type[Strategy]
@@ -60,11 +69,13 @@ DEFAULT_STRATEGY = NodeCompactGPULowLoad.name
 
 
 class Profile(NamedTuple):
-    """What a Scheduler is built from: node and GPU filters in chain order, strategies by name."""
+    """What a Scheduler is built from: node and GPU filters in chain order, strategies by name,
+    and the MIG template table partitions are placed with (the one its PartitionFilter holds)."""
 
     node_filters: tuple[NodeFilter, ...]
     gpu_filters: tuple[GpuFilter, ...]
     strategies: Mapping[str, StrategyClass]
+    templates: TemplateTable = TEMPLATES
 
     def strategy_class(self, name: str) -> StrategyClass:
         """The strategy registered as ``name``, or the default (TensorFusion falls back the same way)."""

@@ -51,7 +51,8 @@ def check_request_limit(request: Resources, limit: Resources) -> Problem | None:
 
 
 def check_spec(spec: AllocationSpec) -> Problem | None:
-    """Everything RequestAllocation needs to be decidable (identity, count, QoS, isolation, amounts)."""
+    """Everything RequestAllocation needs to be decidable (identity, count, QoS, isolation, amounts;
+    a partition template only with isolation ``partitioned``)."""
     for name in ("allocation_id", "namespace", "pool"):
         if not getattr(spec, name):
             return f"spec.{name}", "", f"spec.{name} must not be empty"
@@ -62,8 +63,9 @@ def check_spec(spec: AllocationSpec) -> Problem | None:
         return "spec.qos", spec.qos, f"unknown QoS {spec.qos!r}; expected one of {', '.join(QOS_LEVELS)}"
     if spec.isolation not in ISOLATION_MODES:
         return "spec.isolation", spec.isolation, f"unknown isolation mode {spec.isolation!r}"
-    if spec.isolation == "partitioned":
-        return "spec.isolation", spec.isolation, "partitioned (MIG) isolation is not supported by gpuledger yet"
+    if spec.partition_template and spec.isolation != "partitioned":
+        return "spec.partition_template", spec.partition_template, (
+            f"a partition template needs isolation partitioned, not {spec.isolation}")
     if spec.cpu_milli < 0 or spec.memory_bytes < 0:
         return "spec.cpu_milli", str(spec.cpu_milli), "pod CPU and memory requests must not be negative"
     if any(i < 0 for i in spec.gpu_indices):

@@ -88,15 +88,16 @@ def test_e2_gang_deployment_and_job() -> None:
     assert isinstance(_decide(state, job_spec), decisions.AllocationGranted)
 
 
-def test_e3_ascend_partitioned_is_composed_and_rejected_by_the_allocator() -> None:
+def test_e3_ascend_partitioned_is_composed_and_rejected_as_unschedulable() -> None:
     state = _inventory()
     (pod, _), = _pods("e3_ascend.yaml")
     spec = compose(pod, context=ComposeContext(review_uid="e3"))
     assert (spec.isolation, spec.partition_template, spec.vendor, spec.gpu_models, spec.qos) == (
         "partitioned", "vir01", "Ascend", ("Ascend 310P3",), "medium")
     assert (spec.request.compute_milli_percent, spec.limit.compute_milli_percent) == (10_000, 12_000)
-    outcome = _decide(state, spec)  # the allocator does not implement partitions (MIG/vNPU) yet
-    assert isinstance(outcome, decisions.AllocationRejected) and outcome.field == "spec.isolation"
+    outcome = _decide(state, spec)  # gpuledger ships MIG templates only (no Ascend vNPU templates)
+    assert isinstance(outcome, decisions.AllocationRejected) and outcome.code == "unschedulable"
+    assert "model Ascend 310P3 has no MIG template table" in outcome.reason
 
 
 def test_e4_profile_sample_is_high_qos_with_pod_cpu_memory() -> None:

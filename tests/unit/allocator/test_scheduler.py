@@ -31,6 +31,8 @@ from tests.unit.allocator.builders import Cluster, Gi, a_gpu
 NODES = ("n1", "n2", "n3", "n4", "n5")
 UIDS = tuple(f"u{i}" for i in range(24))
 POOLS = ("a", "b")
+MIG_MODEL = "A100_SXM_80G"
+"""A model with MIG templates: partitioned requests (with and without a named template) go to it."""
 
 
 def _term(zone: str) -> NodeSelectorTerm:
@@ -83,12 +85,14 @@ class SchedulerEquivalence(RuleBasedStateMachine):
         for pool in POOLS:
             self._send(it.ConfigurePool(intent_id=self._id(), pool=pool, config=PoolConfig(placement=placement)))
         for k, (node, n) in enumerate(zip(NODES, sizes, strict=False)):
-            gpus = tuple(a_gpu(f"{node}-g{i}", 100, 40 * Gi, index=i) for i in range(n))
+            model = MIG_MODEL if k in (1, 2) else "A100"
+            gpus = tuple(a_gpu(f"{node}-g{i}", 100, 40 * Gi, index=i, model=model) for i in range(n))
             self._send(it.RegisterNode(intent_id=self._id(), node=node, pool=POOLS[k % 2], gpus=gpus,
                                        labels={"zone": "xy"[k % 2]}, cpu_milli=32_000, memory_bytes=64 * Gi))
 
     @rule(node=st.sampled_from(NODES), pool=st.sampled_from(POOLS), n=st.integers(1, 3),
-          tf_cap=st.sampled_from([50, 100]), gi=st.sampled_from([16, 40]), model=st.sampled_from(["A100", "T4"]),
+          tf_cap=st.sampled_from([50, 100]), gi=st.sampled_from([16, 40, 80]),
+          model=st.sampled_from(["A100", "T4", MIG_MODEL, MIG_MODEL]),
           phase=st.sampled_from(["Running", "Running", "Pending"]), mode=st.sampled_from(["", "", "hard"]),
           zone=st.sampled_from(["x", "y"]), cpu=st.sampled_from([0, 8000, 32_000]), ready=st.booleans())
     def register(self, node: str, pool: str, n: int, tf_cap: int, gi: int, model: str, phase: str, mode: str,
@@ -99,21 +103,24 @@ class SchedulerEquivalence(RuleBasedStateMachine):
                                    cpu_milli=cpu, memory_bytes=64 * Gi if cpu else 0, schedulable=ready or n > 1))
 
     @rule(uid=st.sampled_from(UIDS), pool=st.sampled_from(POOLS), request=requests(), count=st.integers(1, 2),
-          isolation=st.sampled_from(["soft"] * 4 + ["hard", "shared"]),
+          isolation=st.sampled_from(["soft"] * 4 + ["hard", "shared", "partitioned", "partitioned"]),
+          template=st.sampled_from(["", "", "1g.10gb", "3g.40gb", "mig-2g-20gb", "7g.80gb"]),
           models=st.sampled_from([()] * 4 + [("T4",)]), indices=st.sampled_from([()] * 6 + [(0,), (1, 2)]),
           affinity=affinities, cpu=st.sampled_from([0, 0, 4000, 16_000]),
           memory=st.sampled_from([0, 0, 8 * Gi, 40 * Gi]),
           qos=st.sampled_from(["medium", "medium", "low", "high", "critical"]), ns=st.sampled_from(["ns", "other"]),
           protect=st.sampled_from(["", "", "1h"]))
-    def request(self, uid: str, pool: str, request: Resources, count: int, isolation: str, models: tuple[str, ...],
-                indices: tuple[int, ...], affinity: NodeAffinity | None, cpu: int, memory: int, qos: str, ns: str,
-                protect: str) -> None:
-        """Requests of every QoS (so preemption decides too), some under eviction protection."""
+    def request(self, uid: str, pool: str, request: Resources, count: int, isolation: str, template: str,
+                models: tuple[str, ...], indices: tuple[int, ...], affinity: NodeAffinity | None, cpu: int,
+                memory: int, qos: str, ns: str, protect: str) -> None:
+        """Requests of every QoS (so preemption decides too), some under eviction protection, some
+        partitioned (with or without a named template)."""
         attributes = {"tensor-fusion.ai/eviction-protection": protect} if protect else {}
         spec = AllocationSpec(allocation_id=uid, namespace=ns, pod=uid, pool=pool, request=request, limit=request,
                               gpu_count=count, isolation=isolation, gpu_models=models, gpu_indices=indices,
                               node_affinity=affinity, cpu_milli=cpu, memory_bytes=memory, qos=qos,
-                              attributes=attributes)
+                              attributes=attributes,
+                              partition_template=template if isolation == "partitioned" else "")
         self.shapes.append(spec)
         self._send(it.RequestAllocation(intent_id=self._id(), spec=spec))
 
