@@ -129,3 +129,14 @@ def test_choose_reaches_the_best_tier_and_is_the_strategys_pick_without_topology
     bare = [_state(_gpu(g.spec.name)) for g in cands]
     assert choose(bare, count, "soft", _first(count)) == _by_name(bare)[:count]  # type: ignore[arg-type]
     assert choose(cands, count, "off", _first(count)) == _by_name(cands)[:count]  # type: ignore[arg-type]
+
+
+def test_changing_the_pool_setting_renews_the_could_it_ever_fit_answer() -> None:
+    c = Cluster()
+    c.node("n", "p", _gpu("g0", 0), _gpu("g1", 1))
+    c.request(a_request("hog", 10, Gi, pool="p"))
+    first = c.request(a_request("a", 10, Gi, pool="p", count=2, isolation="shared"))
+    assert isinstance(first, ev.AllocationQueued)  # could fit once the hog leaves
+    c.pool("p", topology="hard", max_topology_tier=1)
+    again = c.request(a_request("b", 10, Gi, pool="p", count=2, isolation="shared"))
+    assert isinstance(again, ev.AllocationRejected) and "TopologyFilter removed 2" in again.reason
