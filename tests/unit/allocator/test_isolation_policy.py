@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from events import decisions as ev
 from events import intents as it
 from events.values import GpuSpec, PoolConfig
+from services.allocator.api import values
+from services.allocator.api.guard import ApiError
 from services.allocator.domain import ClusterState, Scheduler, digest, evolve, explain, process
 from services.allocator.domain.framework import OK, Context
 from services.allocator.domain.need import Need
@@ -128,3 +131,15 @@ def test_pool_settings_are_validated() -> None:
         assert isinstance(out, ev.IntentRejected) and out.field == f"config.{field}" and out.value == str(value)
     (ok,) = c.pool("p", isolation_policy="dynamic", topology="hard", max_topology_tier=1)
     assert isinstance(ok, ev.PoolConfigured)
+
+
+def test_api_pool_body_takes_the_settings_and_names_a_bad_field() -> None:
+    config = values.pool_config({"isolation_policy": "dynamic", "topology": "hard", "max_topology_tier": 1})
+    assert (config.isolation_policy, config.topology, config.max_topology_tier) == ("dynamic", "hard", 1)
+    assert values.pool_config({}) == PoolConfig()
+    tier = "max_topology_tier"
+    for body, field in (({"isolation_policy": "Static"}, "isolation_policy"), ({"topology": 1}, "topology"),
+                        ({tier: 4}, tier), ({tier: True}, tier)):
+        with pytest.raises(ApiError) as caught:
+            values.pool_config(body)
+        assert caught.value.status == 400 and caught.value.field == field
