@@ -8,6 +8,7 @@ import pytest
 from events import decisions as ev
 from events import intents as it
 from events.values import GpuSpec, PoolConfig
+from services.allocator import views
 from services.allocator.api import values
 from services.allocator.api.guard import ApiError
 from services.allocator.domain import ClusterState, Scheduler, digest, evolve, explain, process
@@ -104,6 +105,7 @@ def test_conflicting_modes_found_on_replay_fail_the_gpu_closed() -> None:
     out = process(replayed, it.RequestAllocation(intent_id="late", spec=a_request("late", 10, Gi, pool="p")),
                   c.now, Scheduler())
     assert isinstance(out[0], ev.AllocationQueued) and "IsolationConflictFilter removed 1" in out[0].reason
+    assert views.gpu_view(c.state.gpus["g"], c.state.allocations)["isolation_lock"] == CONFLICT
     c.request(a_request("late", 10, Gi, pool="p", isolation="soft"))
     events = c.release("hard")  # the conflict drains: the GPU is soft again, the queued soft request fits
     assert isinstance(events[-1], ev.AllocationGranted) and events[-1].spec.allocation_id == "late"
