@@ -3,6 +3,8 @@ context, and the two filter passes of one request's chain.
 
 A filter plugin answers a :class:`Status` (code + reason), never a bare bool, and the framework
 never names a plugin: what it may skip it learns from what plugins declare (``capacity_bound``).
+Three kinds of filter: node filters (a whole node at once), GPU filters (one GPU) and set filters
+(a node's candidates judged together after the GPU pass: the hard topology tier; ``fits``).
 ``node_candidates`` is the hot path (one node's GPUs that pass every filter); ``explain`` is the
 full pass that counts, per filter, how many GPUs of the pool it removed (TensorFusion
 FilterDetail), used when a request is queued or rejected and by ``simulate``. A ``static`` pass
@@ -113,7 +115,7 @@ MayFit = Callable[[str], bool]
 
 
 class Chain:
-    """The filters enabled for one request, node-level and GPU-level, in registry order."""
+    """The filters enabled for one request, node-level, GPU-level and set-level, in registry order."""
 
     __slots__ = ("before_bound", "gpu_filters", "node_filters", "order", "set_filters")
 
