@@ -89,5 +89,5 @@ class Profile(NamedTuple):
 STRATEGIES: Mapping[str, StrategyClass] = MappingProxyType({cls.name: cls for cls in STRATEGY_CLASSES})
 """Registered strategy names (what ``PoolConfig.placement`` may say) -> class. Read-only."""
 
-DEFAULT_PROFILE = Profile(NODE_FILTERS, GPU_FILTERS, STRATEGIES, SET_FILTERS)
+DEFAULT_PROFILE = Profile(NODE_FILTERS, GPU_FILTERS, STRATEGIES, set_filters=SET_FILTERS)
 """The registry as one value."""
