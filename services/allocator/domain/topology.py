@@ -80,7 +80,7 @@ def tier_of(gpus: Sequence[GpuState]) -> int:
 
 
 def _domains(gpus: Sequence[GpuState], key: Callable[[GpuState], Hashable]) -> list[list[GpuState]]:
-    """GPUs grouped by ``key`` (a falsy-None/"" key means no domain and is left out), in first-seen order."""
+    """GPUs grouped by ``key`` in first-seen order; GPUs whose key is None or "" belong to no domain."""
     out: dict[Hashable, list[GpuState]] = {}
     for g in gpus:
         k = key(g)

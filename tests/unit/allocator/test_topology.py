@@ -124,6 +124,7 @@ def test_choose_reaches_the_best_tier_and_is_the_strategys_pick_without_topology
         return
     chosen = choose(cands, count, "soft", _first(count))  # type: ignore[arg-type]
     assert len(chosen) == count and len({g.spec.name for g in chosen}) == count
+    assert all(any(g is c for c in cands) for g in chosen)
     assert tier_of(chosen) == best_tier(cands, count)
     assert tier_of(_by_name(cands)[:count]) >= tier_of(chosen)  # never worse than the strategy alone
     bare = [_state(_gpu(g.spec.name)) for g in cands]
