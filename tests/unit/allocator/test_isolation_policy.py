@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from events import decisions as ev
 from events import intents as it
@@ -145,3 +147,27 @@ def test_api_pool_body_takes_the_settings_and_names_a_bad_field() -> None:
         with pytest.raises(ApiError) as caught:
             values.pool_config(body)
         assert caught.value.status == 400 and caught.value.field == field
+
+
+ops = st.lists(st.tuples(st.sampled_from(["soft", "soft", "hard", "shared", "release"]), st.integers(0, 7),
+                         st.integers(1, 2), st.sampled_from([0, 5, 30, 60])), max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(ops, st.sampled_from(["compact-first", "node-compact-gpu-low-load", "fgd"]))
+def test_a_dynamic_pool_never_mixes_modes_on_a_gpu_and_replays_its_locks(
+        steps: list[tuple[str, int, int, int]], placement: str) -> None:
+    c = Cluster()
+    c.pool("p", isolation_policy="dynamic", placement=placement)
+    c.node("a", "p", *(a_gpu(f"a{i}", 100, 40 * Gi) for i in range(3)))
+    c.node("b", "p", *(a_gpu(f"b{i}", 100, 40 * Gi) for i in range(2)))
+    for op, uid, count, tflops in steps:
+        if op == "release":
+            c.release(f"u{uid}")
+        elif f"u{uid}" not in c.state.allocations:
+            c.request(a_request(f"u{uid}", tflops, Gi, pool="p", count=count, isolation=op))
+        locks = {g.name: lock_of(g, c.state.allocations) for g in c.state.gpus.values()}
+        assert CONFLICT not in locks.values()
+        for a in c.state.allocations.values():
+            assert all(locks[g] == a.spec.isolation for g in a.gpus)
+    assert c.replayed_digest() == digest(c.state)
