@@ -50,6 +50,18 @@ preemptor's namespace, or no preemption."""
 ISOLATION_MODES: tuple[str, ...] = ("shared", "soft", "hard", "partitioned")
 """TensorFusion isolation modes; ``shared`` takes a whole idle GPU exclusively."""
 
+ISOLATION_POLICIES: tuple[str, ...] = ("static", "dynamic")
+"""Pool isolation policies (TensorFusion IsolationModePolicy Static/Dynamic): ``static`` keeps each
+GPU's discovered ``isolation_mode``; ``dynamic`` locks an idle GPU to the mode of its first allocation."""
+
+TOPOLOGY_MODES: tuple[str, ...] = ("soft", "hard", "off")
+"""Pool topology settings (TensorFusion GPUNetworkTopologyAware mode): ``soft`` chooses GPUs inside
+the chosen node by topology tier, ``hard`` also filters nodes whose best tier exceeds the pool's
+``max_topology_tier``, ``off`` leaves the GPU choice to the strategy alone."""
+
+MAX_TOPOLOGY_TIER = 3
+"""Topology tiers: 0 same interconnect (NVLink) group, 1 same NUMA node, 2 cross-NUMA, 3 unknown."""
+
 PLACEMENT_STRATEGIES: tuple[str, ...] = (
     "compact-first",
     "low-load-first",
@@ -217,6 +229,10 @@ class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     ``vram_weight``/``tflops_weight`` weight the VRAM and TFLOPS percentages in scores
     (shipped TensorFusion config: 0.7/0.3). ``max_workers_per_node`` 0 means unlimited.
     ``preemption`` is one of :data:`PREEMPTION_SCOPES` (default ``cluster``, as TensorFusion).
+    ``isolation_policy`` is one of :data:`ISOLATION_POLICIES` (default ``static``, TensorFusion's
+    default). ``topology`` is one of :data:`TOPOLOGY_MODES` (default ``soft``) and
+    ``max_topology_tier`` (0-:data:`MAX_TOPOLOGY_TIER`, default 3) the worst tier a multi-GPU
+    placement may have under ``hard`` (TensorFusion maxAllowedTier). docs/allocation.md.
     """
 
     placement: Name = "node-compact-gpu-low-load"
@@ -224,6 +240,9 @@ class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     tflops_weight: Weight = 0.3
     max_workers_per_node: Count = 0
     preemption: Token = "cluster"
+    isolation_policy: Token = "static"
+    topology: Token = "soft"
+    max_topology_tier: Count = MAX_TOPOLOGY_TIER
 
 
 class Partition(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -74,7 +74,7 @@ def node_detail(state: ClusterState, node: NodeState) -> dict[str, Any]:
     gpus: list[GpuState] = [state.gpus[g] for g in sorted(node.gpus) if g in state.gpus]
     ids = sorted({a for g in gpus for a in g.charges})
     return {**node_doc(state, node), "labels": dict(node.labels),
-            "gpu_list": [views.gpu_view(g) for g in gpus],
+            "gpu_list": [views.gpu_view(g, state.allocations) for g in gpus],
             "allocation_list": [allocation_doc(state.allocations[i]) for i in ids if i in state.allocations]}
 
 

@@ -217,6 +217,7 @@ def _quota_removed(state: ClusterState, e: ev.QuotaRemoved) -> None:
 
 def _pool_configured(state: ClusterState, e: ev.PoolConfigured) -> None:
     state.pools[e.pool] = e.config
+    state.changes.inventory += 1  # pool settings (isolation policy, hard topology) change what could ever fit
     for name in sorted(state.pool_nodes.get(e.pool, ())):
         state.changes.touch(name)
 

@@ -10,9 +10,12 @@ import math
 
 from events.values import (
     ISOLATION_MODES,
+    ISOLATION_POLICIES,
     MAX_GPUS_PER_ALLOCATION,
+    MAX_TOPOLOGY_TIER,
     PREEMPTION_SCOPES,
     QOS_LEVELS,
+    TOPOLOGY_MODES,
     AllocationSpec,
     PoolConfig,
     QuotaAmount,
@@ -108,7 +111,8 @@ def check_quota(spec: QuotaSpec) -> Problem | None:
 
 def check_pool(config: PoolConfig, strategies: frozenset[str]) -> Problem | None:
     """A registered strategy, finite non-negative weights, a non-negative worker limit, a known
-    preemption scope (:data:`events.values.PREEMPTION_SCOPES`)."""
+    preemption scope (:data:`events.values.PREEMPTION_SCOPES`), isolation policy and topology
+    setting (:func:`check_isolation_topology`)."""
     if config.placement not in strategies:
         known = ", ".join(sorted(strategies))
         return "config.placement", config.placement, f"unknown placement strategy {config.placement!r}; known: {known}"
@@ -122,4 +126,18 @@ def check_pool(config: PoolConfig, strategies: frozenset[str]) -> Problem | None
     if config.preemption not in PREEMPTION_SCOPES:
         scopes = ", ".join(PREEMPTION_SCOPES)
         return "config.preemption", config.preemption, f"preemption must be one of {scopes}"
+    return check_isolation_topology(config)
+
+
+def check_isolation_topology(config: PoolConfig) -> Problem | None:
+    """A known isolation policy (:data:`events.values.ISOLATION_POLICIES`), topology mode
+    (:data:`events.values.TOPOLOGY_MODES`) and a max topology tier within 0-3."""
+    if config.isolation_policy not in ISOLATION_POLICIES:
+        known = ", ".join(ISOLATION_POLICIES)
+        return "config.isolation_policy", config.isolation_policy, f"isolation policy must be one of {known}"
+    if config.topology not in TOPOLOGY_MODES:
+        return "config.topology", config.topology, f"topology must be one of {', '.join(TOPOLOGY_MODES)}"
+    if not 0 <= config.max_topology_tier <= MAX_TOPOLOGY_TIER:
+        value = str(config.max_topology_tier)
+        return "config.max_topology_tier", value, f"max topology tier must be between 0 and {MAX_TOPOLOGY_TIER}"
     return None

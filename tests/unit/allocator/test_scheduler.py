@@ -17,6 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from events import intents as it
 from events.values import (
     AllocationSpec,
+    GpuSpec,
     NodeAffinity,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -57,6 +58,16 @@ def requests(draw: st.DrawFn) -> Resources:
                      vram_bytes=draw(st.sampled_from([0, Gi, 4 * Gi, 16 * Gi])))
 
 
+def _topology(gpu: GpuSpec, i: int, kind: int) -> GpuSpec:
+    """Kind 0: no topology data; 1: NUMA by index parity; 2: plus an NVLink pair; 3: soft/shared-only capabilities."""
+    if kind == 0:
+        return gpu
+    group = f"nv{i // 2}" if kind == 2 and i < 2 else ""
+    caps = ("shared", "soft") if kind == 3 and i == 0 else ()
+    return msgspec.structs.replace(gpu, numa_node=i % 2, interconnect_group=group,
+                                   isolation_capabilities=caps)  # type: ignore[arg-type]
+
+
 class SchedulerEquivalence(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -94,11 +105,12 @@ class SchedulerEquivalence(RuleBasedStateMachine):
           tf_cap=st.sampled_from([50, 100]), gi=st.sampled_from([16, 40, 80]),
           model=st.sampled_from(["A100", "T4", MIG_MODEL, MIG_MODEL]),
           phase=st.sampled_from(["Running", "Running", "Pending"]), mode=st.sampled_from(["", "", "hard"]),
-          zone=st.sampled_from(["x", "y"]), cpu=st.sampled_from([0, 8000, 32_000]), ready=st.booleans())
+          zone=st.sampled_from(["x", "y"]), cpu=st.sampled_from([0, 8000, 32_000]), ready=st.booleans(),
+          topo=st.integers(0, 3))
     def register(self, node: str, pool: str, n: int, tf_cap: int, gi: int, model: str, phase: str, mode: str,
-                 zone: str, cpu: int, ready: bool) -> None:
-        gpus = tuple(a_gpu(f"{node}-g{i}", tf_cap, gi * Gi, index=i, model=model, phase=phase if i == 0 else "Running",
-                           mode=mode) for i in range(n))
+                 zone: str, cpu: int, ready: bool, topo: int) -> None:
+        gpus = tuple(_topology(a_gpu(f"{node}-g{i}", tf_cap, gi * Gi, index=i, model=model,
+                                     phase=phase if i == 0 else "Running", mode=mode), i, topo) for i in range(n))
         self._send(it.RegisterNode(intent_id=self._id(), node=node, pool=pool, gpus=gpus, labels={"zone": zone},
                                    cpu_milli=cpu, memory_bytes=64 * Gi if cpu else 0, schedulable=ready or n > 1))
 
@@ -144,9 +156,13 @@ class SchedulerEquivalence(RuleBasedStateMachine):
         self._send(it.RemoveNode(intent_id=self._id(), node=node))
 
     @rule(pool=st.sampled_from(POOLS), placement=st.sampled_from(sorted(profile.STRATEGIES)),
-          workers=st.sampled_from([0, 0, 1, 2]), preemption=st.sampled_from(["cluster", "namespace", "off"]))
-    def configure(self, pool: str, placement: str, workers: int, preemption: str) -> None:
-        config = PoolConfig(placement=placement, max_workers_per_node=workers, preemption=preemption)
+          workers=st.sampled_from([0, 0, 1, 2]), preemption=st.sampled_from(["cluster", "namespace", "off"]),
+          policy=st.sampled_from(["static", "dynamic"]), topology=st.sampled_from(["soft", "hard", "off"]),
+          tier=st.integers(0, 3))
+    def configure(self, pool: str, placement: str, workers: int, preemption: str, policy: str, topology: str,
+                  tier: int) -> None:
+        config = PoolConfig(placement=placement, max_workers_per_node=workers, preemption=preemption,
+                            isolation_policy=policy, topology=topology, max_topology_tier=tier)
         self._send(it.ConfigurePool(intent_id=self._id(), pool=pool, config=config))
 
 
