@@ -9,6 +9,7 @@ docs/compatibility.md.
 from services.allocator.domain.allocate import explain
 from services.allocator.domain.decide import decide
 from services.allocator.domain.evolve import evolve
+from services.allocator.domain.gang import explain as gang_reason
 from services.allocator.domain.inventory import expired_nodes
 from services.allocator.domain.process import process
 from services.allocator.domain.scheduler import Scheduler
@@ -24,5 +25,6 @@ __all__ = [
     "evolve",
     "expired_nodes",
     "explain",
+    "gang_reason",
     "process",
 ]

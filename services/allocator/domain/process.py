@@ -15,6 +15,7 @@ from datetime import datetime
 
 from events import decisions as ev
 from events.intents import AnyIntent
+from services.allocator.domain import gang
 from services.allocator.domain.allocate import attempt, granted
 from services.allocator.domain.decide import decide
 from services.allocator.domain.evolve import evolve
@@ -71,11 +72,17 @@ def drain(state: ClusterState, hints: Hints, now: datetime, scheduler: Scheduler
     """
     out: list[ev.AnyEvent] = []
     no_room: set[tuple[ShapeKey, bool]] = set()
+    gangs: set[str] = set()
     for allocation_id in list(state.queue):
         allocation = state.allocations.get(allocation_id)
         if allocation is None or allocation.status != QUEUED:
             continue
         spec = allocation.spec
+        if spec.gang is not None and gang.unplaced(state, spec):
+            if spec.gang.key not in gangs:  # a gang is tried once, where its first member waits
+                gangs.add(spec.gang.key)
+                out.extend(gang.retry(state, spec.gang, hints, now, scheduler))
+            continue
         restrict: list[str] | None = None
         if spec.pool not in hints.pools and spec.namespace not in hints.namespaces:
             restrict = [n for n in hints.nodes if n in state.nodes and state.nodes[n].pool == spec.pool]
