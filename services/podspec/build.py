@@ -18,7 +18,7 @@ from services.podspec import keys
 from services.podspec.affinity import combine, parse_node_affinity
 from services.podspec.context import ComposeContext
 from services.podspec.errors import PodSpecError
-from services.podspec.gang import gang_attributes
+from services.podspec.gang import gang_attributes, gang_spec
 from services.podspec.options import Options
 from services.podspec.pod import NativeGpus, containers, cpu_memory, workload_name
 from services.podspec.profile import Profile, Side
@@ -99,6 +99,8 @@ _SOURCES = {
     "memory_bytes": "spec.containers[*].resources.requests.memory",
     "partition_template": keys.PARTITION_ID, "attributes": "metadata.annotations",
     "node_affinity": "spec.affinity.nodeAffinity",
+    "gang.quorum": keys.GANG_REQUIRED, "gang.desired": keys.GANG_DESIRED, "gang.key": keys.GANG_GROUP_KEY,
+    "gang.timeout_s": keys.GANG_TIMEOUT,
 }
 """Where each AllocationSpec field comes from (an annotation key or a Pod path), for denials."""
 
@@ -150,5 +152,6 @@ def build_spec(
         memory_bytes=memory,
         partition_template=opts.partition if opts.isolation == "partitioned" else "",
         attributes=attributes,
+        gang=gang_spec(attributes),
     )
     return check_bounds(spec, annotations)
