@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 from events import decisions as ev
+from events.bounds import MAX_GANG_MEMBERS
 from events.values import AllocationSpec, GangSpec
 from services.allocator.domain.allocate import summarize
 from services.allocator.domain.evolve import evolve
@@ -67,6 +68,9 @@ def check_gang(state: ClusterState, spec: AllocationSpec) -> tuple[str, str, str
     if not 2 <= gang.quorum <= gang.desired:
         return "spec.gang.quorum", str(gang.quorum), (
             f"gang {gang.key}: quorum {gang.quorum} must be >= 2 and <= desired members {gang.desired}")
+    if gang.desired > MAX_GANG_MEMBERS:
+        return "spec.gang.desired", str(gang.desired), (
+            f"gang {gang.key}: desired members {gang.desired} above the bound {MAX_GANG_MEMBERS}")
     if gang.timeout_s < 0:
         return "spec.gang.timeout_s", str(gang.timeout_s), "spec.gang.timeout_s must not be negative"
     other = _any_member(state, state.gangs.get(gang.key))

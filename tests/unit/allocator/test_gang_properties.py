@@ -51,6 +51,7 @@ class GangMachine(RuleBasedStateMachine):
         assert digest(state) == before and state.changes.seq == seq, "decide mutated the state"
         got = self.fast.send(intent)
         assert got == self.ref.send(intent)
+        assert got[: len(alone)] == alone
         self._whole_quorums(got, formed_before)
 
     def _whole_quorums(self, events: list[ev.AnyEvent], formed_before: set[str]) -> None:
