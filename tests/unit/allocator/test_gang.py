@@ -8,7 +8,7 @@ import pytest
 from events import decisions as ev
 from events import intents as it
 from events.values import AllocationSpec, GangSpec
-from services.allocator import reasons
+from services.allocator import reasons, simulation
 from services.allocator.domain import digest
 from services.allocator.domain.model import GRANTED, QUEUED
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_request
@@ -176,3 +176,12 @@ def test_a_higher_priority_gang_preempts_as_a_unit() -> None:
     c.request(member("hi", 0, quorum=2, qos="critical"))
     c.request(member("hi", 1, quorum=2, qos="critical"))
     assert status(c, "hi-0") == status(c, "hi-1") == GRANTED
+
+
+def test_simulate_says_how_many_members_are_present() -> None:
+    c = cluster()
+    for i in range(4):
+        c.request(member("trainer", i, quorum=8))
+    result = simulation.simulate_spec(c.state, member("trainer", 4, quorum=8), now=c.now)
+    assert result["outcome"]["reason"] == "gang team-a/trainer: 5 of 8 members present, quorum 8"
+    assert len(c.state.allocations) == 4
