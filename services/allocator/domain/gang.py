@@ -16,7 +16,8 @@ not been placed ``timeout_s`` after its first waiting member arrived leaves the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -216,6 +217,26 @@ def with_degraded(state: ClusterState, events: Sequence[ev.AnyEvent], now: datet
             out.append(ev.GangDegraded(at=now, key=gang.key, namespace=allocation.spec.namespace,
                                        allocation_id=event.allocation_id, members=count, quorum=gang.quorum))
     return out
+
+
+def broken_by(state: ClusterState, victims: Iterable[str]) -> int:
+    """How many formed gangs at or above their quorum would fall below it if the granted
+    allocations ``victims`` (ids) lost their GPUs: the cost a preemption minimises when it chooses
+    victims (issue 17: break as few other gangs as possible). 0 for victims outside gangs."""
+    lost: Counter[str] = Counter()
+    quorum: dict[str, int] = {}
+    for aid in set(victims):
+        allocation = state.allocations.get(aid)
+        if allocation is None or allocation.status != GRANTED or allocation.spec.gang is None:
+            continue
+        lost[allocation.spec.gang.key] += 1
+        quorum[allocation.spec.gang.key] = allocation.spec.gang.quorum
+    broken = 0
+    for key, n in lost.items():
+        members = state.gangs.get(key)
+        granted = len(members.granted) if members is not None else 0
+        broken += granted >= quorum[key] > granted - n
+    return broken
 
 
 def explain(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler | None = None

@@ -5,7 +5,9 @@ each queued request is tried in that order and granted if it fits, so a large re
 block smaller ones behind it. A queued request is only retried where something it needs may have
 freed: the nodes whose capacity, liveness or labels changed, or everywhere when its namespace's
 quota usage or spec changed or its pool was reconfigured (it fit nowhere else when it was queued,
-and capacity elsewhere can only shrink without an event naming that node).
+and capacity elsewhere can only shrink without an event naming that node). A gang that has not
+been placed is tried as a unit where its first waiting member stands (domain.gang.retry: the
+whole quorum or nothing).
 """
 
 from __future__ import annotations

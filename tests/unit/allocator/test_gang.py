@@ -10,6 +10,7 @@ from events import intents as it
 from events.values import AllocationSpec, GangSpec
 from services.allocator import reasons, simulation
 from services.allocator.domain import digest
+from services.allocator.domain.gang import broken_by
 from services.allocator.domain.model import GRANTED, QUEUED
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_request
 
@@ -166,6 +167,18 @@ def test_current_reason_says_which_member_cannot_fit_where() -> None:
     reason = reasons.current(c.state, c.state.allocations["r-0"].spec)
     assert reason.code == "gang"
     assert "member r-1 (r-1) cannot fit with 1 placed before it: 0/2 GPUs fit in pool p" in reason.reason
+
+
+def test_broken_by_counts_the_gangs_a_set_of_victims_would_take_below_quorum() -> None:
+    c = cluster(nodes=2, gpus=4)
+    for i in range(3):
+        c.request(member("a", i, quorum=2, desired=3))
+    for i in range(2):
+        c.request(member("b", i, quorum=2))
+    c.request(a_request("solo", 100, 10 * Gi, pool="p"))
+    assert broken_by(c.state, ["solo", "a-0"]) == 0  # a keeps 2 of quorum 2
+    assert broken_by(c.state, ["a-0", "a-1"]) == 1
+    assert broken_by(c.state, ["a-0", "a-1", "b-1", "b-1"]) == 2
 
 
 @pytest.mark.xfail(reason="gang-aware preemption (issue 16/17 item 3): victims chosen for the whole quorum "
