@@ -99,7 +99,7 @@ _SOURCES = {
     "memory_bytes": "spec.containers[*].resources.requests.memory",
     "partition_template": keys.PARTITION_ID, "attributes": "metadata.annotations",
     "node_affinity": "spec.affinity.nodeAffinity",
-    "gang.quorum": keys.GANG_REQUIRED, "gang.desired": keys.GANG_DESIRED, "gang.key": keys.GANG_GROUP_KEY,
+    "gang.quorum": keys.GANG_MIN_MEMBERS, "gang.desired": keys.GANG_DESIRED, "gang.key": keys.GANG_GROUP_KEY,
     "gang.timeout_s": keys.GANG_TIMEOUT,
 }
 """Where each AllocationSpec field comes from (an annotation key or a Pod path), for denials."""

@@ -10,6 +10,7 @@ quorum all together or not at all (docs/allocation.md, "Gangs").
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -118,4 +119,4 @@ def gang_spec(stamped: Mapping[str, str]) -> GangSpec | None:
         return None
     timeout = parse_duration_s(stamped.get(keys.GANG_TIMEOUT, ""))
     return GangSpec(key=key, quorum=int(stamped[keys.GANG_REQUIRED]), desired=int(stamped[keys.GANG_DESIRED]),
-                    timeout_s=int(-(-timeout // 1)))
+                    timeout_s=math.ceil(timeout))
