@@ -31,7 +31,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class Reason(msgspec.Struct, frozen=True, kw_only=True):
-    """Why a request waits now. ``code``: ``capacity`` | ``quota`` (still queued), ``fits`` (it
+    """Why a request waits now. ``code``: ``capacity`` | ``quota`` | ``gang`` (still queued), ``fits`` (it
     would be granted now: the next queue drain takes it), ``unschedulable``/``invalid``/... (the
     domain would reject it now); ``reason`` the text; ``quota_dimension`` the quota check that
     blocks (``""`` otherwise); ``filters``: GPUs each filter removes in its pool now; ``node``/
