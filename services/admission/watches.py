@@ -95,10 +95,12 @@ def _version(obj: dict[str, Any]) -> str:
 
 
 async def watch_quotas(
-    api: client.ApiClient, *, view: ClusterView, publish: PublishIntent, namespace: str = ""
+    api: client.ApiClient, *, view: ClusterView, publish: PublishIntent, namespace: str = "",
+    tracker: QuotaTracker | None = None,
 ) -> None:
-    """Mirror GPUResourceQuotas into ``view.quotas`` and publish SetQuota/RemoveQuota (until cancelled)."""
-    tracker = QuotaTracker(view)
+    """Mirror GPUResourceQuotas into ``view.quotas`` and publish SetQuota/RemoveQuota (until cancelled).
+    ``tracker`` (shared with the status writer, services.admission.quota_sync) keeps the objects."""
+    tracker = tracker or QuotaTracker(view)
     async for event in kube.watch_objects(_lister(api, "gpuresourcequotas", namespace)):
         if event.type == kube.SYNCED:
             continue

@@ -92,7 +92,7 @@ def quota_list(show_all: Annotated[bool, typer.Option("--all", help="Also namesp
                = False, data_dir: DataDir = None, as_json: JsonOut = False) -> None:
     """List quotas.
 
-    Every namespace quota with its usage."""
+    Every namespace quota with its usage and the resources past its alert threshold."""
 
     def body() -> None:
         rows = list(_api(data_dir).items("/api/v1/quotas"))
@@ -100,7 +100,7 @@ def quota_list(show_all: Annotated[bool, typer.Option("--all", help="Also namesp
         if as_json:
             output.emit_json(rows)
             return
-        output.table(("namespace", "total requests", "total limits", "max workers", "max GPUs", "used"),
+        output.table(("namespace", "total requests", "total limits", "max workers", "max GPUs", "used", "alert"),
                      [_quota_row(row) for row in rows], title="quotas")
 
     guarded(as_json, body)
@@ -113,7 +113,7 @@ def _quota_row(row: dict[str, Any]) -> list[str]:
             "unset" if spec.get("max_workers") is None else str(spec.get("max_workers")),
             "unset" if spec.get("max_gpu_count") is None else str(spec.get("max_gpu_count")),
             (output.request_text(used.get("requests")) + f", {used.get('workers', 0)} workers")
-            if used.get("requests") else "-"]
+            if used.get("requests") else "-", ", ".join((row.get("status") or {}).get("alerts") or []) or "-"]
 
 
 def _bound(amount: dict[str, Any] | None) -> str:

@@ -85,6 +85,10 @@ def _attributes(
     )
     if prof.autoscaling_config:
         attributes[keys.AUTOSCALING_CONFIG] = prof.autoscaling_config
+    own_split = annotations.get(keys.CONTAINER_GPU_COUNT, "")
+    if own_split and keys.CONTAINER_GPU_COUNT not in attributes:
+        # TensorFusion's PreBind maps whatever container-gpu-count the pod carries (gpuresources.go)
+        attributes[keys.CONTAINER_GPU_COUNT] = own_split
     return attributes
 
 

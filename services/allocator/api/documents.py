@@ -17,6 +17,7 @@ from events.values import QOS_LEVELS, QuotaAmount, Resources
 from services.allocator import reasons, views
 from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState
 from services.allocator.domain.state import ClusterState
+from services.allocator.quota_status import QuotaStatus, quota_status
 
 
 def _sum(values: list[Resources]) -> Resources:
@@ -141,7 +142,8 @@ def _amount(amount: QuotaAmount | None) -> dict[str, str | None] | None:
 
 
 def quota_doc(state: ClusterState, namespace: str) -> dict[str, Any]:
-    """A namespace's quota (``null`` when none) and its usage (requests, limits, workers)."""
+    """A namespace's quota (``null`` when none), its usage (requests, limits, workers) and the
+    quota's status (``null`` without a quota; :func:`status_doc`)."""
     quota = state.quotas.get(namespace)
     usage = state.usage.get(namespace)
     spec = None
@@ -155,7 +157,15 @@ def quota_doc(state: ClusterState, namespace: str) -> dict[str, Any]:
             "limits": views.resources_view(Resources(milli_tflops=usage.limits_milli_tflops,
                                                      vram_bytes=usage.limits_vram_bytes)) if usage else None,
             "workers": usage.workers if usage else 0}
-    return {"namespace": namespace, "quota": spec, "usage": used}
+    return {"namespace": namespace, "quota": spec, "usage": used,
+            "status": None if quota is None else status_doc(quota_status(quota, usage))}
+
+
+def status_doc(status: QuotaStatus) -> dict[str, Any]:
+    """A quota's status (services.allocator.quota_status): available percent per dimension
+    (TensorFusion's strings), threshold, whether and where the alert is reached, Ready's reason/message."""
+    return {"available_percent": status.available_percent, "alert_threshold_percent": status.threshold,
+            "alert": status.alert, "alerts": list(status.alerts), "reason": status.reason, "message": status.message}
 
 
 def summary(state: ClusterState) -> dict[str, Any]:
