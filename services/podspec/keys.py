@@ -86,5 +86,9 @@ RESOURCE_VENDORS: dict[str, str] = {
 }
 """Vendor implied by a native GPU resource name (TensorFusion constants/vendors.go)."""
 
+PARTITIONS = "gpuledger.io/partitions"
+"""Written at bind for isolation partitioned: JSON list of each GPU's partition (GPU, template,
+NVML profile id, start and end slot); services/admission/partition_annotations.py."""
+
 AUTOSCALING_CONFIG = "gpuledger.io/autoscaling-config"
 """Attribute carrying the WorkloadProfile's ``autoScalingConfig`` as JSON to the autoscaler."""

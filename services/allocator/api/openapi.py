@@ -40,7 +40,10 @@ _SCHEMAS: dict[str, Any] = {
         "default_requests": _RESOURCES, "default_limits": _RESOURCES}},
     "PoolConfig": {"type": "object", "additionalProperties": False, "properties": {
         "placement": {"type": "string"}, "vram_weight": {"type": "number"}, "tflops_weight": {"type": "number"},
-        "max_workers_per_node": {"type": "integer", "minimum": 0}}},
+        "max_workers_per_node": {"type": "integer", "minimum": 0},
+        "preemption": {"enum": ["cluster", "namespace", "off"]},
+        "isolation_policy": {"enum": ["static", "dynamic"]}, "topology": {"enum": ["soft", "hard", "off"]},
+        "max_topology_tier": {"type": "integer", "minimum": 0, "maximum": 3}}},
 }
 
 

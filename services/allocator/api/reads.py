@@ -60,7 +60,8 @@ async def gpus(request: web.Request) -> web.Response:
     state = allocator_of(request).state
     chosen = [g for g in state.gpus.values() if all(params.get(f, getattr(g, f)) == getattr(g, f)
                                                     for f in ("pool", "node", "phase"))]
-    return _json(paging.page(chosen, key=lambda g: (g.name,), params=params, render=views.gpu_view))
+    return _json(paging.page(chosen, key=lambda g: (g.name,), params=params,
+                             render=lambda g: views.gpu_view(g, state.allocations)))
 
 
 def _allocation_matches(allocation: AllocationState, params: dict[str, str]) -> bool:

@@ -118,6 +118,12 @@ async def test_quota_set_list_remove_and_pool_configure(api: Api) -> None:
     assert status == 400 and bad["type"] == "intent_rejected" and bad["field"] == "config.placement"
     status, bad = await api.send("PUT", "/api/v1/pools/default", {"vram_weight": 1e308})
     assert status == 400 and bad["field"] == "vram_weight"
+    settings = {"isolation_policy": "dynamic", "topology": "hard", "max_topology_tier": 1}
+    status, configured = await api.send("PUT", "/api/v1/pools/default", settings)
+    assert status == 200 and configured["type"] == "pool_configured", configured
+    assert settings.items() <= (await api.get("/api/v1/pools"))[1]["items"][0]["config"].items()
+    status, bad = await api.send("PUT", "/api/v1/pools/default", {"topology": "strict"})
+    assert status == 400 and bad["field"] == "topology"
 
 
 async def test_wait_zero_answers_202_and_the_intent_is_still_decided(api: Api) -> None:

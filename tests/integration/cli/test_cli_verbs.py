@@ -120,6 +120,13 @@ def test_pools_and_nodes(stack: Path) -> None:
     pools = as_json(cli(stack, "pool", "list", "--json"))
     assert {p["name"]: p["config"]["placement"] for p in pools}["default"] == "best-fit"
     assert cli(stack, "pool", "configure", "default", "--strategy", "node-compact-gpu-low-load").returncode == 0
+    assert cli(stack, "pool", "configure", "default", "--isolation-policy", "dynamic", "--topology", "hard",
+               "--max-topology-tier", "1").returncode == 0
+    config = {p["name"]: p["config"] for p in as_json(cli(stack, "pool", "list", "--json"))}["default"]
+    assert (config["placement"], config["isolation_policy"], config["topology"], config["max_topology_tier"]) == (
+        "node-compact-gpu-low-load", "dynamic", "hard", 1)
+    assert cli(stack, "pool", "configure", "default", "--isolation-policy", "static", "--topology", "soft",
+               "--max-topology-tier", "3").returncode == 0  # the module's stack is shared: back to the defaults
     nodes = as_json(cli(stack, "nodes", "--json"))
     assert [n["name"] for n in nodes] == ["node-a", "node-b"]
     node = as_json(cli(stack, "nodes", "show", "node-a", "--json"))
