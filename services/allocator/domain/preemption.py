@@ -19,8 +19,8 @@ priority, then the smallest sum of (priority + 2³¹), then the fewest victims; 
 first node in the Scheduler's node order (strategy score, then name). Branch and bound: the first
 node with a plan sets the bound; every other node gets a lower bound (lowest candidate priority;
 per GPU the fewest victims that could cover the deficit) and only those that could beat the best
-plan are searched, most promising first; so is a node the request could never fit
-(static pass), and a failed search is remembered (:class:`Memo`). Pure; never mutates the state.
+plan are searched, most promising first; a failed search is remembered (:class:`Memo`). Pure;
+never mutates the state.
 """
 
 from __future__ import annotations
@@ -90,9 +90,6 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     floor = scheduler.pool_floor(state, spec.pool)
     if floor is None or floor >= priority:
         return NoPlan("priority", f"no allocation in pool {spec.pool} has a priority below {priority}")
-    possible = scheduler.static_nodes(state, spec)
-    if not possible:
-        return NoPlan("never", f"can never fit in pool {spec.pool}")
     memo = Memo(state, spec, priority, config.preemption)
     touched = memo.touched(scheduler)
     need, chain = scheduler.prepare(spec)
@@ -104,8 +101,7 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     pending: list[tuple[Key, int, Trial, list[AllocationState]]] = []
     for at, name in enumerate(scheduler.node_order(state, spec.pool)):
         ranked = scheduler.ranked(state, name)
-        if not ranked or ranked[0][0] >= priority or name not in possible or (touched is not None
-                                                                                and name not in touched):
+        if not ranked or ranked[0][0] >= priority or (touched is not None and name not in touched):
             continue
         if best is not None and (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best[0].key:
             continue
