@@ -121,6 +121,8 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
         if best is None:
             found = _on_node(trial, cands, None)
             best = None if found is None else (found, at)
+            if found is not None and found.key == (floor, floor + PRIORITY_OFFSET, 1):
+                break  # one victim of the pool's lowest priority: no node can do better
         elif trial.bound(cands) and (bound := _lower_bound(trial, cands)) < best[0].key:
             pending.append((bound, at, trial, cands))
             if len(pending) >= limit:
