@@ -24,6 +24,7 @@ from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need, ShapeKey, shape_key
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies import ScanStrategy
+from services.allocator.domain.topology import pick_scan
 
 LIMIT = 1024
 """Request shapes with a cached ranking."""
@@ -103,7 +104,7 @@ class RankCache:
             if admits(node):
                 members = [state.gpus[g] for g in node.gpus]
                 cands = chain.node_candidates(node, state.gpus, need, ctx)
-                return node, strategy.pick(node, members, cands, need, ctx.config, aid)
+                return node, pick_scan(strategy, node, members, cands, need, ctx.config, aid)
         return None
 
     @staticmethod

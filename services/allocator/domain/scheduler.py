@@ -12,6 +12,7 @@ that against :class:`services.allocator.domain.reference.ReferenceScheduler`).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import cast
 
@@ -27,6 +28,7 @@ from services.allocator.domain.rank_cache import RankCache
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies import IndexedStrategy, ScanStrategy, Strategy
 from services.allocator.domain.target import mix_of
+from services.allocator.domain.topology import pick_indexed, pick_scan
 from services.allocator.domain.victims import PriorityIndex, Ranked
 
 Found = tuple[NodeState, list[GpuState]]
@@ -97,6 +99,20 @@ class Scheduler:
             self._no_plans.clear()
         self._mark = changes.seq
 
+    def fork(self, state: ClusterState, scratch: ClusterState) -> Scheduler:
+        """A Scheduler for ``scratch``, a hypothetical copy-on-write variant of ``state`` whose
+        ``changes`` continue ``state``'s from its current ``seq`` (services.allocator.domain.gang_place):
+        it shares the memos (pure functions of a request shape), copies the node index and starts
+        empty rank caches, so it re-ranks only what changes in ``scratch``; this one is unchanged."""
+        self.sync(state)
+        child = copy.copy(self)
+        child.index = self.index.copy()
+        child.ranks = RankCache()
+        child._strategies = dict(self._strategies)
+        child._state = scratch
+        child._mark = scratch.changes.seq
+        return child
+
     def strategy(self, state: ClusterState, pool: str) -> Strategy:
         """The pool's strategy instance, built from its configuration (and target workload)."""
         config = state.pool_config(pool)
@@ -121,7 +137,8 @@ class Scheduler:
             if len(self._prepared) >= MEMO_LIMIT:
                 self._prepared.clear()
             need = Need(spec)
-            found = self._prepared[key] = (need, Chain(self.profile.node_filters, self.profile.gpu_filters, need))
+            found = self._prepared[key] = (need, Chain(self.profile.node_filters, self.profile.gpu_filters, need,
+                                                        self.profile.set_filters))
         return found
 
     def may_fit(self, node: str, need: Need) -> bool:
@@ -137,7 +154,7 @@ class Scheduler:
         if not chain.node_admits(node, need, ctx):
             return None
         candidates = chain.node_candidates(node, state.gpus, need, ctx)
-        return candidates if len(candidates) >= need.count else None
+        return candidates if chain.fits(node, candidates, need, ctx) else None
 
     def find(
         self, state: ClusterState, spec: AllocationSpec, *, restrict: Iterable[str] | None = None,
@@ -146,7 +163,7 @@ class Scheduler:
         self.sync(state)
         need, chain = self.prepare(spec)
         pool = need.pool
-        ctx = Context(state.pool_config(pool))
+        ctx = Context(state.pool_config(pool), allocations=state.allocations)
         strategy = self.strategy(state, pool)
         if restrict is None:
             names: Iterable[str] = self.index.ordered(pool, min_class=self.index.min_class(pool, need))
@@ -180,14 +197,14 @@ class Scheduler:
             for name in names:
                 found = self.node_fit(state, name, need, chain, ctx)
                 if found is not None:
-                    return state.nodes[name], strategy.pick(found, need, ctx.config)
+                    return state.nodes[name], pick_indexed(strategy, found, need, ctx.config)
             return None
         feasible = [(state.nodes[n], f) for n in names if (f := self.node_fit(state, n, need, chain, ctx)) is not None]
         if not feasible:
             return None
         node, cands = min(feasible, key=lambda p: (
             -preference_weight(need.affinity, p[0].labels), self.index.sort_key(p[0].name)))
-        return node, strategy.pick(cands, need, ctx.config)
+        return node, pick_indexed(strategy, cands, need, ctx.config)
 
     def _scan(self, state: ClusterState, strategy: ScanStrategy, names: Iterable[str], spec: AllocationSpec,
               need: Need, chain: Chain, ctx: Context) -> Found | None:
@@ -205,7 +222,7 @@ class Scheduler:
         if best is None:
             return None
         _, node, members, cands = best
-        return node, strategy.pick(node, members, cands, need, ctx.config, aid)
+        return node, pick_scan(strategy, node, members, cands, need, ctx.config, aid)
 
     def node_order(self, state: ClusterState, pool: str) -> Iterable[str]:
         """Every node of ``pool`` in the index's order (the indexed strategy's node score, best
@@ -250,7 +267,7 @@ class Scheduler:
         self.sync(state)
         need, chain = self.prepare(spec)
         nodes = [state.nodes[n] for n in sorted(state.pool_nodes.get(spec.pool, ()))]
-        ctx = Context(state.pool_config(spec.pool), static=static)
+        ctx = Context(state.pool_config(spec.pool), static=static, allocations=state.allocations)
         return chain.explain(nodes, state.gpus, need, ctx, may_fit=lambda name: self.may_fit(name, need))
 
     def static_pass(self, state: ClusterState, spec: AllocationSpec) -> tuple[list[FilterCount], int]:
