@@ -35,7 +35,7 @@ def decision_view(event: decisions.AnyEvent, position: int | None) -> dict[str, 
     for name in ("allocation_id", "namespace", "pod", "pool", "node"):
         if not view.get(name) and isinstance(payload.get(name), str):
             view[name] = payload[name]
-    if isinstance(event, decisions.ResizeRejected | decisions.AllocationReleased):
+    if isinstance(event, decisions.ResizeRejected | decisions.AllocationReleased | decisions.AllocationPreempted):
         view["reason"] = event.reason
     if isinstance(event, decisions.AllocationResized | decisions.ResizeRejected):  # the new (or asked) sizes
         view.update(request=views.resources_view(event.request), limit=views.resources_view(event.limit))
