@@ -91,14 +91,25 @@ def candidates_on(state: ClusterState, ranked: Ranked, *, priority: int, namespa
             refusals.protected += 1
         else:
             out.append(allocation)
-    out.sort(key=importance)
+    out.sort(key=lambda a: importance(a, state))
     return out
 
 
-def importance(allocation: AllocationState) -> tuple[int, datetime, str]:
-    """Sort key, most important first: higher priority, earlier grant, allocation id."""
+def importance(allocation: AllocationState, state: ClusterState) -> tuple[int, bool, datetime, str]:
+    """Sort key, most important first: higher priority, then a gang member whose loss would leave
+    its gang below its quorum (so the reprieve breaks as few gangs as it can; issue 17), earlier
+    grant, allocation id."""
     granted = allocation.granted_at or allocation.requested_at
-    return (-priority_of(allocation.spec), granted, allocation.spec.allocation_id)
+    return (-priority_of(allocation.spec), not _holds_quorum(state, allocation), granted,
+            allocation.spec.allocation_id)
+
+
+def _holds_quorum(state: ClusterState, allocation: AllocationState) -> bool:
+    gang = allocation.spec.gang
+    if gang is None:
+        return False
+    members = state.gangs.get(gang.key)
+    return members is not None and len(members.granted) <= gang.quorum
 
 
 def term(allocation: AllocationState) -> int:
