@@ -151,7 +151,8 @@ def _concerns(state: ClusterState, waiting: list[AllocationSpec], hints: Hints) 
 def retry(state: ClusterState, gang: GangSpec, hints: Hints, now: datetime, scheduler: Scheduler
           ) -> list[ev.AnyEvent]:
     """During a queue drain: place gang ``gang`` when its quorum is present and ``hints`` say
-    something it needs may have freed; the events are folded into ``state`` as they are made."""
+    something it needs may have freed; the events are folded into ``state`` as they are made (the
+    nodes of preempted victims join ``hints``)."""
     waiting = _waiting(state, gang.key)
     if len(waiting) < gang.quorum or not _concerns(state, waiting, hints):
         return []
@@ -161,6 +162,8 @@ def retry(state: ClusterState, gang: GangSpec, hints: Hints, now: datetime, sche
     events = _placed_events(outcome, gang)
     for event in events:
         evolve(state, event)
+        if isinstance(event, ev.AllocationPreempted):
+            hints.nodes.add(event.node)  # what a victim held beyond the member's need may serve others
     return events
 
 
