@@ -128,6 +128,13 @@ class PriorityIndex:
         self._nodes: dict[str, tuple[str, Ranked]] = {}
         self._pools: dict[str, Counter[int]] = {}
 
+    def copy(self) -> PriorityIndex:
+        """An independent copy (for a Scheduler forked onto a hypothetical state)."""
+        other = PriorityIndex()
+        other._nodes = dict(self._nodes)
+        other._pools = {pool: Counter(counts) for pool, counts in self._pools.items()}
+        return other
+
     def drop(self, node: str) -> None:
         """Forget ``node``."""
         previous = self._nodes.pop(node, None)

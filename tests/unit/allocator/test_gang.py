@@ -9,7 +9,7 @@ from events import decisions as ev
 from events import intents as it
 from events.values import AllocationSpec, GangSpec
 from services.allocator import reasons, simulation
-from services.allocator.domain import digest
+from services.allocator.domain import Scheduler, digest
 from services.allocator.domain.model import GRANTED, QUEUED
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_request
 
@@ -201,6 +201,21 @@ def test_a_gang_that_preemption_cannot_complete_preempts_nothing() -> None:
     assert isinstance(out, ev.AllocationQueued) and out.code == "gang"
     assert "member hi-1 (hi-1) cannot fit with 1 placed before it" in out.reason  # after hi-0 took low's GPU
     assert status(c, "low") == status(c, "peer") == GRANTED
+
+
+def test_a_failed_gang_trial_leaves_the_schedulers_caches_as_a_fresh_ones() -> None:
+    c = cluster(nodes=3, gpus=1)
+    c.request(a_request("low", 100, 10 * Gi, pool="p", qos="low"))  # on n0
+    c.request(a_request("half", 50, 5 * Gi, pool="p", qos="low"))  # n1: half low, half critical
+    c.request(a_request("crit", 50, 5 * Gi, pool="p", qos="critical"))
+    for i in range(3):  # the trial: f-0 on n2, f-1 preempts low, f-2 finds no plan (a search is remembered)
+        out = c.request(member("f", i, quorum=3, qos="high"))
+    assert isinstance(out, ev.AllocationQueued) and "cannot fit with 2 placed before it" in out.reason
+    state, kept, fresh = c.state, c.scheduler, Scheduler()
+    assert kept.pool_floor(state, "p") == fresh.pool_floor(state, "p") == 0
+    assert [kept.ranked(state, n) for n in state.nodes] == [fresh.ranked(state, n) for n in state.nodes]
+    assert list(kept.node_order(state, "p")) == list(fresh.node_order(state, "p"))
+    assert all(entry[0] <= state.changes.seq for entry in kept._no_plans.values())
 
 
 def test_simulate_says_how_many_members_are_present() -> None:
