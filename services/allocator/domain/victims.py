@@ -79,7 +79,8 @@ def candidates_on(state: ClusterState, ranked: Ranked, *, priority: int, namespa
                   now: datetime, refusals: Refusals) -> list[AllocationState]:
     """The allocations of ``ranked`` (one node's, :func:`ranked_on`) that a request of ``priority``
     in ``namespace`` may preempt at ``now`` under the pool's ``scope``, most important first
-    (kube-scheduler's reprieve order: higher priority, then earlier grant, then allocation id)."""
+    (kube-scheduler's reprieve order: higher priority, then earlier grant, then allocation id; a
+    member its gang needs for the quorum before others of its priority: :func:`importance`)."""
     out: list[AllocationState] = []
     for level, aid in ranked:
         if level >= priority:
