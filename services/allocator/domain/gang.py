@@ -16,8 +16,7 @@ not been placed ``timeout_s`` after its first waiting member arrived leaves the 
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
@@ -90,11 +89,11 @@ def _waiting(state: ClusterState, key: str, extra: AllocationSpec | None = None)
 
 
 def _placed_events(placed: Placed, gang: GangSpec) -> list[ev.AnyEvent]:
-    first = placed.grants[0]
+    grants = placed.grants
+    first = grants[0]
     summary = ev.GangPlaced(at=first.at, key=gang.key, namespace=first.spec.namespace, pool=first.spec.pool,
-                            quorum=gang.quorum, placed=len(placed.grants),
-                            nodes=tuple(sorted({g.node for g in placed.grants})))
-    return [*placed.grants, summary]
+                            quorum=gang.quorum, placed=len(grants), nodes=tuple(sorted({g.node for g in grants})))
+    return [*placed.events, summary]
 
 
 def decide_member(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Scheduler
@@ -152,7 +151,8 @@ def _concerns(state: ClusterState, waiting: list[AllocationSpec], hints: Hints) 
 def retry(state: ClusterState, gang: GangSpec, hints: Hints, now: datetime, scheduler: Scheduler
           ) -> list[ev.AnyEvent]:
     """During a queue drain: place gang ``gang`` when its quorum is present and ``hints`` say
-    something it needs may have freed; the events are folded into ``state`` as they are made."""
+    something it needs may have freed; the events are folded into ``state`` as they are made (the
+    nodes of preempted victims join ``hints``)."""
     waiting = _waiting(state, gang.key)
     if len(waiting) < gang.quorum or not _concerns(state, waiting, hints):
         return []
@@ -162,6 +162,8 @@ def retry(state: ClusterState, gang: GangSpec, hints: Hints, now: datetime, sche
     events = _placed_events(outcome, gang)
     for event in events:
         evolve(state, event)
+        if isinstance(event, ev.AllocationPreempted):
+            hints.nodes.add(event.node)  # what a victim held beyond the member's need may serve others
     return events
 
 
@@ -217,26 +219,6 @@ def with_degraded(state: ClusterState, events: Sequence[ev.AnyEvent], now: datet
             out.append(ev.GangDegraded(at=now, key=gang.key, namespace=allocation.spec.namespace,
                                        allocation_id=event.allocation_id, members=count, quorum=gang.quorum))
     return out
-
-
-def broken_by(state: ClusterState, victims: Iterable[str]) -> int:
-    """How many formed gangs at or above their quorum would fall below it if the granted
-    allocations ``victims`` (ids) lost their GPUs: the cost a preemption minimises when it chooses
-    victims (issue 17: break as few other gangs as possible). 0 for victims outside gangs."""
-    lost: Counter[str] = Counter()
-    quorum: dict[str, int] = {}
-    for aid in set(victims):
-        allocation = state.allocations.get(aid)
-        if allocation is None or allocation.status != GRANTED or allocation.spec.gang is None:
-            continue
-        lost[allocation.spec.gang.key] += 1
-        quorum[allocation.spec.gang.key] = allocation.spec.gang.quorum
-    broken = 0
-    for key, n in lost.items():
-        members = state.gangs.get(key)
-        granted = len(members.granted) if members is not None else 0
-        broken += granted >= quorum[key] > granted - n
-    return broken
 
 
 def explain(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler | None = None

@@ -18,11 +18,13 @@ from typing import NamedTuple
 import msgspec
 
 from events import decisions as ev
-from events.values import AllocationSpec
+from events.values import AllocationSpec, priority_of
 from services.allocator.domain.allocate import attempt, granted, summarize
 from services.allocator.domain.evolve import evolve
 from services.allocator.domain.model import QuotaUsage
 from services.allocator.domain.placement import Blocked, Grant, lower_bound_usage
+from services.allocator.domain.preempting import explained, plan_events
+from services.allocator.domain.preemption import NoPlan, find
 from services.allocator.domain.quota import check_totals
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
@@ -53,29 +55,43 @@ class Scratch:
         self._copied.add(mark)
         return True
 
-    def apply(self, event: ev.AllocationGranted) -> None:
-        """Fold ``event`` into the scratch state only (as a grant from the queue: the pool's recent
-        requests, which arrivals feed, stay the real state's)."""
+    def apply(self, event: ev.AllocationGranted | ev.AllocationPreempted) -> None:
+        """Fold ``event`` into the scratch state only (a grant as one from the queue: the pool's
+        recent requests, which arrivals feed, stay the real state's; a preemption as a release)."""
         s = self.state
-        for name in event.gpus:
+        if isinstance(event, ev.AllocationPreempted):
+            victim = s.allocations[event.allocation_id]
+            self._own_records(event.gpus, event.node, victim.spec.namespace)
+            evolve(s, event)
+            return
+        self._own_records(event.gpus, event.node, event.spec.namespace)
+        evolve(s, msgspec.structs.replace(event, from_queue=True))
+
+    def _own_records(self, gpus: tuple[str, ...], node_name: str, namespace: str) -> None:
+        s = self.state
+        for name in gpus:
             if self._own("gpu", name):
                 gpu = s.gpus[name]
                 s.gpus[name] = msgspec.structs.replace(gpu, charges=dict(gpu.charges))
-        if self._own("node", event.node):
-            node = s.nodes[event.node]
-            s.nodes[event.node] = msgspec.structs.replace(node, workers=list(node.workers))
-        namespace = event.spec.namespace
+        if self._own("node", node_name):
+            node = s.nodes[node_name]
+            s.nodes[node_name] = msgspec.structs.replace(node, workers=list(node.workers))
         if namespace in s.usage and self._own("usage", namespace):
             s.usage[namespace] = msgspec.structs.replace(s.usage[namespace])
-        evolve(s, msgspec.structs.replace(event, from_queue=True))
 
 
 class Placed(NamedTuple):
-    """Every member of the quorum fits: ``grants`` in placement order (quorum first, then the
-    members beyond it that fit); ``left`` the members beyond the quorum that did not fit."""
+    """Every member of the quorum fits: ``events`` in placement order (quorum first, then the
+    members beyond it that fit; a member that preempts has its AllocationPreempted events just
+    before its grant); ``left`` the members beyond the quorum that did not fit."""
 
-    grants: list[ev.AllocationGranted]
+    events: list[ev.AnyEvent]
     left: list[tuple[AllocationSpec, Blocked]]
+
+    @property
+    def grants(self) -> list[ev.AllocationGranted]:
+        """The members' grants, in placement order."""
+        return [e for e in self.events if isinstance(e, ev.AllocationGranted)]
 
 
 class Failed(NamedTuple):
@@ -87,6 +103,7 @@ class Failed(NamedTuple):
     blocked: Blocked
     placed: int
     view: tuple[ClusterState, Scheduler] | None
+    no_plan: NoPlan | None = None
 
     def describe(self) -> str:
         """Which member cannot fit where: ``member w-3 (uid-3) cannot fit with 2 placed before it:
@@ -99,6 +116,8 @@ class Failed(NamedTuple):
             state, scheduler = self.view
             filters, _ = scheduler.filter_pass(state, self.member)
             text = summarize(filters, sum(f.removed for f in filters), self.member.pool)
+        if self.no_plan is not None:
+            text = explained(text, self.no_plan)
         return f"{who} cannot fit with {self.placed} placed before it: {text}"
 
 
@@ -125,32 +144,60 @@ def quorum_quota(state: ClusterState, quorum: list[AllocationSpec]) -> Blocked |
     return None
 
 
+def _preempt(scratch: Scratch, spec: AllocationSpec, now: datetime, *, from_queue: bool
+             ) -> list[ev.AnyEvent] | NoPlan:
+    """The events of a preemption that makes ``spec`` fit on ``scratch`` (victims never of its own
+    gang), or why there is none (domain/preemption.py, the rules of a single request)."""
+    found = find(scratch.state, spec, now, scratch.scheduler)
+    if isinstance(found, NoPlan):
+        return found
+    key = spec.gang.key if spec.gang else ""
+    if any(v.spec.gang is not None and v.spec.gang.key == key for v in found.victims):
+        return NoPlan("gang", f"the only plan preempts members of gang {key} itself")
+    return plan_events(spec, found, now, from_queue=from_queue)
+
+
+def _may_preempt(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler) -> bool:
+    floor = scheduler.pool_floor(state, spec.pool)
+    return state.pool_config(spec.pool).preemption != "off" and floor is not None and floor < priority_of(spec)
+
+
 def place(state: ClusterState, members: list[AllocationSpec], quorum: int, scheduler: Scheduler, now: datetime,
           *, arriving: str = "") -> Placed | Failed:
     """Place ``members[:quorum]`` all together or none of them, then as many of the rest as fit.
 
     ``members``: the gang's waiting members in arrival order (``arriving``: the id of the one
-    whose request is being decided now, granted with ``from_queue`` False). Never mutates
+    whose request is being decided now, granted with ``from_queue`` False). A member of the quorum
+    that fits nowhere may preempt lower-priority work as a single request would, on the scratch
+    state where the members before it are placed (so the victims are chosen for the whole quorum,
+    member by member); nothing is preempted unless the whole quorum is placed. Never mutates
     ``state``; ``scheduler`` keeps its caches for ``state``. Cost: one ``attempt`` on ``state``
-    when the first member finds no room, else the scratch copy plus one ``attempt`` per member."""
+    when the first member finds no room and may not preempt, else the scratch copy plus one
+    ``attempt`` (and, where it fails, one preemption search) per member."""
     head = members[:quorum]
     block = quorum_quota(state, head)
     if block is not None:
         return Failed(None, block, 0, None)
     first = attempt(state, head[0], scheduler)  # the common "no room" answer without a scratch copy
-    if not isinstance(first, Grant):
+    if not isinstance(first, Grant) and not _may_preempt(state, head[0], scheduler):
         return Failed(head[0], first, 0, (state, scheduler))
     scratch = Scratch(state, scheduler)
-    grants: list[ev.AllocationGranted] = []
+    events: list[ev.AnyEvent] = []
     left: list[tuple[AllocationSpec, Blocked]] = []
     for i, spec in enumerate(members):
+        from_queue = spec.allocation_id != arriving
         outcome = first if i == 0 else attempt(scratch.state, spec, scratch.scheduler)
         if isinstance(outcome, Grant):
-            event = granted(spec, outcome, now=now, from_queue=spec.allocation_id != arriving)
-            scratch.apply(event)
-            grants.append(event)
-        elif i < quorum:
-            return Failed(spec, outcome, i, (scratch.state, scratch.scheduler))
-        else:
+            made: list[ev.AnyEvent] = [granted(spec, outcome, now=now, from_queue=from_queue)]
+        elif i >= quorum:
             left.append((spec, outcome))
-    return Placed(grants, left)
+            continue
+        else:
+            plan = _preempt(scratch, spec, now, from_queue=from_queue)
+            if isinstance(plan, NoPlan):
+                return Failed(spec, outcome, i, (scratch.state, scratch.scheduler), plan)
+            made = plan
+        for event in made:
+            scratch.apply(event)  # type: ignore[arg-type]
+        events.extend(made)
+    return Placed(events, left)

@@ -102,12 +102,16 @@ class Scheduler:
     def fork(self, state: ClusterState, scratch: ClusterState) -> Scheduler:
         """A Scheduler for ``scratch``, a hypothetical copy-on-write variant of ``state`` whose
         ``changes`` continue ``state``'s from its current ``seq`` (services.allocator.domain.gang_place):
-        it shares the memos (pure functions of a request shape), copies the node index and starts
-        empty rank caches, so it re-ranks only what changes in ``scratch``; this one is unchanged."""
+        it shares the memos that are pure functions of a request shape and the inventory, copies
+        the node index and the priority index, and starts empty rank caches and failed-preemption
+        memos, so it re-ranks only what changes in ``scratch``; this one is unchanged (its caches
+        never see the scratch)."""
         self.sync(state)
         child = copy.copy(self)
         child.index = self.index.copy()
         child.ranks = RankCache()
+        child._floors = self._floors.copy()
+        child._no_plans = {}  # its failed searches hold the scratch's change marks, not this state's
         child._strategies = dict(self._strategies)
         child._state = scratch
         child._mark = scratch.changes.seq

@@ -82,7 +82,8 @@ def candidates_on(state: ClusterState, ranked: Ranked, *, priority: int, namespa
                   now: datetime, refusals: Refusals) -> list[AllocationState]:
     """The allocations of ``ranked`` (one node's, :func:`ranked_on`) that a request of ``priority``
     in ``namespace`` may preempt at ``now`` under the pool's ``scope``, most important first
-    (kube-scheduler's reprieve order: higher priority, then earlier grant, then allocation id)."""
+    (kube-scheduler's reprieve order: higher priority, then earlier grant, then allocation id; a
+    member its gang needs for the quorum before others of its priority: :func:`importance`)."""
     out: list[AllocationState] = []
     for level, aid in ranked:
         if level >= priority:
@@ -94,14 +95,25 @@ def candidates_on(state: ClusterState, ranked: Ranked, *, priority: int, namespa
             refusals.protected += 1
         else:
             out.append(allocation)
-    out.sort(key=importance)
+    out.sort(key=lambda a: importance(a, state))
     return out
 
 
-def importance(allocation: AllocationState) -> tuple[int, datetime, str]:
-    """Sort key, most important first: higher priority, earlier grant, allocation id."""
+def importance(allocation: AllocationState, state: ClusterState) -> tuple[int, bool, datetime, str]:
+    """Sort key, most important first: higher priority, then a gang member whose loss would leave
+    its gang below its quorum (so the reprieve breaks as few gangs as it can; issue 17), earlier
+    grant, allocation id."""
     granted = allocation.granted_at or allocation.requested_at
-    return (-priority_of(allocation.spec), granted, allocation.spec.allocation_id)
+    return (-priority_of(allocation.spec), not _holds_quorum(state, allocation), granted,
+            allocation.spec.allocation_id)
+
+
+def _holds_quorum(state: ClusterState, allocation: AllocationState) -> bool:
+    gang = allocation.spec.gang
+    if gang is None:
+        return False
+    members = state.gangs.get(gang.key)
+    return members is not None and len(members.granted) <= gang.quorum
 
 
 def term(allocation: AllocationState) -> int:
@@ -119,6 +131,13 @@ class PriorityIndex:
     def __init__(self) -> None:
         self._nodes: dict[str, tuple[str, Ranked]] = {}
         self._pools: dict[str, Counter[int]] = {}
+
+    def copy(self) -> PriorityIndex:
+        """An independent copy (for a Scheduler forked onto a hypothetical state)."""
+        other = PriorityIndex()
+        other._nodes = dict(self._nodes)
+        other._pools = {pool: Counter(counts) for pool, counts in self._pools.items()}
+        return other
 
     def drop(self, node: str) -> None:
         """Forget ``node``."""

@@ -9,8 +9,7 @@ from events import decisions as ev
 from events import intents as it
 from events.values import AllocationSpec, GangSpec
 from services.allocator import reasons, simulation
-from services.allocator.domain import digest
-from services.allocator.domain.gang import broken_by
+from services.allocator.domain import Scheduler, digest
 from services.allocator.domain.model import GRANTED, QUEUED
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_request
 
@@ -169,26 +168,54 @@ def test_current_reason_says_which_member_cannot_fit_where() -> None:
     assert "member r-1 (r-1) cannot fit with 1 placed before it: 0/2 GPUs fit in pool p" in reason.reason
 
 
-def test_broken_by_counts_the_gangs_a_set_of_victims_would_take_below_quorum() -> None:
-    c = cluster(nodes=2, gpus=4)
-    for i in range(3):
-        c.request(member("a", i, quorum=2, desired=3))
-    for i in range(2):
-        c.request(member("b", i, quorum=2))
-    c.request(a_request("solo", 100, 10 * Gi, pool="p"))
-    assert broken_by(c.state, ["solo", "a-0"]) == 0  # a keeps 2 of quorum 2
-    assert broken_by(c.state, ["a-0", "a-1"]) == 1
-    assert broken_by(c.state, ["a-0", "a-1", "b-1", "b-1"]) == 2
+def test_a_preemption_spares_the_member_a_gang_needs_for_its_quorum() -> None:
+    c = cluster(nodes=1, gpus=4)
+    c.request(a_request("solo", 100, 10 * Gi, pool="p", qos="low"))
+    c.request(a_request("other", 100, 10 * Gi, pool="p", qos="low"))
+    c.tick(1)
+    for i in range(2):  # a gang at its quorum, granted last: the least important by grant time alone
+        c.request(member("g", i, quorum=2, qos="low"))
+    out = c.send(it.RequestAllocation(intent_id="hi", spec=a_request("hi", 100, 10 * Gi, pool="p", qos="critical")))
+    preempted = [e.allocation_id for e in out if isinstance(e, ev.AllocationPreempted)]
+    assert len(preempted) == 1 and not preempted[0].startswith("g-")
+    assert not [e for e in out if isinstance(e, ev.GangDegraded)]
 
 
-@pytest.mark.xfail(reason="gang-aware preemption (issue 16/17 item 3): victims chosen for the whole quorum "
-                          "land with the preemption module", strict=True)
-def test_a_higher_priority_gang_preempts_as_a_unit() -> None:
+def test_a_higher_priority_gang_preempts_as_a_unit_in_one_decision() -> None:
     c = cluster(nodes=1, gpus=2)
     c.request(a_request("low", 100, 10 * Gi, pool="p", count=2, qos="low"))
     c.request(member("hi", 0, quorum=2, qos="critical"))
-    c.request(member("hi", 1, quorum=2, qos="critical"))
-    assert status(c, "hi-0") == status(c, "hi-1") == GRANTED
+    out = c.send(it.RequestAllocation(intent_id="hi-last", spec=member("hi", 1, quorum=2, qos="critical")))
+    assert [type(e).__name__ for e in out] == [
+        "AllocationPreempted", "AllocationGranted", "AllocationGranted", "GangPlaced"]
+    assert status(c, "hi-0") == status(c, "hi-1") == GRANTED and status(c, "low") == "gone"
+    assert c.replayed_digest() == digest(c.state)
+
+
+def test_a_gang_that_preemption_cannot_complete_preempts_nothing() -> None:
+    c = cluster(nodes=1, gpus=2)
+    c.request(a_request("low", 100, 10 * Gi, pool="p", qos="low"))
+    c.request(a_request("peer", 100, 10 * Gi, pool="p", qos="critical"))
+    c.request(member("hi", 0, quorum=2, qos="critical"))
+    out = c.request(member("hi", 1, quorum=2, qos="critical"))
+    assert isinstance(out, ev.AllocationQueued) and out.code == "gang"
+    assert "member hi-1 (hi-1) cannot fit with 1 placed before it" in out.reason  # after hi-0 took low's GPU
+    assert status(c, "low") == status(c, "peer") == GRANTED
+
+
+def test_a_failed_gang_trial_leaves_the_schedulers_caches_as_a_fresh_ones() -> None:
+    c = cluster(nodes=3, gpus=1)
+    c.request(a_request("low", 100, 10 * Gi, pool="p", qos="low"))  # on n0
+    c.request(a_request("half", 50, 5 * Gi, pool="p", qos="low"))  # n1: half low, half critical
+    c.request(a_request("crit", 50, 5 * Gi, pool="p", qos="critical"))
+    for i in range(3):  # the trial: f-0 on n2, f-1 preempts low, f-2 finds no plan (a search is remembered)
+        out = c.request(member("f", i, quorum=3, qos="high"))
+    assert isinstance(out, ev.AllocationQueued) and "cannot fit with 2 placed before it" in out.reason
+    state, kept, fresh = c.state, c.scheduler, Scheduler()
+    assert kept.pool_floor(state, "p") == fresh.pool_floor(state, "p") == 0
+    assert [kept.ranked(state, n) for n in state.nodes] == [fresh.ranked(state, n) for n in state.nodes]
+    assert list(kept.node_order(state, "p")) == list(fresh.node_order(state, "p"))
+    assert all(entry[0] <= state.changes.seq for entry in kept._no_plans.values())
 
 
 def test_simulate_says_how_many_members_are_present() -> None:
