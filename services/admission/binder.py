@@ -117,6 +117,9 @@ class Binder:
                     await self.reconcile_victim(event.allocation_id)
             elif isinstance(event, decisions.AllocationRejected):
                 await self.mark_rejected(event.spec.allocation_id)
+            elif isinstance(event, decisions.GangTimedOut):
+                for allocation_id in event.waiting:
+                    await self.mark_rejected(allocation_id)
             elif isinstance(event, decisions.AllocationReleased):
                 self.released.discard(event.allocation_id)  # a later pod event finds it not live
                 self.handover.ended(event.allocation_id)

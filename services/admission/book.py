@@ -62,6 +62,10 @@ class AllocationBook:
             case decisions.AllocationRejected(spec=spec, reason=reason):
                 self._forget(spec.allocation_id)
                 self.rejected[spec.allocation_id] = reason
+            case decisions.GangTimedOut(waiting=waiting, reason=reason):
+                for allocation_id in waiting:  # their pods stay gated, annotated like a rejection
+                    self._forget(allocation_id)
+                    self.rejected[allocation_id] = reason
             case decisions.NodeRegistered(pool=pool, gpus=gpus):
                 for gpu in gpus:
                     self.gpu_capacity[gpu.name] = gpu.capacity.milli_tflops

@@ -220,3 +220,28 @@ async def test_the_quota_status_writer_survives_an_unreachable_allocator(kube_ap
         finally:
             await _stop(task)
     assert len(calls) >= 2 and written["conditions"][0]["reason"] == "CapacitySufficient"
+
+
+async def test_timed_out_gang_members_are_annotated_with_the_reason(kube_api: KubeApiServer, jetstream) -> None:
+    """A gang that timed out leaves its waiting members' pods gated, each annotated with why."""
+    queued = decisions.AllocationQueued(at=NOW, spec=_spec("g-1", "member"), reason="gang: 1 of 2", code="gang")
+    timed_out = decisions.GangTimedOut(at=NOW, key="default/trainer", namespace="default", quorum=2, present=1,
+                                       timeout_s=60, waiting=("g-1",), reason="gang default/trainer timed out")
+    released = decisions.AllocationReleased(at=NOW, allocation_id="g-1", namespace="default", pod="member",
+                                            pool="default", was_queued=True, reason="gang default/trainer timed out")
+    await _emit(jetstream, queued)
+    async with await kube.api_client(url=kube_api.url) as api:
+        binder = Binder(api, publish=_publisher(jetstream))
+        task = asyncio.create_task(binder.run(jetstream))
+        try:
+            kube_api.create("pods", _gated_pod("member", "g-1"), namespace="default")
+            await _until(lambda: binder.events_synced.is_set() and "g-1" in binder.pods)
+            await _emit(jetstream, timed_out)
+            await _emit(jetstream, released)
+            pod = await _until(lambda: (kube_api.get("pods", "member", namespace="default") or {}).get(
+                "metadata", {}).get("annotations", {}).get("gpuledger.io/rejected") and
+                kube_api.get("pods", "member", namespace="default"))
+        finally:
+            await _stop(task)
+    assert pod["metadata"]["annotations"]["gpuledger.io/rejected"] == "gang default/trainer timed out"
+    assert {"name": keys.SCHEDULING_GATE} in pod["spec"]["schedulingGates"]
