@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from events.values import AllocationSpec, Resources, priority_of
+from events.values import AllocationSpec, Partition, Resources, priority_of
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.need import shape_key
 from services.allocator.domain.placement import charge_on
@@ -51,16 +51,16 @@ FIT_BUDGET = 512
 """Dry runs per node's exhaustive search (deterministic cap; the reprieve result stands beyond it)."""
 
 
-
 class Plan(NamedTuple):
-    """A preemption that makes the request fit: the node, its GPUs and charges, the victims
-    (lowest priority first, then allocation id) and the plan's :data:`Key`."""
+    """A preemption that makes the request fit: node, GPUs, charges, victims (lowest priority first,
+    then allocation id), the plan's :data:`Key`, and partitions (aligned with ``gpus``) if partitioned."""
 
     node: str
     gpus: tuple[str, ...]
     charges: tuple[Resources, ...]
     victims: tuple[AllocationState, ...]
     key: Key
+    partitions: tuple[Partition, ...] = ()
 
 
 class NoPlan(NamedTuple):
@@ -114,7 +114,7 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
         if not cands:
             continue
         searched.add(name)
-        trial = Trial(state, name, spec, need, chain, strategy, indexed=indexed)
+        trial = Trial(state, name, spec, need, chain, strategy, indexed=indexed, templates=scheduler.profile.templates)
         if best is None:
             found = _on_node(trial, cands, None)
             best = None if found is None else (found, at)
@@ -225,8 +225,8 @@ def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_o
         return None
     spec = trial.spec
     ordered = tuple(sorted(victims, key=lambda v: (priority_of(v.spec), v.spec.allocation_id)))
-    return Plan(trial.node.name, tuple(g.spec.name for g in fit.gpus), tuple(charge_on(g, spec) for g in fit.gpus),
-                ordered, key)
+    charges = fit.charges or tuple(charge_on(g, spec) for g in fit.gpus)
+    return Plan(trial.node.name, tuple(g.spec.name for g in fit.gpus), charges, ordered, key, fit.partitions)
 
 
 def _reprieve(trial: Trial, allowed: list[AllocationState]) -> tuple[list[AllocationState], Fit]:

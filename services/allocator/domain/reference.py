@@ -20,8 +20,8 @@ from services.allocator.domain.plugins.affinity import preference_weight
 from services.allocator.domain.scheduler import Found, Scheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies import IndexedStrategy, Strategy
-from services.allocator.domain.victims import Ranked, ranked_on
 from services.allocator.domain.topology import pick_indexed, pick_scan
+from services.allocator.domain.victims import Ranked, ranked_on
 
 
 class ReferenceScheduler(Scheduler):

@@ -27,8 +27,8 @@ from services.allocator.domain.rank_cache import RankCache
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies import IndexedStrategy, ScanStrategy, Strategy
 from services.allocator.domain.target import mix_of
-from services.allocator.domain.victims import PriorityIndex, Ranked
 from services.allocator.domain.topology import pick_indexed, pick_scan
+from services.allocator.domain.victims import PriorityIndex, Ranked
 
 Found = tuple[NodeState, list[GpuState]]
 """The chosen node and its GPUs in pick order."""

@@ -10,6 +10,7 @@ import msgspec
 
 from events import codec
 from events import decisions as ev
+from events import intents as it
 from events.values import AllocationSpec, Partition, Resources
 from services.allocator import views
 from services.allocator.api import documents
@@ -199,3 +200,34 @@ def test_a_grant_logged_before_partitions_existed_still_decodes_and_folds() -> N
     assert isinstance(event, ev.AllocationGranted) and event.partitions == ()
     evolve(c.state, event)
     assert c.state.gpus["g0"].partitions == {} and c.state.allocations["x"].partitions == []
+
+
+def _ask(c: Cluster, spec: AllocationSpec) -> list[ev.AnyEvent]:
+    return c.send(it.RequestAllocation(intent_id=f"ask-{spec.allocation_id}", spec=spec))
+
+
+def test_a_partitioned_request_preempts_soft_work_and_gets_its_partition() -> None:
+    c = mig_cluster()
+    c.request(a_request("low", 500, 40 * Gi, pool="p", qos="low"))
+    out = _ask(c, a_request("vip", pool="p", qos="critical", isolation="partitioned", partition_template="3g.40gb"))
+    grant = out[-1]
+    assert [type(e).__name__ for e in out] == ["AllocationPreempted", "AllocationGranted"]
+    assert isinstance(grant, ev.AllocationGranted) and grant.preempted == ("low",)
+    assert grant.partitions == (Partition(template="3g.40gb", profile_id=9, start=4, end=8),)
+    assert grant.charges == (Resources(milli_tflops=300_000, vram_bytes=40 * GB),)
+    assert c.state.usage["default"].requests_milli_tflops == 300_000
+    assert c.replayed_digest() == digest(c.state)
+
+
+def test_partitioned_victims_free_their_slots_for_the_preemptor() -> None:
+    c = mig_cluster()
+    for uid in ("a", "b"):
+        c.request(a_request(uid, pool="p", qos="low", isolation="partitioned", partition_template="3g.40gb"))
+    out = _ask(c, a_request("vip", pool="p", qos="critical", isolation="partitioned", partition_template="4g.40gb"))
+    grant = out[-1]
+    assert isinstance(grant, ev.AllocationGranted) and grant.preempted == ("b",)  # b's 3g holds slot 0, a's slot 4
+    assert grant.partitions[0] == Partition(template="4g.40gb", profile_id=5, start=0, end=4)
+    assert sorted(c.state.gpus["g0"].partitions) == ["a", "vip"]
+    soft = _ask(c, a_request("soft-vip", 10, Gi, pool="p", qos="critical"))  # taking a would still leave vip's
+    assert [type(e).__name__ for e in soft] == ["AllocationQueued"]           # partition: soft never joins it
+    assert c.replayed_digest() == digest(c.state)
