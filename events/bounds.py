@@ -87,6 +87,14 @@ MAX_GPUS_PER_NODE = 1024
 MAX_COUNT = INT32_MAX
 """Other counts (quota ``max_workers``/``max_gpu_count``, ``max_workers_per_node``): Go int32."""
 
+MAX_GANG_MEMBERS = 1024
+"""Members of one gang (quorum and desired; TensorFusion bounds neither beyond int32): one gang
+decision places at most this many requests, which bounds its cost and its GangPlaced event (one
+node name per distinct node)."""
+
+MAX_GANG_TIMEOUT_S = 365 * 24 * 3600
+"""A gang timeout in whole seconds: 0 (wait forever) to one year."""
+
 MAX_CPU_MILLI = 10**9
 """CPU in millicores, of a pod or a node: one million cores."""
 
@@ -186,6 +194,8 @@ Slot = Annotated[int, msgspec.Meta(ge=0, le=MAX_PARTITION_SLOTS)]
 """A partition slot boundary: 0..:data:`MAX_PARTITION_SLOTS` (a range's end may equal it)."""
 Priority = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 """A pod priority (Kubernetes PriorityClass value: a 32-bit signed integer)."""
+GangSize = Annotated[int, _magnitude(MAX_GANG_MEMBERS)]
+GangTimeout = Annotated[int, msgspec.Meta(ge=0, le=MAX_GANG_TIMEOUT_S)]
 SchemaVersion = Annotated[int, msgspec.Meta(ge=0, le=2**15)]
 HeartbeatTtl = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_HEARTBEAT_TTL_S)]
 Weight = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_WEIGHT)]

@@ -11,6 +11,9 @@ from __future__ import annotations
 from typing import Union
 
 from events.base import Event
+from events.gangs import GangDegraded as GangDegraded
+from events.gangs import GangPlaced as GangPlaced
+from events.gangs import GangTimedOut as GangTimedOut
 from events.values import AllocationSpec, FilterCount, GpuSpec, Partition, PoolConfig, QuotaSpec, Resources
 
 
@@ -237,6 +240,9 @@ AnyEvent = Union[
     QuotaRemoved,
     PoolConfigured,
     IntentRejected,
+    GangPlaced,
+    GangTimedOut,
+    GangDegraded,
 ]
 """Every event type; the tagged union the codec decodes."""
 
@@ -259,4 +265,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     QuotaRemoved,
     PoolConfigured,
     IntentRejected,
+    GangPlaced,
+    GangTimedOut,
+    GangDegraded,
 )

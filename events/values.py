@@ -18,6 +18,8 @@ from events.bounds import (
     Attributes,
     Count,
     CpuMilli,
+    GangSize,
+    GangTimeout,
     GpuCount,
     GpuIndex,
     Id,
@@ -160,6 +162,22 @@ class NodeAffinity(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     preferred: Annotated[tuple[PreferredSchedulingTerm, ...], msgspec.Meta(max_length=MAX_LIST)] = ()
 
 
+class GangSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """The gang a request belongs to (TensorFusion WorkloadProfile ``spec.gangScheduling``, stamped
+    by its webhook as ``gang-group-key``, ``gang-required-members``, ``gang-desired-members`` and
+    ``gang-timeout``; TensorFusion internal/gang/manager.go).
+
+    ``key`` is ``namespace/workload``; ``quorum`` the members that must be placed together
+    (2 ≤ quorum ≤ desired); ``desired`` the workload's replicas; ``timeout_s`` seconds a gang may
+    wait for its quorum from its first member's arrival (0: forever). Rules: docs/allocation.md.
+    """
+
+    key: LabelKey
+    quorum: GangSize
+    desired: GangSize
+    timeout_s: GangTimeout = 0
+
+
 class AllocationSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """What a workload asks for (TensorFusion AllocRequest), request and limit per GPU.
 
@@ -168,7 +186,7 @@ class AllocationSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     CPU (millicores) and memory (bytes) requests, checked against node allocatable when both
     sides report them. ``attributes`` carries producer metadata (autoscaling settings, owner).
     ``priority`` is the pod's PriorityClass value when it has one; None means "from QoS"
-    (:func:`priority_of`).
+    (:func:`priority_of`). ``gang``: the gang the request is a member of (None: none).
     """
 
     allocation_id: Id
@@ -190,6 +208,7 @@ class AllocationSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     partition_template: Name = ""
     attributes: Attributes = {}
     priority: Priority | None = None
+    gang: GangSpec | None = None
 
 
 class QuotaAmount(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):

@@ -31,7 +31,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class Reason(msgspec.Struct, frozen=True, kw_only=True):
-    """Why a request waits now. ``code``: ``capacity`` | ``quota`` (still queued), ``fits`` (it
+    """Why a request waits now. ``code``: ``capacity`` | ``quota`` | ``gang`` (still queued), ``fits`` (it
     would be granted now: the next queue drain takes it), ``unschedulable``/``invalid``/... (the
     domain would reject it now); ``reason`` the text; ``quota_dimension`` the quota check that
     blocks (``""`` otherwise); ``filters``: GPUs each filter removes in its pool now; ``node``/
@@ -52,6 +52,10 @@ class Reason(msgspec.Struct, frozen=True, kw_only=True):
 def current(state: ClusterState, spec: AllocationSpec) -> Reason:
     """The reason ``spec`` (a queued request) would get if it arrived now. Pure; cost: one
     ``decide`` (a filter pass over the spec's pool, O(nodes of the pool))."""
+    member = domain.gang_reason(state, spec)
+    if member is not None:
+        code, text, dimension = member
+        return Reason(code=code, reason=text, quota_dimension=dimension)
     probe = msgspec.structs.replace(spec, allocation_id=PROBE_ID)
     events = domain.decide(state, intents.RequestAllocation(intent_id=PROBE_ID, spec=probe), _EPOCH)
     for event in events:
@@ -115,7 +119,8 @@ class Scope(msgspec.Struct, kw_only=True):
         self.namespaces |= other.namespaces
 
 
-_NEUTRAL = (ev.NodeHeartbeat, ev.HeartbeatsChecked, ev.IntentRejected, ev.ResizeRejected)
+_NEUTRAL = (ev.NodeHeartbeat, ev.HeartbeatsChecked, ev.IntentRejected, ev.ResizeRejected,
+            ev.GangPlaced, ev.GangTimedOut, ev.GangDegraded)  # gang facts: their grants/releases say where
 
 
 def dirty_scope(events: Iterable[ev.AnyEvent]) -> Scope:
@@ -124,6 +129,9 @@ def dirty_scope(events: Iterable[ev.AnyEvent]) -> Scope:
     events (rare) everything; heartbeats and refused intents nothing."""
     scope = Scope(pools=set(), namespaces=set())
     for event in events:
+        if isinstance(event, ev.AllocationQueued) and event.spec.gang is not None:
+            scope.namespaces.add(event.spec.namespace)  # its gang's other members' presence changed
+            continue
         if isinstance(event, ev.AllocationQueued | ev.AllocationRejected):
             continue  # changes no capacity or usage; a new queued row is written with its fresh reason
         if isinstance(event, ev.AllocationGranted):

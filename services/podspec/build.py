@@ -18,7 +18,7 @@ from services.podspec import keys
 from services.podspec.affinity import combine, parse_node_affinity
 from services.podspec.context import ComposeContext
 from services.podspec.errors import PodSpecError
-from services.podspec.gang import gang_attributes
+from services.podspec.gang import gang_attributes, gang_spec
 from services.podspec.options import Options
 from services.podspec.pod import NativeGpus, containers, cpu_memory, workload_name
 from services.podspec.priority import eviction_protection_attributes, read_priority
@@ -105,6 +105,8 @@ _SOURCES = {
     "memory_bytes": "spec.containers[*].resources.requests.memory",
     "partition_template": keys.PARTITION_ID, "attributes": "metadata.annotations",
     "node_affinity": "spec.affinity.nodeAffinity", "priority": "spec.priority",
+    "gang.quorum": keys.GANG_MIN_MEMBERS, "gang.desired": keys.GANG_DESIRED, "gang.key": keys.GANG_GROUP_KEY,
+    "gang.timeout_s": keys.GANG_TIMEOUT,
 }
 """Where each AllocationSpec field comes from (an annotation key or a Pod path), for denials."""
 
@@ -157,5 +159,6 @@ def build_spec(
         partition_template=opts.partition if opts.isolation == "partitioned" else "",
         attributes=attributes,
         priority=read_priority(pod, classes=context.priority_classes),
+        gang=gang_spec(attributes),
     )
     return check_bounds(spec, annotations)

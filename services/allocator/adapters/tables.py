@@ -43,9 +43,12 @@ events = Table(
     Column("data", JSONB, nullable=False),
     Index("ix_events_resize", text("(data ->> 'allocation_id')"), "position",
           postgresql_where=text("type IN ('allocation_resized', 'resize_rejected')")),
+    Index("ix_events_gang", text("(data ->> 'key')"), "position",
+          postgresql_where=text("type IN ('gang_placed', 'gang_timed_out', 'gang_degraded')")),
 )
 """No index on ``type``: every index entry costs each append; the history reaches an allocation's
-events through ``allocations`` (queued/rejected: ``position = id``) or ``ix_events_resize``."""
+events through ``allocations`` (queued/rejected: ``position = id``) or ``ix_events_resize``; gang
+events (rare) through ``ix_events_gang`` (the views of migration 0005, docs/sql.md)."""
 
 processed_intents = Table(
     "processed_intents",

@@ -111,6 +111,9 @@ def _need(state: ClusterState, allocation: AllocationState, reason: reasons.Reas
                 f"TFLOPS and {per_gpu['vram']} VRAM free each")
     if reason.code == "fits":
         return "nothing: it fits now and is granted at the next queue drain"
+    if reason.code == "gang" and spec.gang is not None:
+        return (f"the quorum of gang {spec.gang.key} ({spec.gang.quorum} members) present, and room in pool "
+                f"{spec.pool} for all of them at once")
     return "it cannot be granted as requested; change the request or the pool"
 
 

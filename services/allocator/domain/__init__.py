@@ -9,6 +9,7 @@ docs/compatibility.md.
 from services.allocator.domain.allocate import explain
 from services.allocator.domain.decide import decide
 from services.allocator.domain.evolve import evolve
+from services.allocator.domain.gang import explain as gang_reason
 from services.allocator.domain.inventory import expired_nodes
 from services.allocator.domain.preempting import preemption_plan
 from services.allocator.domain.preemption import NoPlan, Plan
@@ -28,6 +29,7 @@ __all__ = [
     "evolve",
     "expired_nodes",
     "explain",
+    "gang_reason",
     "preemption_plan",
     "process",
 ]

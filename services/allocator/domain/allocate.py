@@ -8,7 +8,7 @@ blocked it (TensorFusion FilterDetail, so "why is my pod waiting" has an answer)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from events import decisions as ev
@@ -73,9 +73,15 @@ def granted(spec: AllocationSpec, grant: Grant, *, now: datetime, from_queue: bo
     )
 
 
-def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime, scheduler: Scheduler
-                   ) -> list[ev.AnyEvent]:
-    """RequestAllocation -> AllocationGranted | AllocationQueued | AllocationRejected | IntentRejected."""
+GangRule = Callable[[ClusterState, AllocationSpec, datetime, Scheduler], "list[ev.AnyEvent] | None"]
+"""Decides a gang member's request (services.allocator.domain.gang.decide_member); None: as any request."""
+
+
+def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime, scheduler: Scheduler,
+                   gang: GangRule | None = None) -> list[ev.AnyEvent]:
+    """RequestAllocation -> AllocationGranted | AllocationQueued | AllocationRejected | IntentRejected.
+
+    ``gang`` decides a gang member after the identity, pool and per-workload cap checks."""
     spec = intent.spec
     problem = check_spec(spec)
     if problem:
@@ -96,6 +102,9 @@ def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime
     if cap_block:
         return [ev.AllocationRejected(at=now, spec=spec, code="quota", reason=cap_block.reason,
                                       quota_dimension=cap_block.dimension)]
+    member = gang(state, spec, now, scheduler) if gang is not None and spec.gang is not None else None
+    if member is not None:
+        return member
     outcome = attempt(state, spec, scheduler)
     if isinstance(outcome, Grant):
         return [granted(spec, outcome, now=now, from_queue=False)]

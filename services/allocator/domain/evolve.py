@@ -72,6 +72,7 @@ def _granted(state: ClusterState, e: ev.AllocationGranted) -> None:
         spec=spec, status=GRANTED, requested_at=previous.requested_at if previous else e.at, node=e.node,
         gpus=list(e.gpus), charges=list(e.charges), granted_at=e.at, usage=usage, partitions=list(e.partitions),
     )
+    state.gangs.granted(spec)
     state.changes.touch(e.node)
 
 
@@ -98,6 +99,7 @@ def _queued(state: ClusterState, e: ev.AllocationQueued) -> None:
                                  reason=e.reason, code=e.code)
     state.allocations[e.spec.allocation_id] = allocation
     state.queue.add(allocation)
+    state.gangs.queued(e.spec)
 
 
 def _released(state: ClusterState, e: ev.AllocationReleased | ev.AllocationPreempted) -> None:
@@ -106,6 +108,7 @@ def _released(state: ClusterState, e: ev.AllocationReleased | ev.AllocationPreem
     allocation = state.allocations.pop(e.allocation_id, None)
     if allocation is None:
         return
+    state.gangs.left(allocation.spec)
     if allocation.status == QUEUED:
         state.queue.remove(e.allocation_id, allocation.spec.qos)
         return

@@ -5,7 +5,9 @@ each queued request is tried in that order and granted if it fits, so a large re
 block smaller ones behind it. A queued request is only retried where something it needs may have
 freed: the nodes whose capacity, liveness or labels changed, or everywhere when its namespace's
 quota usage or spec changed or its pool was reconfigured (it fit nowhere else when it was queued,
-and capacity elsewhere can only shrink without an event naming that node).
+and capacity elsewhere can only shrink without an event naming that node). A gang that has not
+been placed is tried as a unit where its first waiting member stands (domain.gang.retry: the
+whole quorum or nothing).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from datetime import datetime
 from events import decisions as ev
 from events.intents import AnyIntent
 from events.values import priority_of
+from services.allocator.domain import gang
 from services.allocator.domain.allocate import attempt, granted
 from services.allocator.domain.decide import decide
 from services.allocator.domain.evolve import evolve
@@ -79,12 +82,18 @@ def drain(state: ClusterState, hints: Hints, now: datetime, scheduler: Scheduler
     """
     out: list[ev.AnyEvent] = []
     no_room: set[tuple[ShapeKey, bool]] = set()
+    gangs: set[str] = set()
     no_plan: set[tuple[ShapeKey, int, str]] = set()
     for allocation_id in list(state.queue):
         allocation = state.allocations.get(allocation_id)
         if allocation is None or allocation.status != QUEUED:
             continue
         spec = allocation.spec
+        if spec.gang is not None and gang.unplaced(state, spec):
+            if spec.gang.key not in gangs:  # a gang is tried once, where its first member waits
+                gangs.add(spec.gang.key)
+                out.extend(gang.retry(state, spec.gang, hints, now, scheduler))
+            continue
         restrict: list[str] | None = None
         may_fit = True
         if spec.pool not in hints.pools and spec.namespace not in hints.namespaces:

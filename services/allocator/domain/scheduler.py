@@ -12,6 +12,7 @@ that against :class:`services.allocator.domain.reference.ReferenceScheduler`).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import cast
 
@@ -99,6 +100,20 @@ class Scheduler:
             self._static_nodes.clear()
             self._no_plans.clear()
         self._mark = changes.seq
+
+    def fork(self, state: ClusterState, scratch: ClusterState) -> Scheduler:
+        """A Scheduler for ``scratch``, a hypothetical copy-on-write variant of ``state`` whose
+        ``changes`` continue ``state``'s from its current ``seq`` (services.allocator.domain.gang_place):
+        it shares the memos (pure functions of a request shape), copies the node index and starts
+        empty rank caches, so it re-ranks only what changes in ``scratch``; this one is unchanged."""
+        self.sync(state)
+        child = copy.copy(self)
+        child.index = self.index.copy()
+        child.ranks = RankCache()
+        child._strategies = dict(self._strategies)
+        child._state = scratch
+        child._mark = scratch.changes.seq
+        return child
 
     def strategy(self, state: ClusterState, pool: str) -> Strategy:
         """The pool's strategy instance, built from its configuration (and target workload)."""
