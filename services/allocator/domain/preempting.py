@@ -36,7 +36,7 @@ def plan_events(spec: AllocationSpec, plan: Plan, now: datetime, *, from_queue: 
         ))
     out.append(ev.AllocationGranted(
         at=now, spec=spec, node=plan.node, gpus=plan.gpus, charges=plan.charges, from_queue=from_queue,
-        preempted=tuple(v.spec.allocation_id for v in plan.victims)))
+        preempted=tuple(v.spec.allocation_id for v in plan.victims), partitions=plan.partitions))
     return out
 
 

@@ -31,7 +31,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
-from events.values import AllocationSpec, Resources, priority_of
+from events.values import AllocationSpec, Partition, Resources, priority_of
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.placement import charge_on
 from services.allocator.domain.plan_memo import Memo
@@ -49,8 +49,6 @@ EXACT_LIMIT = 12
 FIT_BUDGET = 512
 """Dry runs per node's exhaustive search (deterministic cap; the reprieve result stands beyond it)."""
 
-
-
 MIN_CANDIDATES = 100
 CANDIDATE_PERCENT = 10
 """Once a plan exists, at most max(100, 10 % of the pool's nodes) further nodes that could beat it
@@ -59,14 +57,15 @@ minCandidateNodesPercentage 10)."""
 
 
 class Plan(NamedTuple):
-    """A preemption that makes the request fit: the node, its GPUs and charges, the victims
-    (lowest priority first, then allocation id) and the plan's :data:`Key`."""
+    """A preemption that makes the request fit: node, GPUs, charges, victims (lowest priority first,
+    then allocation id), the plan's :data:`Key`, and partitions (aligned with ``gpus``) if partitioned."""
 
     node: str
     gpus: tuple[str, ...]
     charges: tuple[Resources, ...]
     victims: tuple[AllocationState, ...]
     key: Key
+    partitions: tuple[Partition, ...] = ()
 
 
 class NoPlan(NamedTuple):
@@ -120,7 +119,7 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
         if not cands:
             continue
         searched.add(name)
-        trial = Trial(state, name, spec, need, chain, strategy, indexed=indexed)
+        trial = Trial(state, name, spec, need, chain, strategy, indexed=indexed, templates=scheduler.profile.templates)
         if best is None:
             found = _on_node(trial, cands, None)
             best = None if found is None else (found, at)
@@ -192,8 +191,8 @@ def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_o
         return None
     spec = trial.spec
     ordered = tuple(sorted(victims, key=lambda v: (priority_of(v.spec), v.spec.allocation_id)))
-    return Plan(trial.node.name, tuple(g.spec.name for g in fit.gpus), tuple(charge_on(g, spec) for g in fit.gpus),
-                ordered, key)
+    charges = fit.charges or tuple(charge_on(g, spec) for g in fit.gpus)
+    return Plan(trial.node.name, tuple(g.spec.name for g in fit.gpus), charges, ordered, key, fit.partitions)
 
 
 def _reprieve(trial: Trial, allowed: list[AllocationState]) -> tuple[list[AllocationState], Fit]:

@@ -18,31 +18,39 @@ from typing import NamedTuple, cast
 
 import msgspec
 
-from events.values import AllocationSpec
+from events.values import AllocationSpec, Partition, Resources
+from services.allocator.domain import partition
 from services.allocator.domain.framework import Chain, Context
 from services.allocator.domain.model import AllocationState, GpuState, NodeState, QuotaUsage
 from services.allocator.domain.need import Need
-from services.allocator.domain.placement import exact_quota, usage_on
+from services.allocator.domain.placement import Grant, exact_quota, usage_on
 from services.allocator.domain.quota import subtract
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies import IndexedStrategy, ScanStrategy, Strategy
 from services.allocator.domain.topology import pick_indexed, pick_scan
+from services.partitions.templates import TemplateTable, shipped
+
+TEMPLATES = shipped()
 
 
 class Fit(NamedTuple):
-    """Where the request lands on the trial node: GPUs in pick order and its quota usage."""
+    """Where the request lands on the trial node: GPUs in pick order and its quota usage; for a
+    partitioned request also the template-sized charges and the partitions (domain/partition.py)."""
 
     gpus: list[GpuState]
     usage: QuotaUsage
+    charges: tuple[Resources, ...] = ()
+    partitions: tuple[Partition, ...] = ()
 
 
 class Trial:
     """The dry run of ``spec`` on one node (``need``/``chain`` from the Scheduler's ``prepare``)."""
 
-    __slots__ = ("chain", "ctx", "gpus", "indexed", "need", "node", "quota", "spec", "state", "strategy", "usage")
+    __slots__ = ("chain", "ctx", "gpus", "indexed", "need", "node", "quota", "spec", "state", "strategy", "templates",
+                 "usage")
 
     def __init__(self, state: ClusterState, node: str, spec: AllocationSpec, need: Need, chain: Chain,
-                 strategy: Strategy, *, indexed: bool) -> None:
+                 strategy: Strategy, *, indexed: bool, templates: TemplateTable = TEMPLATES) -> None:
         self.state = state
         self.node = state.nodes[node]
         self.gpus = {name: state.gpus[name] for name in self.node.gpus}
@@ -50,6 +58,7 @@ class Trial:
         self.ctx = Context(state.pool_config(spec.pool), allocations=state.allocations)
         self.quota = state.quotas.get(spec.namespace)
         self.usage = state.usage.get(spec.namespace) or QuotaUsage()
+        self.templates = templates
 
     def _freed(self, victims: Sequence[AllocationState]) -> dict[str, list[int]]:
         freed: dict[str, list[int]] = {}
@@ -91,7 +100,8 @@ class Trial:
             gpu = gpus[name]
             gpus[name] = msgspec.structs.replace(
                 gpu, used_milli_tflops=gpu.used_milli_tflops - tflops, used_vram_bytes=gpu.used_vram_bytes - vram,
-                charges={k: c for k, c in gpu.charges.items() if k not in gone})
+                charges={k: c for k, c in gpu.charges.items() if k not in gone},
+                partitions={k: p for k, p in gpu.partitions.items() if k not in gone})
         node = self.node
         node = msgspec.structs.replace(
             node, used_cpu_milli=node.used_cpu_milli - sum(v.spec.cpu_milli for v in victims),
@@ -115,12 +125,22 @@ class Trial:
             members = [gpus[name] for name in node.gpus]
             picked = pick_scan(cast(ScanStrategy, self.strategy), node, members, cands, need, ctx.config,
                                self.spec.allocation_id)
-        add = usage_on(picked, self.spec)
-        if self.quota is not None:
-            usage = self.usage
-            for victim in victims:
-                if victim.spec.namespace == self.spec.namespace and victim.usage is not None:
-                    usage = subtract(usage, victim.usage)
-            if exact_quota(self.quota, self.spec, picked, usage, add) is not None:
+        if need.partitioned:
+            outcome = partition.grant(self.spec, node.name, picked, need, self.templates, self.quota,
+                                      self._usage_without(victims))
+            if not isinstance(outcome, Grant):
                 return None
+            return Fit(picked, outcome.usage, outcome.charges, outcome.partitions)
+        add = usage_on(picked, self.spec)
+        if self.quota is not None and exact_quota(self.quota, self.spec, picked, self._usage_without(victims),
+                                                  add) is not None:
+            return None
         return Fit(picked, add)
+
+    def _usage_without(self, victims: Sequence[AllocationState]) -> QuotaUsage:
+        """The namespace's usage less its own victims' (only those free its quota)."""
+        usage = self.usage
+        for victim in victims:
+            if victim.spec.namespace == self.spec.namespace and victim.usage is not None:
+                usage = subtract(usage, victim.usage)
+        return usage

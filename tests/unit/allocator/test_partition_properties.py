@@ -1,6 +1,7 @@
 """Partition invariants under random requests and releases (hypothesis, stateful).
 
-After every intent: the partitions of a GPU never overlap and sit at allowed starts with their
+Requests carry mixed priorities, so preemption takes and frees partitions too. After every
+intent: the partitions of a GPU never overlap and sit at allowed starts with their
 template's width; a GPU holding partitions holds nothing else; each partitioned charge is exactly
 its template's size and a GPU's usage is the sum of its charges; template counts and the one
 ``+me`` partition per GPU hold; namespace quota usage is the sum of template sizes; replaying the
@@ -27,6 +28,8 @@ TABLE = shipped()
 UIDS = tuple(f"u{i}" for i in range(16))
 GPUS = (("n1", "A100_SXM_80G", 700, 80), ("n1", "A100_SXM_80G", 700, 80), ("n2", "A30", 165, 24),
         ("n2", "H100_NVL", 835, 94), ("n3", "L4", 120, 24))
+QOS = ("low", "low", "medium", "critical")
+"""Mixed priorities: critical requests preempt lower ones, partitions included."""
 TEMPLATES = ("", "", "", "1g.10gb", "1g.10gb+me", "2g.20gb", "3g.40gb", "4g.40gb", "1g.6gb", "2g.12gb+me", "3g.47gb")
 
 
@@ -69,19 +72,19 @@ class PartitionInvariants(RuleBasedStateMachine):
 
     @rule(uid=st.sampled_from(UIDS), template=st.sampled_from(TEMPLATES), count=st.sampled_from([1, 1, 1, 2]),
           tflops=st.sampled_from([0, 20, 90, 150, 400]), gb=st.sampled_from([0, 5, 11, 30, 45]),
-          ns=st.sampled_from(["a", "b"]))
-    def request_partition(self, uid: str, template: str, count: int, tflops: int, gb: int, ns: str) -> None:
+          ns=st.sampled_from(["a", "b"]), qos=st.sampled_from(QOS))
+    def request_partition(self, uid: str, template: str, count: int, tflops: int, gb: int, ns: str, qos: str) -> None:
         request = res(tflops, gb * 10**9)
         spec = AllocationSpec(allocation_id=uid, namespace=ns, pod=uid, pool="p", request=request, limit=request,
-                              gpu_count=count, isolation="partitioned", partition_template=template)
+                              gpu_count=count, isolation="partitioned", partition_template=template, qos=qos)
         self.c.request(spec)
 
     @rule(uid=st.sampled_from(UIDS), isolation=st.sampled_from(["soft", "hard", "shared"]),
-          tflops=st.sampled_from([10, 50]))
-    def request_other(self, uid: str, isolation: str, tflops: int) -> None:
+          tflops=st.sampled_from([10, 50]), qos=st.sampled_from(QOS))
+    def request_other(self, uid: str, isolation: str, tflops: int, qos: str) -> None:
         request = res(tflops, Gi)
         self.c.request(AllocationSpec(allocation_id=uid, namespace="a", pod=uid, pool="p", request=request,
-                                      limit=request, isolation=isolation))
+                                      limit=request, isolation=isolation, qos=qos))
 
     @rule(uid=st.sampled_from(UIDS))
     def release(self, uid: str) -> None:

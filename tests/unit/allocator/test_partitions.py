@@ -10,7 +10,8 @@ import msgspec
 
 from events import codec
 from events import decisions as ev
-from events.values import AllocationSpec, Partition, Resources
+from events import intents as it
+from events.values import AllocationSpec, GangSpec, Partition, Resources
 from services.allocator import views
 from services.allocator.api import documents
 from services.allocator.domain import digest, evolve
@@ -199,3 +200,51 @@ def test_a_grant_logged_before_partitions_existed_still_decodes_and_folds() -> N
     assert isinstance(event, ev.AllocationGranted) and event.partitions == ()
     evolve(c.state, event)
     assert c.state.gpus["g0"].partitions == {} and c.state.allocations["x"].partitions == []
+
+
+def _ask(c: Cluster, spec: AllocationSpec) -> list[ev.AnyEvent]:
+    return c.send(it.RequestAllocation(intent_id=f"ask-{spec.allocation_id}", spec=spec))
+
+
+def test_a_partitioned_request_preempts_soft_work_and_gets_its_partition() -> None:
+    c = mig_cluster()
+    c.request(a_request("low", 500, 40 * Gi, pool="p", qos="low"))
+    out = _ask(c, a_request("vip", pool="p", qos="critical", isolation="partitioned", partition_template="3g.40gb"))
+    grant = out[-1]
+    assert [type(e).__name__ for e in out] == ["AllocationPreempted", "AllocationGranted"]
+    assert isinstance(grant, ev.AllocationGranted) and grant.preempted == ("low",)
+    assert grant.partitions == (Partition(template="3g.40gb", profile_id=9, start=4, end=8),)
+    assert grant.charges == (Resources(milli_tflops=300_000, vram_bytes=40 * GB),)
+    assert c.state.usage["default"].requests_milli_tflops == 300_000
+    assert c.replayed_digest() == digest(c.state)
+
+
+def test_partitioned_victims_free_their_slots_for_the_preemptor() -> None:
+    c = mig_cluster()
+    for uid in ("a", "b"):
+        c.request(a_request(uid, pool="p", qos="low", isolation="partitioned", partition_template="3g.40gb"))
+    out = _ask(c, a_request("vip", pool="p", qos="critical", isolation="partitioned", partition_template="4g.40gb"))
+    grant = out[-1]
+    assert isinstance(grant, ev.AllocationGranted) and grant.preempted == ("b",)  # b's 3g holds slot 0, a's slot 4
+    assert grant.partitions[0] == Partition(template="4g.40gb", profile_id=5, start=0, end=4)
+    assert sorted(c.state.gpus["g0"].partitions) == ["a", "vip"]
+    soft = _ask(c, a_request("soft-vip", 10, Gi, pool="p", qos="critical"))  # taking a would still leave vip's
+    assert [type(e).__name__ for e in soft] == ["AllocationQueued"]           # partition: soft never joins it
+    assert c.replayed_digest() == digest(c.state)
+
+
+def test_a_gang_of_partitioned_members_places_each_partition_once() -> None:
+    c = mig_cluster()
+    gang = GangSpec(key="default/mig", quorum=3, desired=3)
+    out: list[ev.AnyEvent] = []
+    for i in range(3):  # 3g + 3g fill the slots; the third member would need a third 3g: the gang waits
+        out = c.send(it.RequestAllocation(intent_id=f"g{i}", spec=msgspec.structs.replace(
+            part(f"m{i}", template="3g.40gb"), gang=gang)))
+    assert not any(isinstance(e, ev.AllocationGranted) for e in out)
+    assert c.state.gpus["g0"].partitions == {} and c.state.gpus["g0"].charges == {}  # scratch trials left no trace
+    c.node("n2", "p", a_gpu("g9", 700, 80 * Gi, model=MIG, index=0))
+    grants = [e for e in c.events if isinstance(e, ev.AllocationGranted)]
+    assert len(grants) == 3 and all(len(g.partitions) == 1 for g in grants)
+    held = [p for gpu in c.state.gpus.values() for p in gpu.partitions.values()]
+    assert sorted((p.template, p.start) for p in held) == [("3g.40gb", 0), ("3g.40gb", 4), ("3g.40gb", 4)]
+    assert c.replayed_digest() == digest(c.state)
