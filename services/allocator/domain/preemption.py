@@ -69,8 +69,7 @@ class Plan(NamedTuple):
 
 
 class NoPlan(NamedTuple):
-    """Why no preemption helps. ``code``: ``off`` (pool setting), ``unsupported`` (a partitioned
-    request: its slots and templates are not dry-run), ``never`` (the request can never
+    """Why no preemption helps. ``code``: ``off`` (pool setting), ``never`` (the request can never
     fit its pool: not searched), ``priority`` (nothing of lower
     priority in the pool), ``candidates`` (lower-priority work exists but none may be taken:
     protected or out of scope), ``fit`` (even without every candidate the request does not fit)."""
@@ -92,8 +91,6 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     config = state.pool_config(spec.pool)
     if config.preemption == "off":
         return NoPlan("off", f"preemption is off in pool {spec.pool}")
-    if spec.isolation == "partitioned":
-        return NoPlan("unsupported", "partitioned (MIG) requests do not preempt")
     priority = priority_of(spec)
     floor = scheduler.pool_floor(state, spec.pool)
     if floor is None or floor >= priority:
