@@ -18,6 +18,7 @@ from __future__ import annotations
 import heapq
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
+from operator import neg
 
 from events.values import AllocationSpec
 from services.allocator.domain.framework import Chain, Context
@@ -192,4 +193,4 @@ class RankCache:
         if len(cands) < need.count:
             return None
         rank = strategy.rank(node, members, cands, need, ctx.config, aid)
-        return tuple(-k for k in rank), name
+        return tuple(map(neg, rank)), name

@@ -116,13 +116,14 @@ class Fgd(PaperStrategy):
         if cpu_only(need):
             after = self.cache.get(free, cpu_free=cpu_after, model=model)
             return Option(after - before, pick_default(cands, need))
-        if need.count > 1 or need.shared or need.percent >= 100_000:
-            chosen = pick_default(cands, need)
-            taken = {g.spec.name: share_milli(need, g) for g in chosen}
-            free = [r - taken[g.spec.name] if g.spec.name in taken else r for r, g in zip(free, members, strict=True)]
-            return Option(self.cache.get(free, cpu_free=cpu_after, model=model) - before, chosen)
         position = frag.position
         share = -(-need.percent // 100) if need.percent else 0  # share_milli of a percent request, any GPU
+        if need.count > 1 or need.shared or need.percent >= 100_000:
+            chosen = list(cands[:need.count]) if frag.in_order else pick_default(cands, need)
+            trial = list(free)
+            for g in chosen:
+                trial[position[g.spec.name]] -= share or share_milli(need, g)
+            return Option(self.cache.get(trial, cpu_free=cpu_after, model=model) - before, chosen)
         best: Option | None = None
         seen: set[int] = set()
         for g in (cands if frag.in_order else sorted(cands, key=gpu_order)):
