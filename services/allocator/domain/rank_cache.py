@@ -25,7 +25,7 @@ from services.allocator.domain.framework import Chain, Context
 from services.allocator.domain.index import NodeFree
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need, ShapeKey, gpu_shape_key, shape_key
-from services.allocator.domain.state import ClusterState
+from services.allocator.domain.state import Changes, ClusterState
 from services.allocator.domain.strategies import Members, ScanStrategy
 
 LIMIT = 1024
@@ -94,8 +94,8 @@ class RankCache:
 
     def __init__(self) -> None:
         self._entries: OrderedDict[ShapeKey, _Entry] = OrderedDict()
-        self._members: dict[str, Members] = {}
-        """Node name -> its Members, version (state.changes, name, seq of its last touch)."""
+        self._members: dict[str, tuple[Changes, int, Members]] = {}
+        """Node name -> (state.changes, seq of the node's last touch, its Members)."""
         self._cands: dict[str, tuple[Members, dict[int, tuple[int, ...]]]] = {}
         """Node name -> (its Members, GPU shape id -> positions of its candidates)."""
         self._gids: dict[ShapeKey, int] = {}
@@ -111,11 +111,12 @@ class RankCache:
     def members(self, state: ClusterState, node: NodeState) -> Members:
         """:func:`members_of` ``node``, the same list object while the node is unchanged (so a
         strategy's memo keyed by its version hits across request shapes)."""
-        found = self._members.get(node.name)
         changes = state.changes
-        if found is None or found.version[0] is not changes or found.version[2] != changes.nodes.get(node.name, 0):
-            found = self._members[node.name] = members_of(state, node)
-        return found
+        seq = changes.nodes.get(node.name, 0)
+        found = self._members.get(node.name)
+        if found is None or found[0] is not changes or found[1] != seq:
+            found = self._members[node.name] = (changes, seq, members_of(state, node))
+        return found[2]
 
     def drop_pool(self, pool: str) -> None:
         """Forget the rankings of ``pool`` (its strategy or target workload changed)."""
