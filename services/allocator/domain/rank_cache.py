@@ -11,6 +11,11 @@ first entry: the same
 answer as scanning every node (tests: ReferenceScheduler equivalence), at the cost of the
 touched nodes only. Entries are built on first use by one full scan; at most :data:`LIMIT`
 shapes are kept (least recently used dropped first).
+
+Per node the cache also keeps, until evolve touches it again, its GPUs as a
+:class:`~services.allocator.domain.strategies.Members` list (whose version lets a strategy
+memoise what it derives from the node across request shapes) and the positions of its GPU
+candidates per GPU shape (``need.gpu_shape_key``: requests differing only in CPU share them).
 """
 
 from __future__ import annotations
