@@ -44,15 +44,16 @@ class Changes:
     removed or resized, nodes removed). Not part of the snapshot or the digest.
     """
 
-    __slots__ = ("_base", "_log", "inventory", "nodes", "seq")
+    __slots__ = ("_base", "_limit", "_log", "inventory", "nodes", "seq")
 
-    def __init__(self) -> None:
+    def __init__(self, *, log_limit: int = LOG_LIMIT) -> None:
         self.seq = 0
         self.inventory = 0
         self.nodes: dict[str, int] = {}
         self._log: list[str] = []
         self._base = 0
         """``_log[i]`` is the node of touch ``_base + i + 1``."""
+        self._limit = log_limit
 
     def touch(self, node: str) -> None:
         """Record that ``node``'s records (or its GPUs', or its pool's settings) changed."""
@@ -61,7 +62,7 @@ class Changes:
         self.nodes[node] = self.seq
         log = self._log
         log.append(node)
-        if len(log) > LOG_LIMIT:
+        if len(log) > self._limit:
             drop = len(log) // 2
             del log[:drop]
             self._base += drop
