@@ -88,7 +88,7 @@ class Driver:
                 self.live[e.spec.allocation_id] = taken
                 self.order.append(e.spec.allocation_id)
                 self.used += taken
-            elif isinstance(e, ev.AllocationReleased):
+            elif isinstance(e, ev.AllocationReleased | ev.AllocationPreempted):
                 self.used -= self.live.pop(e.allocation_id, 0)
                 if e.allocation_id in self.order:
                     self.order.remove(e.allocation_id)

@@ -87,6 +87,14 @@ MAX_GPUS_PER_NODE = 1024
 MAX_COUNT = INT32_MAX
 """Other counts (quota ``max_workers``/``max_gpu_count``, ``max_workers_per_node``): Go int32."""
 
+MAX_GANG_MEMBERS = 1024
+"""Members of one gang (quorum and desired; TensorFusion bounds neither beyond int32): one gang
+decision places at most this many requests, which bounds its cost and its GangPlaced event (one
+node name per distinct node)."""
+
+MAX_GANG_TIMEOUT_S = 365 * 24 * 3600
+"""A gang timeout in whole seconds: 0 (wait forever) to one year."""
+
 MAX_CPU_MILLI = 10**9
 """CPU in millicores, of a pod or a node: one million cores."""
 
@@ -128,6 +136,9 @@ MAX_ATTRIBUTES_BYTES = 16 * 1024
 
 MAX_LIST = 256
 """Short lists: GPU models, node affinity terms, match expressions and their values."""
+
+MAX_PARTITION_SLOTS = 64
+"""Placement slots of one GPU (NVIDIA MIG has 8 memory slices; room for finer vendors)."""
 
 MAX_INTENT_BYTES = 256 * 1024
 """An intent's JSON payload in bytes (NATS accepts 1 MiB)."""
@@ -179,8 +190,12 @@ Count = Annotated[int, _magnitude(MAX_COUNT)]
 CpuMilli = Annotated[int, _magnitude(MAX_CPU_MILLI)]
 MemoryBytes = Annotated[int, _magnitude(MAX_MEMORY_BYTES)]
 Percent = Annotated[int, _magnitude(MAX_PERCENT)]
+Slot = Annotated[int, msgspec.Meta(ge=0, le=MAX_PARTITION_SLOTS)]
+"""A partition slot boundary: 0..:data:`MAX_PARTITION_SLOTS` (a range's end may equal it)."""
 Priority = Annotated[int, msgspec.Meta(ge=-(2**31), le=2**31 - 1)]
 """A pod priority (Kubernetes PriorityClass value: a 32-bit signed integer)."""
+GangSize = Annotated[int, _magnitude(MAX_GANG_MEMBERS)]
+GangTimeout = Annotated[int, msgspec.Meta(ge=0, le=MAX_GANG_TIMEOUT_S)]
 SchemaVersion = Annotated[int, msgspec.Meta(ge=0, le=2**15)]
 HeartbeatTtl = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_HEARTBEAT_TTL_S)]
 Weight = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_WEIGHT)]

@@ -11,7 +11,10 @@ from __future__ import annotations
 from typing import Union
 
 from events.base import Event
-from events.values import AllocationSpec, FilterCount, GpuSpec, PoolConfig, QuotaSpec, Resources
+from events.gangs import GangDegraded as GangDegraded
+from events.gangs import GangPlaced as GangPlaced
+from events.gangs import GangTimedOut as GangTimedOut
+from events.values import AllocationSpec, FilterCount, GpuSpec, Partition, PoolConfig, QuotaSpec, Resources
 
 
 class AllocationGranted(Event, frozen=True, tag="allocation_granted"):
@@ -20,6 +23,8 @@ class AllocationGranted(Event, frozen=True, tag="allocation_granted"):
     ``from_queue`` is true when the request had been queued and was granted by a later decision.
     ``preempted`` lists the allocation ids this grant preempted (their AllocationPreempted events
     come first in the same decision); the binder lifts the pod's gate once their pods are gone.
+    ``partitions[i]`` is the partition taken on ``gpus[i]`` (isolation ``partitioned`` only, else
+    empty): template and slots are recorded so a replay never chooses them again.
     """
 
     spec: AllocationSpec
@@ -28,6 +33,7 @@ class AllocationGranted(Event, frozen=True, tag="allocation_granted"):
     charges: tuple[Resources, ...]
     from_queue: bool = False
     preempted: tuple[str, ...] = ()
+    partitions: tuple[Partition, ...] = ()
 
 
 class AllocationPreempted(Event, frozen=True, tag="allocation_preempted"):
@@ -234,6 +240,9 @@ AnyEvent = Union[
     QuotaRemoved,
     PoolConfigured,
     IntentRejected,
+    GangPlaced,
+    GangTimedOut,
+    GangDegraded,
 ]
 """Every event type; the tagged union the codec decodes."""
 
@@ -256,4 +265,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     QuotaRemoved,
     PoolConfigured,
     IntentRejected,
+    GangPlaced,
+    GangTimedOut,
+    GangDegraded,
 )

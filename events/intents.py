@@ -97,8 +97,10 @@ class ConfigurePool(Intent, frozen=True, tag="configure_pool"):
 
 
 class CheckHeartbeats(Intent, frozen=True, tag="check_heartbeats"):
-    """Mark nodes whose heartbeat TTL ran out as Lost. The allocator publishes it on a timer, only
-    when its projection shows an expired node (``domain.expired_nodes``), so idle clusters log nothing."""
+    """Mark nodes whose heartbeat TTL ran out as Lost, and release the waiting members of gangs whose
+    timeout ran out. The allocator publishes it on a timer, only when its projection shows an
+    expired node or gang (``domain.expired_nodes``, ``domain.gang.expired``), so idle clusters log
+    nothing."""
 
 
 AnyIntent = Union[

@@ -18,6 +18,8 @@ from events.bounds import (
     Attributes,
     Count,
     CpuMilli,
+    GangSize,
+    GangTimeout,
     GpuCount,
     GpuIndex,
     Id,
@@ -30,6 +32,7 @@ from events.bounds import (
     Priority,
     QuotaMilliTflops,
     QuotaVramBytes,
+    Slot,
     Token,
     VramBytes,
     Weight,
@@ -48,6 +51,18 @@ preemptor's namespace, or no preemption."""
 
 ISOLATION_MODES: tuple[str, ...] = ("shared", "soft", "hard", "partitioned")
 """TensorFusion isolation modes; ``shared`` takes a whole idle GPU exclusively."""
+
+ISOLATION_POLICIES: tuple[str, ...] = ("static", "dynamic")
+"""Pool isolation policies (TensorFusion IsolationModePolicy Static/Dynamic): ``static`` keeps each
+GPU's discovered ``isolation_mode``; ``dynamic`` locks an idle GPU to the mode of its first allocation."""
+
+TOPOLOGY_MODES: tuple[str, ...] = ("soft", "hard", "off")
+"""Pool topology settings (TensorFusion GPUNetworkTopologyAware mode): ``soft`` chooses GPUs inside
+the chosen node by topology tier, ``hard`` also filters nodes whose best tier exceeds the pool's
+``max_topology_tier``, ``off`` leaves the GPU choice to the strategy alone."""
+
+MAX_TOPOLOGY_TIER = 3
+"""Topology tiers: 0 same interconnect (NVLink) group, 1 same NUMA node, 2 cross-NUMA, 3 unknown."""
 
 PLACEMENT_STRATEGIES: tuple[str, ...] = (
     "compact-first",
@@ -147,6 +162,22 @@ class NodeAffinity(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True
     preferred: Annotated[tuple[PreferredSchedulingTerm, ...], msgspec.Meta(max_length=MAX_LIST)] = ()
 
 
+class GangSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """The gang a request belongs to (TensorFusion WorkloadProfile ``spec.gangScheduling``, stamped
+    by its webhook as ``gang-group-key``, ``gang-required-members``, ``gang-desired-members`` and
+    ``gang-timeout``; TensorFusion internal/gang/manager.go).
+
+    ``key`` is ``namespace/workload``; ``quorum`` the members that must be placed together
+    (2 ≤ quorum ≤ desired); ``desired`` the workload's replicas; ``timeout_s`` seconds a gang may
+    wait for its quorum from its first member's arrival (0: forever). Rules: docs/allocation.md.
+    """
+
+    key: LabelKey
+    quorum: GangSize
+    desired: GangSize
+    timeout_s: GangTimeout = 0
+
+
 class AllocationSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """What a workload asks for (TensorFusion AllocRequest), request and limit per GPU.
 
@@ -155,7 +186,7 @@ class AllocationSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     CPU (millicores) and memory (bytes) requests, checked against node allocatable when both
     sides report them. ``attributes`` carries producer metadata (autoscaling settings, owner).
     ``priority`` is the pod's PriorityClass value when it has one; None means "from QoS"
-    (:func:`priority_of`).
+    (:func:`priority_of`). ``gang``: the gang the request is a member of (None: none).
     """
 
     allocation_id: Id
@@ -177,6 +208,7 @@ class AllocationSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=Tr
     partition_template: Name = ""
     attributes: Attributes = {}
     priority: Priority | None = None
+    gang: GangSpec | None = None
 
 
 class QuotaAmount(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
@@ -216,6 +248,10 @@ class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     ``vram_weight``/``tflops_weight`` weight the VRAM and TFLOPS percentages in scores
     (shipped TensorFusion config: 0.7/0.3). ``max_workers_per_node`` 0 means unlimited.
     ``preemption`` is one of :data:`PREEMPTION_SCOPES` (default ``cluster``, as TensorFusion).
+    ``isolation_policy`` is one of :data:`ISOLATION_POLICIES` (default ``static``, TensorFusion's
+    default). ``topology`` is one of :data:`TOPOLOGY_MODES` (default ``soft``) and
+    ``max_topology_tier`` (0-:data:`MAX_TOPOLOGY_TIER`, default 3) the worst tier a multi-GPU
+    placement may have under ``hard`` (TensorFusion maxAllowedTier). docs/allocation.md.
     """
 
     placement: Name = "node-compact-gpu-low-load"
@@ -223,6 +259,25 @@ class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     tflops_weight: Weight = 0.3
     max_workers_per_node: Count = 0
     preemption: Token = "cluster"
+    isolation_policy: Token = "static"
+    topology: Token = "soft"
+    max_topology_tier: Count = MAX_TOPOLOGY_TIER
+
+
+class Partition(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One hardware partition (NVIDIA MIG GPU instance) a partitioned allocation holds on one GPU.
+
+    ``template``: the MIG profile name without "MIG " ("3g.40gb"); ``profile_id``: NVML's GPU
+    instance profile id (what a MIG runtime creates the instance with); ``start``/``end``: the
+    half-open slot range ``[start, end)`` of the GPU's memory slices it occupies (NVML's
+    placement start and size). Source of the rule: TensorFusion api/v1 AllocatedPartition
+    (templateId, allocatedSlotStart/End).
+    """
+
+    template: Name
+    profile_id: Slot
+    start: Slot
+    end: Slot
 
 
 class FilterCount(msgspec.Struct, frozen=True, kw_only=True, gc=False):

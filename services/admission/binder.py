@@ -8,6 +8,12 @@ Three loops on one asyncio loop (state in one Binder, no locks):
   stored); a deleted or finished pod publishes ReleaseAllocation (also drops a queued request);
 * sweep: once both are caught up, an allocation live for ``orphan_grace_s`` with no pod (the pod
   was deleted while the binder was down, or its creation failed after admission) is released.
+
+Preemption (services/admission/handover.py): each AllocationPreempted victim's pod is evicted through
+the Eviction API (services/admission/evict.py, one task per victim, retried while a
+PodDisruptionBudget refuses); a grant with ``preempted`` victims is pinned at once but keeps its gate
+until every victim's pod is gone (deleted, finished, or absent from the complete pod list). A victim's
+pod leaving publishes no release: the domain already freed its GPUs.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ from events.base import Intent
 from events.intents import ReleaseAllocation
 from services.admission.binding import is_gated, pin_ops, ungate_ops
 from services.admission.book import AllocationBook, Grant
+from services.admission.evict import evict_pod
+from services.admission.handover import Handover
 from services.admission.patch import map_ops
 from services.admission.view import ClusterView
 from services.podspec import keys
@@ -57,6 +65,7 @@ class Binder:
         namespace: str = "",
         orphan_grace_s: float = 30.0,
         sweep_period_s: float = 5.0,
+        eviction_retry_s: float = 0.5,
     ) -> None:
         self.core = client.CoreV1Api(api)
         self.publish = publish
@@ -70,10 +79,17 @@ class Binder:
         self.pods_synced = asyncio.Event()
         self.missing_since: dict[str, float] = {}
         self.released: set[str] = set()
+        self.eviction_retry_s = eviction_retry_s
+        """First pause before an eviction refused (429, 5xx) is tried again; doubles up to 30 s."""
+        self.handover = Handover()
+        self.evictions: dict[str, asyncio.Task[bool]] = {}
+        """Victim allocation id -> its eviction task (kept until the victim's pod is gone)."""
+        self._group: asyncio.TaskGroup | None = None
 
     async def run(self, js: JetStreamContext) -> None:
         """Run the three loops until cancelled."""
         async with asyncio.TaskGroup() as group:
+            self._group = group
             group.create_task(self.follow_events(js))
             group.create_task(self.watch_pods())
             group.create_task(self.sweep_forever())
@@ -89,19 +105,28 @@ class Binder:
                 event = codec.decode_event(msg.data)
             except (codec.DecodeError, msgspec.DecodeError) as exc:
                 log.warning("undecodable_event", subject=msg.subject, error=str(exc))
-                continue
-            grant = self.book.apply(event, view=self.view)
+                event = None
+            grant = self.book.apply(event, view=self.view) if event is not None else None
             if msg.metadata.sequence.stream >= last:
                 self.events_synced.set()
-            if grant is not None:
+            if grant is not None and isinstance(event, decisions.AllocationGranted):
+                self.handover.granted(grant.allocation_id, event.preempted)
                 await self.bind(grant)
+            elif isinstance(event, decisions.AllocationPreempted):
+                if self.handover.preempted(event) is not None:
+                    await self.reconcile_victim(event.allocation_id)
             elif isinstance(event, decisions.AllocationRejected):
                 await self.mark_rejected(event.spec.allocation_id)
             elif isinstance(event, decisions.AllocationReleased):
                 self.released.discard(event.allocation_id)  # a later pod event finds it not live
+                self.handover.ended(event.allocation_id)
 
     async def watch_pods(self) -> None:
-        """Track gpuledger pods; bind gated granted ones, release deleted or finished ones."""
+        """Track gpuledger pods; bind gated granted ones, release deleted or finished ones.
+
+        Starts once the event replay is complete, so a pod that left while the binder was down is
+        judged against the whole log (a preempted victim's pod releases nothing)."""
+        await self.events_synced.wait()
         list_fn = (
             functools.partial(self.core.list_namespaced_pod, self.namespace)
             if self.namespace
@@ -110,6 +135,8 @@ class Binder:
         async for event in kube.watch_objects(functools.partial(list_fn, label_selector=keys.ALLOCATION_ID_LABEL)):
             if event.type == kube.SYNCED:
                 self.pods_synced.set()
+                for victim in list(self.handover.victims):
+                    await self.reconcile_victim(victim)
                 continue
             allocation_id = _allocation_id(event.object)
             if not allocation_id:
@@ -118,6 +145,7 @@ class Binder:
                 self.pods.pop(allocation_id, None)
                 self.book.rejected.pop(allocation_id, None)
                 await self.release(allocation_id, pod=event.object, reason="pod deleted")
+                await self.reconcile_victim(allocation_id)
                 continue
             self.pods[allocation_id] = event.object
             self.missing_since.pop(allocation_id, None)
@@ -127,24 +155,32 @@ class Binder:
                 await self.bind(self.book.granted[allocation_id])
             elif allocation_id in self.book.rejected:
                 await self.mark_rejected(allocation_id)
+            await self.reconcile_victim(allocation_id)
 
     async def bind(self, grant: Grant) -> None:
-        """Pin the pod of ``grant`` to its node, then remove the gate; a no-op when done or pod unknown."""
+        """Pin the pod of ``grant`` to its node, then remove the gate (kept while victims' pods remain);
+        a no-op when done or the pod is unknown."""
         pod = self.pods.get(grant.allocation_id)
         if pod is None or not is_gated(pod):
             return
         meta = pod["metadata"]
+        blocked, patched = self.handover.blocked(grant.allocation_id), False
         try:
-            for build in (functools.partial(pin_ops, grant=grant), ungate_ops):
+            for build in (functools.partial(pin_ops, grant=grant), *(() if blocked else (ungate_ops,))):
                 ops = build(pod)
                 if ops:
-                    pod = await self._patch(meta["name"], meta["namespace"], ops)
+                    pod, patched = await self._patch(meta["name"], meta["namespace"], ops), True
         except ApiException as exc:
             if exc.status not in (404, 409, 422):
                 raise
             log.info("bind_skipped", allocation_id=grant.allocation_id, status=exc.status)
             return
         self.pods[grant.allocation_id] = pod
+        if blocked:
+            if patched:
+                log.info("pinned_awaiting_victims", allocation_id=grant.allocation_id, node=grant.node,
+                         victims=sorted(self.handover.waiting.get(grant.allocation_id, ())))
+            return
         for problem in grant.problems:
             log.warning("bind_annotation_skipped", allocation_id=grant.allocation_id, problem=problem)
         log.info("bound", allocation_id=grant.allocation_id, pod=meta["name"], node=grant.node, gpus=grant.gpus)
@@ -168,12 +204,16 @@ class Binder:
             name, namespace, ops, _preload_content=False, _content_type="application/json-patch+json"
         )
         async with response:
-            body: dict[str, Any] = msgspec.json.decode(await response.read())
+            raw = await response.read()
+        if not 200 <= response.status < 300:  # unparsed responses are not raised by kubernetes-asyncio
+            raise ApiException(status=response.status, reason=raw[:500].decode(errors="replace"))
+        body: dict[str, Any] = msgspec.json.decode(raw)
         return body
 
     async def release(self, allocation_id: str, *, pod: dict[str, Any], reason: str) -> None:
         """Publish ReleaseAllocation once per allocation (intent id ``release-<id>``)."""
-        if allocation_id in self.released or (self.events_synced.is_set() and allocation_id not in self.book.live()):
+        if allocation_id in self.released or self.handover.is_victim(allocation_id) or (
+                self.events_synced.is_set() and allocation_id not in self.book.live()):
             return
         self.released.add(allocation_id)
         meta = pod.get("metadata") or {}
@@ -186,6 +226,29 @@ class Binder:
                 reason=reason,
             )
         )
+
+    async def reconcile_victim(self, allocation_id: str) -> None:
+        """Drive one victim once the pod list is complete: its pod gone (or finished) frees the
+        preemptors waiting for it (bound now); a running pod not yet terminating is evicted once."""
+        if allocation_id not in self.handover.victims or not self.pods_synced.is_set():
+            return
+        pod = self.pods.get(allocation_id)
+        if pod is None or (pod.get("status") or {}).get("phase") in _FINISHED:
+            task = self.evictions.pop(allocation_id, None)
+            if task is not None:
+                task.cancel()
+            for preemptor in self.handover.victim_gone(allocation_id):
+                log.info("victims_gone", allocation_id=preemptor)
+                if (grant := self.book.granted.get(preemptor)) is not None:
+                    await self.bind(grant)
+            return
+        meta = pod.get("metadata") or {}
+        if allocation_id in self.evictions or meta.get("deletionTimestamp") or self._group is None:
+            return
+        self.evictions[allocation_id] = self._group.create_task(evict_pod(
+            self.core, namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""), allocation_id=allocation_id, note=self.handover.victims[allocation_id].note,
+            first_delay_s=self.eviction_retry_s))
 
     async def sweep(self, *, now: float) -> None:
         """Release live allocations that have had no pod for ``orphan_grace_s`` (after both syncs)."""

@@ -11,6 +11,7 @@ import msgspec
 
 from events import decisions
 from services.admission.grant_annotations import bind_annotations
+from services.admission.partition_annotations import partition_annotations
 from services.admission.view import ClusterView
 
 
@@ -42,9 +43,10 @@ class AllocationBook:
     def apply(self, event: decisions.AnyEvent, *, view: ClusterView | None = None) -> Grant | None:
         """Fold one event; returns the Grant when ``event`` is an AllocationGranted (to bind now)."""
         match event:
-            case decisions.AllocationGranted(spec=spec, node=node, gpus=gpus):
+            case decisions.AllocationGranted(spec=spec, node=node, gpus=gpus, partitions=partitions):
                 self.queued.pop(spec.allocation_id, None)
                 annotations, problems = bind_annotations(spec, gpus, self.gpu_capacity)
+                annotations.update(partition_annotations(gpus, partitions))
                 grant = Grant(
                     allocation_id=spec.allocation_id, namespace=spec.namespace, pod=spec.pod, node=node, gpus=gpus,
                     annotations=annotations, problems=tuple(problems),
@@ -54,6 +56,8 @@ class AllocationBook:
             case decisions.AllocationQueued(spec=spec):
                 self.queued[spec.allocation_id] = (spec.namespace, spec.pod)
             case decisions.AllocationReleased(allocation_id=allocation_id):
+                self._forget(allocation_id)
+            case decisions.AllocationPreempted(allocation_id=allocation_id):
                 self._forget(allocation_id)
             case decisions.AllocationRejected(spec=spec, reason=reason):
                 self._forget(spec.allocation_id)

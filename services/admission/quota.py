@@ -63,6 +63,9 @@ def parse_quota(obj: Mapping[str, Any]) -> QuotaSpec:
     spec = _section(obj, "spec")
     total, single = _section(spec, "total"), _section(spec, "single")
     threshold = _int(total.get("alertThresholdPercent"), field="spec.total.alertThresholdPercent")
+    if threshold is not None and threshold > 100:  # TensorFusion quota_store.go validateQuotaConfig
+        raise PodSpecError(f"alertThresholdPercent must be between 0 and 100, got {threshold}",
+                           field="spec.total.alertThresholdPercent", value=str(threshold))
     return QuotaSpec(
         total_requests=_amount(total.get("requests"), field="spec.total.requests"),
         total_limits=_amount(total.get("limits"), field="spec.total.limits"),

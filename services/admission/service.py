@@ -3,8 +3,9 @@
 
 Composition root of this area: connects NATS, builds the ClusterView, serves the webhook over
 HTTPS, and (``settings.kube``) runs the WorkloadProfile/GPUResourceQuota watches and the binder
-against the Kubernetes API. Without Kubernetes it still follows GPULEDGER_EVENTS so the view
-knows GPU models (dedicated-gpu) and pools.
+against the Kubernetes API, and (``settings.allocator_url``) the GPUResourceQuota status writer.
+Without Kubernetes it still follows GPULEDGER_EVENTS so the view knows GPU models
+(dedicated-gpu) and pools.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import structlog
 from aiohttp import web
 from nats.js import JetStreamContext
 
 from events import codec
 from events.base import Intent
-from services.admission import tls, watches
+from services.admission import quota_sync, tls, watches
 from services.admission.binder import Binder
 from services.admission.book import AllocationBook
 from services.admission.settings import AdmissionSettings
@@ -114,11 +116,20 @@ async def _background(
         await follow_view(js, view=view)
         return
     api = await kube.api_client(kubeconfig=settings.kubeconfig)
+    session = aiohttp.ClientSession()
     try:
         binder = Binder(api, publish=publish, view=view, namespace=settings.namespace)
+        tracker = watches.QuotaTracker(view)
         async with asyncio.TaskGroup() as group:
             group.create_task(binder.run(js))
             group.create_task(watches.watch_profiles(api, view=view, namespace=settings.namespace))
-            group.create_task(watches.watch_quotas(api, view=view, publish=publish, namespace=settings.namespace))
+            group.create_task(watches.watch_quotas(api, view=view, publish=publish, namespace=settings.namespace,
+                                                   tracker=tracker))
+            if settings.allocator_url:
+                fetch = quota_sync.api_reader(session, settings.allocator_url, token=settings.api_token)
+                group.create_task(quota_sync.sync_forever(api, tracker=tracker, fetch=fetch,
+                                                          period_s=settings.quota_status_period_s))
+            group.create_task(watches.watch_priority_classes(api, view=view))
     finally:
+        await session.close()
         await api.close()

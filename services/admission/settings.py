@@ -37,6 +37,13 @@ class AdmissionSettings(msgspec.Struct, kw_only=True):
     kubeconfig: str = ""
     namespace: str = ""
     """Namespace to watch ("" = all namespaces)."""
+    allocator_url: str = ""
+    """Base URL of the allocator's HTTP API (``http://gpuledger-allocator:8480``); when set (and
+    ``kube``), GPUResourceQuota status is written from its quota status (services.admission.quota_sync)."""
+    api_token: str = ""
+    """Bearer token of the allocator's HTTP API, when it requires one."""
+    quota_status_period_s: float = 10.0
+    """Seconds between two GPUResourceQuota status rounds."""
 
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> AdmissionSettings:

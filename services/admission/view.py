@@ -1,6 +1,6 @@
 """ClusterView: what the webhook knows about the cluster when it reviews a pod.
 
-Filled by the watches (WorkloadProfiles, GPUResourceQuotas) and by the events stream
+Filled by the watches (WorkloadProfiles, GPUResourceQuotas, PriorityClasses) and by the events stream
 (GPU models and their capacity, pools known to the allocator); read by the pure review.
 Plain dicts, mutated in place by the single asyncio loop that owns them.
 """
@@ -18,7 +18,8 @@ from services.podspec import ComposeContext, PoolDefaults
 class ClusterView(msgspec.Struct, kw_only=True):
     """Caches keyed for admission: ``profiles[(namespace, name)]`` is the WorkloadProfile object,
     ``quotas[namespace]`` the first GPUResourceQuota spec, ``model_capacity[model]`` a GPU's full
-    capacity, ``pools`` the pool names seen in NodeRegistered events (empty: do not check)."""
+    capacity, ``pools`` the pool names seen in NodeRegistered events (empty: do not check),
+    ``priority_classes[name]`` a PriorityClass's ``value``."""
 
     pool: PoolDefaults = msgspec.field(default_factory=PoolDefaults)
     profiles: dict[tuple[str, str], dict[str, Any]] = {}
@@ -26,6 +27,7 @@ class ClusterView(msgspec.Struct, kw_only=True):
     model_capacity: dict[str, Resources] = {}
     pools: set[str] = set()
     native_resources: tuple[str, ...] = ("nvidia.com/gpu",)
+    priority_classes: dict[str, int] = {}
 
     def context(self, *, review_uid: str) -> ComposeContext:
         """The parser context for one review."""
@@ -34,4 +36,5 @@ class ClusterView(msgspec.Struct, kw_only=True):
             native_resources=self.native_resources,
             review_uid=review_uid,
             known_pools=frozenset(self.pools) if self.pools else None,
+            priority_classes=self.priority_classes,
         )

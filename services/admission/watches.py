@@ -1,4 +1,5 @@
-"""Kubernetes watches feeding admission: WorkloadProfiles and GPUResourceQuotas into the ClusterView.
+"""Kubernetes watches feeding admission: WorkloadProfiles, GPUResourceQuotas and PriorityClasses into
+the ClusterView.
 
 Quota changes become SetQuota / RemoveQuota intents (intent id ``quota-<ns>-<name>-<resourceVersion>``,
 so a re-list publishes duplicates JetStream drops). A namespace's quota is its first
@@ -51,6 +52,21 @@ async def watch_profiles(api: client.ApiClient, *, view: ClusterView, namespace:
             view.profiles[_key(event.object)] = event.object
 
 
+async def watch_priority_classes(api: client.ApiClient, *, view: ClusterView) -> None:
+    """Keep ``view.priority_classes`` (name -> ``value``) equal to the cluster's PriorityClasses
+    (scheduling.k8s.io/v1, cluster-scoped; a value is immutable once created). Runs until cancelled."""
+    scheduling = client.SchedulingV1Api(api)
+    async for event in kube.watch_objects(scheduling.list_priority_class):
+        if event.type == kube.SYNCED:
+            continue
+        name = _key(event.object)[1]
+        value = event.object.get("value")
+        if event.type == "DELETED" or not isinstance(value, int) or isinstance(value, bool):
+            view.priority_classes.pop(name, None)
+        else:
+            view.priority_classes[name] = value
+
+
 class QuotaTracker:
     """Quota objects per namespace; decides which SetQuota/RemoveQuota to publish (pure)."""
 
@@ -95,10 +111,12 @@ def _version(obj: dict[str, Any]) -> str:
 
 
 async def watch_quotas(
-    api: client.ApiClient, *, view: ClusterView, publish: PublishIntent, namespace: str = ""
+    api: client.ApiClient, *, view: ClusterView, publish: PublishIntent, namespace: str = "",
+    tracker: QuotaTracker | None = None,
 ) -> None:
-    """Mirror GPUResourceQuotas into ``view.quotas`` and publish SetQuota/RemoveQuota (until cancelled)."""
-    tracker = QuotaTracker(view)
+    """Mirror GPUResourceQuotas into ``view.quotas`` and publish SetQuota/RemoveQuota (until cancelled).
+    ``tracker`` (shared with the status writer, services.admission.quota_sync) keeps the objects."""
+    tracker = tracker or QuotaTracker(view)
     async for event in kube.watch_objects(_lister(api, "gpuresourcequotas", namespace)):
         if event.type == kube.SYNCED:
             continue

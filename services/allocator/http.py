@@ -23,7 +23,7 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from services.allocator import dashboard
-from services.allocator.api import context, gauges, guard, openapi, probes, reads, writes
+from services.allocator.api import context, gauges, guard, openapi, probes, quota_gauges, reads, writes
 from services.allocator.api.keeper import ReasonKeeper
 from services.allocator.api.outcomes import OutcomeWaiter
 from services.allocator.ports import StoredEvent
@@ -42,6 +42,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/openapi.json", openapi.serve),
     ("GET", "/api/v1/pools", reads.pools), ("PUT", "/api/v1/pools/{pool}", writes.configure_pool),
     ("GET", "/api/v1/nodes", reads.nodes), ("GET", "/api/v1/nodes/{name}", reads.node),
+    ("GET", "/api/v1/nodes/{name}/allocations", reads.node_allocations),
     ("GET", "/api/v1/gpus", reads.gpus),
     ("GET", "/api/v1/allocations", reads.allocations), ("POST", "/api/v1/allocations", writes.submit),
     ("GET", "/api/v1/allocations/{id}", reads.allocation), ("DELETE", "/api/v1/allocations/{id}", writes.release),
@@ -150,6 +151,7 @@ def build_app(allocator: Allocator, *, token: str = "") -> web.Application:
     allocator.listeners.append(_never_raising(
         lambda stored: allocator.metrics.record_outcomes(stored, allocator.state)))
     allocator.metrics.watch("pools", lambda: gauges.PoolCollector(lambda: allocator.state))
+    allocator.metrics.watch("quotas", lambda: quota_gauges.QuotaCollector(lambda: allocator.state))
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
     for method, path, handler in SLASHED_ID_ROUTES:

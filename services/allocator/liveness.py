@@ -1,8 +1,11 @@
-"""The leader's node-liveness tick: CheckHeartbeats published only when a node's heartbeat expired.
+"""The leader's liveness tick: CheckHeartbeats published only when a node's heartbeat expired or a
+waiting gang's timeout ran out.
 
 TensorFusion marks a node lost when its heartbeat is older than its TTL. The allocator decides that
 from a ``CheckHeartbeats`` intent (so the decision is in the log), but publishes one only when
-its projection shows a Ready node whose heartbeat expired: an idle cluster logs nothing.
+its projection shows a Ready node whose heartbeat expired, or a gang whose quorum was not placed
+within its timeout (the same intent releases its waiting members: domain.gang): an idle cluster
+logs nothing.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from datetime import datetime
 import structlog
 
 from events import intents
+from services.allocator.domain.gang import expired as expired_gangs
 from services.allocator.domain.inventory import expired_nodes
 from services.allocator.domain.state import ClusterState
 from services.shared import lifecycle
@@ -26,11 +30,12 @@ async def check_heartbeats(stop: asyncio.Event, *, period_s: float, is_leader: C
                            state: Callable[[], ClusterState], now: Callable[[], datetime],
                            publish: Callable[[intents.AnyIntent], Awaitable[object]]) -> None:
     """Every ``period_s`` (0 disables) until ``stop``: while ``is_leader()`` and ``state()`` has an
-    expired node at ``now()``, publish a CheckHeartbeats (errors are logged; the next tick retries)."""
+    expired node or gang at ``now()``, publish a CheckHeartbeats (errors are logged; the next tick
+    retries)."""
     if period_s <= 0:
         return
     while not await lifecycle.wait_event(stop, period_s):
-        if not is_leader() or not expired_nodes(state(), now()):
+        if not is_leader() or not (expired_nodes(state(), now()) or expired_gangs(state(), now())):
             continue
         try:
             await publish(intents.CheckHeartbeats(intent_id=f"check-heartbeats-{uuid.uuid4()}"))

@@ -31,7 +31,7 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class Reason(msgspec.Struct, frozen=True, kw_only=True):
-    """Why a request waits now. ``code``: ``capacity`` | ``quota`` (still queued), ``fits`` (it
+    """Why a request waits now. ``code``: ``capacity`` | ``quota`` | ``gang`` (still queued), ``fits`` (it
     would be granted now: the next queue drain takes it), ``unschedulable``/``invalid``/... (the
     domain would reject it now); ``reason`` the text; ``quota_dimension`` the quota check that
     blocks (``""`` otherwise); ``filters``: GPUs each filter removes in its pool now; ``node``/
@@ -52,6 +52,10 @@ class Reason(msgspec.Struct, frozen=True, kw_only=True):
 def current(state: ClusterState, spec: AllocationSpec) -> Reason:
     """The reason ``spec`` (a queued request) would get if it arrived now. Pure; cost: one
     ``decide`` (a filter pass over the spec's pool, O(nodes of the pool))."""
+    member = domain.gang_reason(state, spec)
+    if member is not None:
+        code, text, dimension = member
+        return Reason(code=code, reason=text, quota_dimension=dimension)
     probe = msgspec.structs.replace(spec, allocation_id=PROBE_ID)
     events = domain.decide(state, intents.RequestAllocation(intent_id=PROBE_ID, spec=probe), _EPOCH)
     for event in events:
@@ -60,13 +64,21 @@ def current(state: ClusterState, spec: AllocationSpec) -> Reason:
                           filters=event.filters)
         if isinstance(event, ev.AllocationGranted):
             where = f"{event.node} ({', '.join(event.gpus)})"
-            return Reason(code="fits", reason=f"fits now on {where}; granted at the next queue drain",
+            how = f" by preempting {', '.join(event.preempted)}" if event.preempted else ""
+            return Reason(code="fits", reason=f"fits now on {where}{how}; granted at the next queue drain",
                           node=event.node, gpus=tuple(event.gpus))
         if isinstance(event, ev.AllocationRejected):
             return Reason(code=event.code, reason=event.reason, quota_dimension=event.quota_dimension,
                           filters=event.filters)
     text = next((e.reason for e in events if isinstance(e, ev.IntentRejected)), "not decidable")
     return Reason(code="invalid", reason=text)
+
+
+def preemption_now(state: ClusterState, spec: AllocationSpec, now: datetime) -> domain.Plan | domain.NoPlan:
+    """The preemption plan ``spec`` would get at ``now`` if it fit nowhere (victims, node, GPUs), or
+    why there is none (pool setting, priorities, protection, scope, capacity). Cost: one plan search."""
+    probe = msgspec.structs.replace(spec, allocation_id=PROBE_ID)
+    return domain.preemption_plan(state, probe, now)
 
 
 def filters_now(state: ClusterState, spec: AllocationSpec) -> tuple[FilterCount, ...]:
@@ -107,21 +119,25 @@ class Scope(msgspec.Struct, kw_only=True):
         self.namespaces |= other.namespaces
 
 
-_NEUTRAL = (ev.NodeHeartbeat, ev.HeartbeatsChecked, ev.IntentRejected, ev.ResizeRejected)
+_NEUTRAL = (ev.NodeHeartbeat, ev.HeartbeatsChecked, ev.IntentRejected, ev.ResizeRejected,
+            ev.GangPlaced, ev.GangTimedOut, ev.GangDegraded)  # gang facts: their grants/releases say where
 
 
 def dirty_scope(events: Iterable[ev.AnyEvent]) -> Scope:
     """Where reasons may have changed after ``events``: an allocation event touches its pool's
-    capacity and its namespace's quota usage; a quota event its namespace; node, GPU and pool
+    capacity and its namespace's quota usage (a preemption too); a quota event its namespace; node, GPU and pool
     events (rare) everything; heartbeats and refused intents nothing."""
     scope = Scope(pools=set(), namespaces=set())
     for event in events:
+        if isinstance(event, ev.AllocationQueued) and event.spec.gang is not None:
+            scope.namespaces.add(event.spec.namespace)  # its gang's other members' presence changed
+            continue
         if isinstance(event, ev.AllocationQueued | ev.AllocationRejected):
             continue  # changes no capacity or usage; a new queued row is written with its fresh reason
         if isinstance(event, ev.AllocationGranted):
             scope.pools.add(event.spec.pool)
             scope.namespaces.add(event.spec.namespace)
-        elif isinstance(event, ev.AllocationReleased | ev.AllocationResized):
+        elif isinstance(event, ev.AllocationReleased | ev.AllocationResized | ev.AllocationPreempted):
             scope.pools.add(event.pool)
             scope.namespaces.add(event.namespace)
         elif isinstance(event, ev.QuotaSet | ev.QuotaRemoved):

@@ -2,7 +2,9 @@
 
 Composes the Pod's request with ``services.podspec.compose`` (raises PodSpecError naming the
 field), runs the pure ``decide`` on the projection (decide never mutates it) and ``explain`` for
-the per-filter counts. Output: the ``simulate --json`` shape (``{"allocation_request", "outcome", "filters"}``).
+the per-filter counts. Output: the ``simulate --json`` shape (``{"allocation_request", "outcome", "filters",
+"preemption"}``; ``preemption`` is the plan it preempts with, or why no preemption would help, and
+null for a plain grant).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from events import intents
+from events import decisions, intents
 from events.values import AllocationSpec
 from services import podspec
 from services.allocator import domain, views
@@ -18,7 +20,7 @@ from services.allocator.domain.state import ClusterState
 
 
 def simulate(state: ClusterState, pod: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any]:
-    """``{"allocation_request", "outcome", "filters": [{"name", "removed"}]}`` for ``pod``.
+    """``{"allocation_request", "outcome", "filters": [{"name", "removed"}], "preemption"}`` for ``pod``.
 
     ``outcome`` is the first outcome event of the request (granted, queued or rejected) with
     ``position`` null. Raises podspec.PodSpecError for a bad Pod.
@@ -28,11 +30,15 @@ def simulate(state: ClusterState, pod: dict[str, Any], *, now: datetime | None =
 
 def simulate_spec(state: ClusterState, spec: AllocationSpec, *, now: datetime | None = None) -> dict[str, Any]:
     """:func:`simulate` for an already composed request."""
+    now = now or datetime.now(UTC)
     intent = intents.RequestAllocation(intent_id=f"simulate-{spec.allocation_id}", spec=spec)
-    events = domain.decide(state, intent, now or datetime.now(UTC))
+    events = domain.decide(state, intent, now)
     outcome = next((e for e in events if views.is_outcome_of(e, spec.allocation_id)), None)
+    plain_grant = isinstance(outcome, decisions.AllocationGranted) and not outcome.preempted
     return {
         "allocation_request": views.spec_view(spec),
         "outcome": None if outcome is None else views.outcome_view(outcome, position=None),
         "filters": [{"name": f.name, "removed": f.removed} for f in domain.explain(state, spec)],
+        "preemption": None if plain_grant or outcome is None else views.preemption_view(
+            domain.preemption_plan(state, spec, now)),
     }

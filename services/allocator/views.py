@@ -6,12 +6,15 @@ Pure functions shared by the allocator's HTTP API and the CLI (``status``, ``sub
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from events import codec, decisions
 from events.quantity import format_bytes, format_milli, format_percent_milli
-from events.values import AllocationSpec, Resources
-from services.allocator.domain.model import GRANTED, QUEUED, GpuState
+from events.values import AllocationSpec, Partition, Resources, priority_of
+from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState
+from services.allocator.domain.plugins.isolation_policy import lock_of
+from services.allocator.domain.preemption import NoPlan, Plan
 from services.allocator.domain.state import ClusterState
 
 OUTCOME_TYPES = ("allocation_granted", "allocation_queued", "allocation_rejected", "intent_rejected")
@@ -54,6 +57,8 @@ def outcome_view(event: decisions.AnyEvent, *, position: int | None) -> dict[str
         view.update({key: value for key, value in spec_view(spec).items() if key in view})
     if isinstance(event, decisions.AllocationGranted):
         view.update(node=event.node, gpus=list(event.gpus))
+        if event.preempted:
+            view["preempted"] = list(event.preempted)
     elif isinstance(event, decisions.AllocationQueued | decisions.AllocationRejected):
         view["reason"] = event.reason
     elif isinstance(event, decisions.IntentRejected):
@@ -61,9 +66,12 @@ def outcome_view(event: decisions.AnyEvent, *, position: int | None) -> dict[str
     return view
 
 
-def gpu_view(gpu: GpuState) -> dict[str, Any]:
-    """One GPU: name, node, pool, model, phase, capacity, available, allocations (ids)."""
-    return {
+def gpu_view(gpu: GpuState, allocations: Mapping[str, AllocationState] | None = None) -> dict[str, Any]:
+    """One GPU: name, node, pool, model, phase, capacity, available, allocations (ids), topology
+    (``numa_node``, ``interconnect_group``), isolation (``isolation_mode``, ``isolation_capabilities``)
+    and, given the live ``allocations``, ``isolation_lock``: "" idle, the one mode its allocations
+    hold, or "conflict" (what a dynamic pool's filters see; docs/allocation.md)."""
+    view = {
         "name": gpu.name,
         "node": gpu.node,
         "pool": gpu.pool,
@@ -72,7 +80,22 @@ def gpu_view(gpu: GpuState) -> dict[str, Any]:
         "capacity": resources_view(gpu.capacity),
         "available": resources_view(gpu.available),
         "allocations": sorted(gpu.charges),
+        **({"partitions": {aid: partition_view(p) for aid, p in sorted(gpu.partitions.items())}}
+           if gpu.partitions else {}),
+        "numa_node": gpu.spec.numa_node,
+        "interconnect_group": gpu.spec.interconnect_group,
+        "isolation_mode": gpu.spec.isolation_mode,
+        "isolation_capabilities": list(gpu.spec.isolation_capabilities),
     }
+    if allocations is not None:
+        view["isolation_lock"] = lock_of(gpu, allocations)
+    return view
+
+
+def partition_view(partition: Partition) -> dict[str, Any]:
+    """One MIG partition: template, NVML profile id, start and end slot (end exclusive)."""
+    return {"template": partition.template, "profile_id": partition.profile_id, "start": partition.start,
+            "end": partition.end}
 
 
 def _sum(values: list[Resources]) -> Resources:
@@ -106,3 +129,15 @@ def is_outcome_of(event: decisions.AnyEvent, allocation_id: str) -> bool:
                   | decisions.AllocationRejected):
         return event.spec.allocation_id == allocation_id
     return False
+
+
+def preemption_view(found: Plan | NoPlan) -> dict[str, Any]:
+    """A preemption plan: ``{"possible": true, "node", "gpus", "victims": [{"allocation_id",
+    "namespace", "pod", "priority", "gpus"}]}``, or why there is none: ``{"possible": false, "code",
+    "reason", "protected", "out_of_scope"}`` (codes: off, never, priority, candidates, fit)."""
+    if isinstance(found, NoPlan):
+        return {"possible": False, "code": found.code, "reason": found.reason, "protected": found.protected,
+                "out_of_scope": found.out_of_scope}
+    return {"possible": True, "node": found.node, "gpus": list(found.gpus),
+            "victims": [{"allocation_id": v.spec.allocation_id, "namespace": v.spec.namespace, "pod": v.spec.pod,
+                         "priority": priority_of(v.spec), "gpus": list(v.gpus)} for v in found.victims]}

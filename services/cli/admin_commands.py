@@ -1,5 +1,6 @@
 """CLI commands that configure and inspect the cluster through the allocator's HTTP API:
-``quota set|list|remove``, ``pool list|configure``, ``nodes`` (list) and ``nodes show NAME``.
+``quota set|list|remove``, ``pool list|configure`` (configure: services/cli/pool_commands.py), ``nodes``
+(list) and ``nodes show NAME``.
 
 Every command takes ``--data-dir`` and ``--json``; writes are decided by the allocator like any intent.
 Exit codes: 0 done, 1 unreachable/other, 2 bad input (``{"error", "field"}``), 4 rejected.
@@ -14,14 +15,8 @@ import typer
 from services.cli import client, output
 from services.cli.guard import DataDir, JsonOut, guarded
 from services.cli.output import BadInput
-
-STRATEGY_NAMES = ("best-fit", "compact-first", "fgd", "fgd-strand", "frag-cpu", "low-load-first",
-                  "node-compact-gpu-low-load", "random")
-"""The domain registry's strategy names (profile.STRATEGIES; a test keeps them equal), as a constant
-so that ``--help`` does not import the domain."""
-
-_POOL_KEYS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node")
-_STRATEGIES_HELP = "Placement strategy: " + ", ".join(STRATEGY_NAMES) + "."
+from services.cli.pool_commands import STRATEGIES_HELP, pool_configure
+from services.cli.pool_commands import STRATEGY_NAMES as STRATEGY_NAMES
 
 
 def _api(data_dir: Any) -> client.Api:
@@ -92,7 +87,7 @@ def quota_list(show_all: Annotated[bool, typer.Option("--all", help="Also namesp
                = False, data_dir: DataDir = None, as_json: JsonOut = False) -> None:
     """List quotas.
 
-    Every namespace quota with its usage."""
+    Every namespace quota with its usage and the resources past its alert threshold."""
 
     def body() -> None:
         rows = list(_api(data_dir).items("/api/v1/quotas"))
@@ -100,7 +95,7 @@ def quota_list(show_all: Annotated[bool, typer.Option("--all", help="Also namesp
         if as_json:
             output.emit_json(rows)
             return
-        output.table(("namespace", "total requests", "total limits", "max workers", "max GPUs", "used"),
+        output.table(("namespace", "total requests", "total limits", "max workers", "max GPUs", "used", "alert"),
                      [_quota_row(row) for row in rows], title="quotas")
 
     guarded(as_json, body)
@@ -113,7 +108,7 @@ def _quota_row(row: dict[str, Any]) -> list[str]:
             "unset" if spec.get("max_workers") is None else str(spec.get("max_workers")),
             "unset" if spec.get("max_gpu_count") is None else str(spec.get("max_gpu_count")),
             (output.request_text(used.get("requests")) + f", {used.get('workers', 0)} workers")
-            if used.get("requests") else "-"]
+            if used.get("requests") else "-", ", ".join((row.get("status") or {}).get("alerts") or []) or "-"]
 
 
 def _bound(amount: dict[str, Any] | None) -> str:
@@ -165,46 +160,6 @@ def _pool_row(row: dict[str, Any]) -> list[str]:
     return [row.get("name", ""), config.get("placement", row.get("placement", "")), str(row.get("nodes", "")),
             str(row.get("gpus", "")), output.tflops(cap.get("tflops")), output.tflops(free.get("tflops")),
             output.vram(cap.get("vram")), output.vram(free.get("vram"))]
-
-
-def pool_configure(
-    pool: Annotated[str, typer.Argument(help="Pool to configure.")],
-    strategy: Annotated[str | None, typer.Option("--strategy", help=_STRATEGIES_HELP)] = None,
-    vram_weight: Annotated[float | None, typer.Option("--vram-weight", min=0.0, help="Score weight of VRAM %.")]
-    = None,
-    tflops_weight: Annotated[float | None, typer.Option("--tflops-weight", min=0.0, help="Score weight of TFLOPS %.")]
-    = None,
-    max_workers_per_node: Annotated[int | None, typer.Option("--max-workers-per-node", min=0,
-                                                             help="Allocations per node at most (0: unlimited).")]
-    = None,
-    data_dir: DataDir = None,
-    as_json: JsonOut = False,
-) -> None:
-    """Configure a pool.
-
-    Sets POOL's placement strategy, score weights and workers per node (options not given keep
-    their value)."""
-
-    def body() -> None:
-        if strategy is not None and strategy not in STRATEGY_NAMES:
-            raise BadInput(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGY_NAMES)}", field="strategy")
-        changes = {key: value for key, value in (("placement", strategy), ("vram_weight", vram_weight),
-                                                 ("tflops_weight", tflops_weight),
-                                                 ("max_workers_per_node", max_workers_per_node)) if value is not None}
-        if not changes:
-            raise BadInput("give at least one of --strategy, --vram-weight, --tflops-weight, --max-workers-per-node",
-                           field="strategy")
-        api = _api(data_dir)
-        current = next((p.get("config") or {} for p in api.items("/api/v1/pools") if p.get("name") == pool), {})
-        config = {key: current[key] for key in _POOL_KEYS if key in current} | changes
-        answer = api.request("PUT", f"/api/v1/pools/{client.quoted(pool)}", body=config)
-        if as_json:
-            output.emit_json(answer)
-        else:
-            typer.echo(f"pool {pool} configured: " + ", ".join(f"{k} {v}" for k, v in changes.items()))
-        _rejected_exit(answer)
-
-    guarded(as_json, body)
 
 
 # --- nodes ------------------------------------------------------------------------------------------
@@ -288,7 +243,7 @@ def register(app: typer.Typer) -> None:
     quota.command("list")(quota_list)
     quota.command("remove")(quota_remove)
     app.add_typer(quota, name="quota")
-    pool = typer.Typer(help="GPU pools: list them, configure their placement. " + _STRATEGIES_HELP,
+    pool = typer.Typer(help="GPU pools: list them, configure their placement. " + STRATEGIES_HELP,
                        no_args_is_help=True, rich_markup_mode=None)
     pool.command("list")(pool_list)
     pool.command("configure")(pool_configure)

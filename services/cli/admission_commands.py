@@ -24,6 +24,8 @@ def admission(
     kube: bool = typer.Option(None, "--kube/--no-kube", help="Run the watches and binder (needs a cluster)."),
     kubeconfig: str = typer.Option(None, help="Kubeconfig path (default: KUBECONFIG, ~/.kube, in-cluster)."),
     namespace: str = typer.Option(None, help="Only this namespace (default: all)."),
+    allocator_url: str = typer.Option(None, help="Allocator HTTP API whose quota status is written into "
+                                      "GPUResourceQuotas (GPULEDGER_ADMISSION_ALLOCATOR_URL; default: none)."),
     as_json: bool = typer.Option(False, "--json", help="Print the ready line as JSON."),
 ) -> None:
     """Serve the TensorFusion-compatible mutating webhook (POST /mutate-v1-pod) and the binder."""
@@ -44,6 +46,7 @@ def admission(
             kube=kube,
             kubeconfig=kubeconfig,
             namespace=namespace,
+            allocator_url=allocator_url,
         )
     except SettingsError as exc:
         typer.echo(json.dumps({"error": str(exc), "field": "settings"}) if as_json else f"error: {exc}")

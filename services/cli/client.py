@@ -36,12 +36,14 @@ class Pending(RuntimeError):
 
 
 class ApiError(RuntimeError):
-    """The API answered an error: ``status`` (HTTP), ``field`` (None unless the input was bad)."""
+    """The API answered an error: ``status`` (HTTP), ``field`` (None unless the input was bad), and
+    the decoded answer ``body`` (a dict, or None)."""
 
-    def __init__(self, message: str, *, status: int, field: str | None) -> None:
+    def __init__(self, message: str, *, status: int, field: str | None, body: Any = None) -> None:
         super().__init__(message)
         self.status = status
         self.field = field
+        self.body = body
 
 
 class _Connection(http.client.HTTPConnection):
@@ -122,7 +124,8 @@ class Api:
         message = str(error or f"HTTP {status}")
         if status in (401, 403):
             message += f" (set {endpoints.API_TOKEN_ENV} or check the data dir's api-token)"
-        raise ApiError(message, status=status, field=field if 400 <= status < 500 else None)
+        raise ApiError(message, status=status, field=field if 400 <= status < 500 else None,
+                       body=data if isinstance(data, dict) else None)
 
     def get(self, path: str, **query: Any) -> Any:
         """GET ``path`` with ``query`` (None/empty values left out)."""

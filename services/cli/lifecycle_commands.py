@@ -4,8 +4,10 @@ and ``why`` (the live explanation of one allocation). ``events`` (the committed 
 services.cli.events_command.
 
 An allocation is named by its id (the pod UID) or as ``NAMESPACE/POD`` (its live allocation).
-Exit codes: 0 done, 1 stack unreachable or other failure, 2 bad input or no such allocation,
-3 (``why``) still queued, 4 the allocator rejected the change (``resize``).
+Exit codes: 0 done, 1 stack unreachable or other failure, 2 bad input or no live allocation (the
+message says how it ended, when it did), 3 (``why``) still queued, 4 the allocator rejected the
+change (``resize``). ``why`` of an allocation that ended prints how (released, preempted, rejected),
+when and why, and exits 0.
 """
 
 from __future__ import annotations
@@ -22,24 +24,33 @@ Target = Annotated[str, typer.Argument(metavar="ALLOCATION|NAMESPACE/POD",
                                        help="Allocation id (pod UID) or NAMESPACE/POD of a live allocation.")]
 
 
+class NotLive(BadInput):
+    """No live allocation for the target (exit 2); ``ended`` says how its last life ended
+    (released, preempted, rejected: the API's ``ended``), None when it never existed."""
+
+    def __init__(self, message: str, *, ended: dict[str, Any] | None) -> None:
+        super().__init__(message, field="ALLOCATION")
+        self.ended = ended
+
+
 def find_allocation(api: client.Api, target: str) -> dict[str, Any]:
-    """The live allocation named by ``target`` (an id, or ``NAMESPACE/POD``); BadInput when none."""
+    """The live allocation named by ``target`` (an id, or ``NAMESPACE/POD``); NotLive when none."""
     if "/" in target:
         namespace, _, pod = target.partition("/")
         if not namespace or not pod:
             raise BadInput(f"expected NAMESPACE/POD, got {target!r}", field="ALLOCATION")
         found = list(api.items("/api/v1/allocations", namespace=namespace, pod=pod))
         live = [a for a in found if a.get("status") in ("granted", "queued")] or found
-        if not live:
-            raise BadInput(f"no live allocation for pod {namespace}/{pod}", field="ALLOCATION")
-        return live[0]
-    try:
+        if live:
+            return live[0]
+    try:  # an id; or a pod with no live allocation, whose newest life the API finds by NAMESPACE/POD
         answer: dict[str, Any] = api.get(f"/api/v1/allocations/{client.quoted(target)}")
         return answer
     except client.ApiError as exc:
         if exc.status != 404:
             raise
-    raise BadInput(f"no allocation {target!r} (give an allocation id or NAMESPACE/POD)", field="ALLOCATION")
+        ended = (exc.body or {}).get("ended")
+        raise NotLive(str(exc), ended=ended if isinstance(ended, dict) else None) from None
 
 
 def release(target: Target,
@@ -138,7 +149,13 @@ def why(target: Target, data_dir: DataDir = None, as_json: JsonOut = False) -> N
 
     def body() -> None:
         api = client.connect(data_dir)
-        allocation = find_allocation(api, target)
+        try:
+            allocation = find_allocation(api, target)
+        except NotLive as exc:
+            if exc.ended is None:
+                raise
+            _print_ended(exc.ended, as_json=as_json)
+            return
         if "explanation" not in allocation:
             allocation = api.get(f"/api/v1/allocations/{client.quoted(allocation['allocation_id'])}")
         if as_json:
@@ -164,6 +181,19 @@ def _print_why(allocation: dict[str, Any]) -> None:
         _print_tree(explanation, indent="  ")
     elif explanation:
         typer.echo(f"  {explanation}")
+
+
+def _print_ended(ended: dict[str, Any], *, as_json: bool) -> None:
+    """How a no-longer-live allocation ended (``why`` of a released, preempted or rejected one)."""
+    if as_json:
+        output.emit_json(ended)
+        return
+    extra = [(k, str(ended[k])) for k in ("code", "preemptor") if ended.get(k)]
+    output.lines([("allocation", ended.get("allocation_id", "")),
+                  ("pod", f"{ended.get('namespace', '')}/{ended.get('pod', '')}"), ("pool", ended.get("pool", "")),
+                  ("status", ended.get("status", "")),
+                  ("ended at", str(ended.get("ended_at") or "-").replace("T", " ")[:19]), *extra,
+                  ("reason", ended.get("reason") or "-")])
 
 
 def _print_tree(value: dict[str, Any], *, indent: str) -> None:

@@ -30,7 +30,7 @@ T = TypeVar("T")
 
 CONNECT_TIMEOUT_S = 2.0
 DatabaseUrl = Annotated[str | None, typer.Option("--database-url", help="PostgreSQL URL (overrides discovery).")]
-STATUSES = ("queued", "granted", "released", "rejected")
+STATUSES = ("queued", "granted", "released", "preempted", "rejected")
 
 
 def resolve_database_url(url: str | None, data_dir: Path | None) -> str:
@@ -149,7 +149,7 @@ def _short(iso: str | None) -> str:
 def _reason(row: dict[str, Any]) -> str:
     """The reason column of a history row: why it ended (released), why it waits or was refused
     (queued, rejected); a granted life that waited first shows the reason it waited, marked as past."""
-    if row["status"] == "released" and row["release_reason"]:
+    if row["status"] in ("released", "preempted") and row["release_reason"]:
         return str(row["release_reason"])
     if row["status"] == "granted" and row["reason"]:
         return f"waited: {row['reason']}"

@@ -13,6 +13,7 @@ the GPU's ``compute_slices`` (a share of its TFLOPS is ``milli_tflops * slices /
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -72,9 +73,19 @@ class MigFamily(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields
     profiles: tuple[MigProfile, ...]
 
     def profile(self, name: str) -> MigProfile | None:
-        """The profile called ``name`` (with or without NVIDIA's "MIG " prefix), or None."""
-        name = name.strip().removeprefix("MIG ").strip()
-        return next((p for p in self.profiles if p.name == name), None)
+        """The profile called ``name``, or None. Spellings are compared the way TensorFusion's
+        internal/config/template_identifier.go ``MatchTemplateIdentifier`` does: case, ``.``, ``_``,
+        spaces and ``/`` do not matter, and a ``mig-`` / "MIG " prefix is optional ("MIG 3g.40gb",
+        "mig-3g-40gb" and "3G.40GB" all name 3g.40gb)."""
+        wanted = canonical(name)
+        return next((p for p in self.profiles if canonical(p.name) == wanted), None) if wanted else None
+
+
+def canonical(name: str) -> str:
+    """A template name reduced for comparison: lower case, separators as ``-``, no ``mig-`` prefix."""
+    value = re.sub(r"[._ /]+", "-", name.strip().lower())
+    value = re.sub(r"-+", "-", value).strip("-")
+    return value.removeprefix("mig-")
 
 
 class _File(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -169,6 +180,13 @@ class TemplateTable:
     def supports_mig(self, model: str) -> bool:
         """True when the model has a MIG profile table."""
         return model in self._by_model
+
+
+@functools.cache
+def shipped() -> TemplateTable:
+    """The shipped table (:data:`PROFILES_FILE`), read and checked once per process; raises
+    :class:`TemplateError` when the packaged file is broken."""
+    return TemplateTable.load()
 
 
 def free_starts(profile: MigProfile, taken: Iterable[tuple[int, int]]) -> tuple[int, ...]:

@@ -18,9 +18,10 @@ from services.podspec import keys
 from services.podspec.affinity import combine, parse_node_affinity
 from services.podspec.context import ComposeContext
 from services.podspec.errors import PodSpecError
-from services.podspec.gang import gang_attributes
+from services.podspec.gang import gang_attributes, gang_spec
 from services.podspec.options import Options
 from services.podspec.pod import NativeGpus, containers, cpu_memory, workload_name
+from services.podspec.priority import eviction_protection_attributes, read_priority
 from services.podspec.profile import Profile, Side
 from services.podspec.resources import to_resources
 
@@ -85,6 +86,11 @@ def _attributes(
     )
     if prof.autoscaling_config:
         attributes[keys.AUTOSCALING_CONFIG] = prof.autoscaling_config
+    own_split = annotations.get(keys.CONTAINER_GPU_COUNT, "")
+    if own_split and keys.CONTAINER_GPU_COUNT not in attributes:
+        # TensorFusion's PreBind maps whatever container-gpu-count the pod carries (gpuresources.go)
+        attributes[keys.CONTAINER_GPU_COUNT] = own_split
+    attributes.update(eviction_protection_attributes(annotations))
     return attributes
 
 
@@ -98,7 +104,9 @@ _SOURCES = {
     "cpu_milli": "spec.containers[*].resources.requests.cpu",
     "memory_bytes": "spec.containers[*].resources.requests.memory",
     "partition_template": keys.PARTITION_ID, "attributes": "metadata.annotations",
-    "node_affinity": "spec.affinity.nodeAffinity",
+    "node_affinity": "spec.affinity.nodeAffinity", "priority": "spec.priority",
+    "gang.quorum": keys.GANG_MIN_MEMBERS, "gang.desired": keys.GANG_DESIRED, "gang.key": keys.GANG_GROUP_KEY,
+    "gang.timeout_s": keys.GANG_TIMEOUT,
 }
 """Where each AllocationSpec field comes from (an annotation key or a Pod path), for denials."""
 
@@ -150,5 +158,7 @@ def build_spec(
         memory_bytes=memory,
         partition_template=opts.partition if opts.isolation == "partitioned" else "",
         attributes=attributes,
+        priority=read_priority(pod, classes=context.priority_classes),
+        gang=gang_spec(attributes),
     )
     return check_bounds(spec, annotations)

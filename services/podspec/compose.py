@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from events import bounds
 from events.values import MAX_GPUS_PER_ALLOCATION, QOS_LEVELS, AllocationSpec, QuotaSpec, Resources
 from services.podspec import keys
 from services.podspec.build import Resolved, build_spec
@@ -64,9 +65,10 @@ def _gpu_count(
         try:
             count = parse_int32(raw)
         except ValueError as exc:
-            raise PodSpecError(
-                f"{keys.GPU_COUNT}={raw!r}: invalid gpuCount value: {exc}", field=keys.GPU_COUNT, value=raw
-            ) from None
+            shown = bounds.echo(raw, 80)  # a whole number beyond 32 bits is out of the documented range too
+            why = f"invalid gpuCount value {shown}: must be in [1, 128]" if str(exc).startswith("outside") else (
+                f"invalid gpuCount value: {exc}")
+            raise PodSpecError(f"{keys.GPU_COUNT}={shown!r}: {why}", field=keys.GPU_COUNT, value=raw) from None
         if not 1 <= count <= MAX_GPUS_PER_ALLOCATION:
             raise PodSpecError(
                 f"{keys.GPU_COUNT}={raw!r}: invalid gpuCount value {count}: must be in [1, 128]",

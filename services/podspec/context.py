@@ -33,7 +33,9 @@ class ComposeContext(msgspec.Struct, frozen=True, kw_only=True):
     ``native_resources``: device-plugin resource names migrated into ``gpu-count``;
     ``review_uid``: the AdmissionReview UID, the allocation id when the pod has no UID yet
     (the API server assigns UIDs and generated names after mutating admission);
-    ``known_pools``: pools the allocator knows (None: do not check).
+    ``known_pools``: pools the allocator knows (None: do not check);
+    ``priority_classes``: PriorityClass name -> value, for a pod that names a class the API server
+    has not resolved into ``spec.priority`` (services/podspec/priority.py).
     """
 
     model_capacity: dict[str, Resources] = {}
@@ -42,3 +44,4 @@ class ComposeContext(msgspec.Struct, frozen=True, kw_only=True):
     native_resources: tuple[str, ...] = ("nvidia.com/gpu",)
     review_uid: str = ""
     known_pools: frozenset[str] | None = None
+    priority_classes: dict[str, int] = {}

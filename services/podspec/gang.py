@@ -2,16 +2,19 @@
 
 Rules and messages: TensorFusion ``parseGangScheduling`` / ``validateGang`` (TensorFusion
 internal/webhook/v1/tf_parser.go).
-gpuledger records the gang as allocation attributes (``gang-desired-members``,
-``gang-required-members``, ``gang-group-key``, ``gang-timeout``); it does not yet hold back a
-partial gang (docs/compatibility.md).
+gpuledger stamps the gang as allocation attributes (``gang-desired-members``,
+``gang-required-members``, ``gang-group-key``, ``gang-timeout``), as TensorFusion's webhook does,
+and sends it to the allocator as ``AllocationSpec.gang`` (:func:`gang_spec`), which places the
+quorum all together or not at all (docs/allocation.md, "Gangs").
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
+from events.values import GangSpec
 from services.podspec import keys
 from services.podspec.errors import PodSpecError
 from services.podspec.fields import parse_duration_s, parse_int32
@@ -104,3 +107,16 @@ def gang_attributes(
     if timeout:
         stamped[keys.GANG_TIMEOUT] = timeout
     return stamped
+
+
+def gang_spec(stamped: Mapping[str, str]) -> GangSpec | None:
+    """The contract's gang from the stamped attributes (:func:`gang_attributes`), None without one.
+
+    ``timeout_s`` is the ``gang-timeout`` duration in whole seconds, rounded up (``300ms`` waits
+    1 s); the bounds (:mod:`events.bounds`) are checked with the rest of the spec."""
+    key = stamped.get(keys.GANG_GROUP_KEY)
+    if key is None:
+        return None
+    timeout = parse_duration_s(stamped.get(keys.GANG_TIMEOUT, ""))
+    return GangSpec(key=key, quorum=int(stamped[keys.GANG_REQUIRED]), desired=int(stamped[keys.GANG_DESIRED]),
+                    timeout_s=math.ceil(timeout))

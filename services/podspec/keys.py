@@ -53,6 +53,9 @@ CONTAINER_GPUS = key("container-gpus")
 EFFECTIVE_HARD_SM_PERCENT = key("effective-hard-sm-percent")
 """Written at bind for hard isolation with a TFLOPS limit: whole percent of the GPU's SMs, 1..100."""
 EMBEDDED_WORKER = key("embedded-worker")
+EVICTION_PROTECTION = key("eviction-protection")
+"""Go duration (``30m``, ``1h``): the pod may not be preempted for this long. Also the
+AllocationSpec.attributes key carrying the annotation's original string to the preemption rules."""
 
 RESOURCE_KEYS: tuple[str, ...] = (
     TFLOPS_REQUEST,
@@ -82,6 +85,10 @@ RESOURCE_VENDORS: dict[str, str] = {
     "huawei.com/Ascend910": "Ascend",
 }
 """Vendor implied by a native GPU resource name (TensorFusion constants/vendors.go)."""
+
+PARTITIONS = "gpuledger.io/partitions"
+"""Written at bind for isolation partitioned: JSON list of each GPU's partition (GPU, template,
+NVML profile id, start and end slot); services/admission/partition_annotations.py."""
 
 AUTOSCALING_CONFIG = "gpuledger.io/autoscaling-config"
 """Attribute carrying the WorkloadProfile's ``autoScalingConfig`` as JSON to the autoscaler."""

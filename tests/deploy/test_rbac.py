@@ -91,6 +91,7 @@ def test_the_scanner_sees_the_calls_the_services_are_known_to_make(
     """The admission binder patches pods and discovery watches nodes (issues 5 and 6): if the scan found
     neither, it would be blind and the exact-match test above would pass vacuously."""
     assert Permission("", "pods", "patch") in needed["admission"]
+    assert Permission("", "pods/eviction", "create") in needed["admission"]  # preemption (issue 16)
     assert {Permission("", "nodes", "list"), Permission("", "nodes", "watch")} <= needed["discovery"].keys()
     assert not needed["allocator"], "the allocator keeps its lease in PostgreSQL: no Kubernetes API"
 

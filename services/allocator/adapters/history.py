@@ -78,4 +78,5 @@ def to_json(row: Row) -> dict[str, Any]:
         "granted_at": _iso(row["granted_at"]), "resized_at": _iso(row["resized_at"]),
         "released_at": _iso(row["released_at"]), "resize_count": row["resize_count"],
         "reason": row["reason"], "code": row["code"], "release_reason": row["release_reason"],
+        "preempted_by": row.get("preempted_by"),
     }

@@ -40,6 +40,7 @@ _PATCH_TYPES = {
     "release_reason": "text", "resized_at": "timestamptz", "from_queue": "boolean", "request_milli_tflops": "bigint",
     "request_vram_bytes": "bigint", "request_compute_milli_percent": "bigint", "limit_milli_tflops": "bigint",
     "limit_vram_bytes": "bigint", "last_position": "bigint", "resize_delta": "int", "restore_reason": "boolean",
+    "preempted_by": "text",
 }
 _RESTORE = "CASE WHEN u.restore_reason THEN coalesce((SELECT e.data ->> '{c}' FROM events e WHERE e.position = a.id), "
 PATCH_ALLOCATIONS = (

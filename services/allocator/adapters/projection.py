@@ -5,7 +5,8 @@ rebuilds the rows from position 0 and compares). Rows are dicts keyed by the col
 :mod:`services.allocator.adapters.tables`; TFLOPS in milli-TFLOPS, VRAM in bytes, times UTC.
 
 An allocation's *life* starts at the event that first names it (queued, granted or rejected,
-row ``id`` = that position) and ends when it is released (or at once when rejected); a pod
+row ``id`` = that position) and ends when it is released or preempted (status ``preempted``,
+``preempted_by`` the preemptor's allocation id), or at once when rejected; a pod
 whose allocation id comes back after a release starts a new life (a new row).
 """
 
@@ -19,6 +20,7 @@ import msgspec
 
 from events.decisions import (
     AllocationGranted,
+    AllocationPreempted,
     AllocationQueued,
     AllocationRejected,
     AllocationReleased,
@@ -75,7 +77,7 @@ def _life_row(spec: AllocationSpec, *, position: int, at: datetime, status: str)
         **_request_limit(spec.request, spec.limit), "status": status, "node": None, "gpus": [],
         "requested_at": utc(at), "queued_at": None, "granted_at": None, "resized_at": None,
         "released_at": None, "resize_count": 0, "from_queue": False, "reason": "", "code": "",
-        "quota_dimension": "", "release_reason": "", "last_position": position,
+        "quota_dimension": "", "release_reason": "", "last_position": position, "preempted_by": None,
     }
 
 
@@ -122,6 +124,8 @@ class _Folder:
             self.granted(event, position)
         elif isinstance(event, AllocationReleased):
             self.released(event, position)
+        elif isinstance(event, AllocationPreempted):
+            self.preempted(event, position)
         elif isinstance(event, AllocationResized):
             self.resized(event, position)
 
@@ -144,6 +148,16 @@ class _Folder:
                    last_position=position)
         if event.was_queued:
             _leave_queue(row)
+        if self.open_new.pop(event.allocation_id, None) is None:
+            self.closed_old.add(event.allocation_id)
+
+    def preempted(self, event: AllocationPreempted, position: int) -> None:
+        """The victim's life closes with status ``preempted`` and the preemptor's allocation id."""
+        row = self.target(event.allocation_id)
+        if row is None:
+            return
+        row.update(status="preempted", released_at=utc(event.at), release_reason=event.reason,
+                   preempted_by=event.preemptor, last_position=position)
         if self.open_new.pop(event.allocation_id, None) is None:
             self.closed_old.add(event.allocation_id)
 
@@ -183,7 +197,7 @@ def touched(batch: Iterable[StoredEvent], state: ClusterState) -> Touched:
         if isinstance(event, AllocationGranted):
             result.gpus.update(event.gpus)
             result.namespaces.add(event.spec.namespace)
-        elif isinstance(event, AllocationReleased):
+        elif isinstance(event, AllocationReleased | AllocationPreempted):
             result.gpus.update(event.gpus)
             result.namespaces.add(event.namespace)
         elif isinstance(event, AllocationResized):

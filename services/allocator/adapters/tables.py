@@ -43,9 +43,12 @@ events = Table(
     Column("data", JSONB, nullable=False),
     Index("ix_events_resize", text("(data ->> 'allocation_id')"), "position",
           postgresql_where=text("type IN ('allocation_resized', 'resize_rejected')")),
+    Index("ix_events_gang", text("(data ->> 'key')"), "position",
+          postgresql_where=text("type IN ('gang_placed', 'gang_timed_out', 'gang_degraded')")),
 )
 """No index on ``type``: every index entry costs each append; the history reaches an allocation's
-events through ``allocations`` (queued/rejected: ``position = id``) or ``ix_events_resize``."""
+events through ``allocations`` (queued/rejected: ``position = id``) or ``ix_events_resize``; gang
+events (rare) through ``ix_events_gang`` (the views of migration 0005, docs/sql.md)."""
 
 processed_intents = Table(
     "processed_intents",
@@ -131,6 +134,7 @@ allocations = Table(
     Column("quota_dimension", Text, nullable=False),
     Column("release_reason", Text, nullable=False),
     Column("last_position", BigInteger, nullable=False),
+    Column("preempted_by", Text, nullable=True),
     Index("ix_allocations_open", "allocation_id", unique=True,
           postgresql_where=text("status IN ('queued', 'granted')")),
     Index("ix_allocations_namespace_requested", "namespace", "requested_at"),

@@ -8,6 +8,7 @@ Quantities are canonical Kubernetes strings as in :mod:`services.allocator.views
 from __future__ import annotations
 
 from collections import Counter
+from datetime import datetime
 from typing import Any
 
 import msgspec
@@ -17,6 +18,7 @@ from events.values import QOS_LEVELS, QuotaAmount, Resources
 from services.allocator import reasons, views
 from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState
 from services.allocator.domain.state import ClusterState
+from services.allocator.quota_status import QuotaStatus, quota_status
 
 
 def _sum(values: list[Resources]) -> Resources:
@@ -72,17 +74,21 @@ def node_detail(state: ClusterState, node: NodeState) -> dict[str, Any]:
     gpus: list[GpuState] = [state.gpus[g] for g in sorted(node.gpus) if g in state.gpus]
     ids = sorted({a for g in gpus for a in g.charges})
     return {**node_doc(state, node), "labels": dict(node.labels),
-            "gpu_list": [views.gpu_view(g) for g in gpus],
+            "gpu_list": [views.gpu_view(g, state.allocations) for g in gpus],
             "allocation_list": [allocation_doc(state.allocations[i]) for i in ids if i in state.allocations]}
 
 
 def allocation_doc(allocation: AllocationState) -> dict[str, Any]:
-    """One live allocation: the composed request, status, node, GPUs, reason, times."""
+    """One live allocation: the composed request, status, node, GPUs, reason, times, and for a
+    partitioned one its partitions (GPU, template, profile id, slots)."""
     view = views.spec_view(allocation.spec)
     view.update(status=allocation.status, node=allocation.node, gpus=list(allocation.gpus),
                 reason=allocation.reason, code=allocation.code,
                 requested_at=allocation.requested_at.isoformat(),
                 granted_at=allocation.granted_at.isoformat() if allocation.granted_at else None)
+    if allocation.partitions:
+        view["partitions"] = [{"gpu": gpu, **views.partition_view(p)}
+                              for gpu, p in zip(allocation.gpus, allocation.partitions, strict=True)]
     return view
 
 
@@ -105,23 +111,39 @@ def _need(state: ClusterState, allocation: AllocationState, reason: reasons.Reas
                 f"TFLOPS and {per_gpu['vram']} VRAM free each")
     if reason.code == "fits":
         return "nothing: it fits now and is granted at the next queue drain"
+    if reason.code == "gang" and spec.gang is not None:
+        return (f"the quorum of gang {spec.gang.key} ({spec.gang.quorum} members) present, and room in pool "
+                f"{spec.pool} for all of them at once")
     return "it cannot be granted as requested; change the request or the pool"
 
 
 def explanation(state: ClusterState, allocation: AllocationState,
-                reason: reasons.Reason | None) -> dict[str, Any]:
+                reason: reasons.Reason | None, now: datetime | None = None) -> dict[str, Any]:
     """The live explanation: for a queued allocation its current reason (with filters, quota
-    dimension, what would have to free up), for a granted one where and how it was placed."""
+    dimension, what would have to free up and, given ``now``, the preemption plan it would get then
+    or why none exists), for a granted one where and how it was placed."""
     if allocation.status == QUEUED and reason is not None:
-        return {**reason_doc(reason), "queued_reason": allocation.reason,
-                "would_need": _need(state, allocation, reason)}
+        doc = {**reason_doc(reason), "queued_reason": allocation.reason,
+               "would_need": _need(state, allocation, reason)}
+        if now is not None:
+            doc["preemption"] = views.preemption_view(reasons.preemption_now(state, allocation.spec, now))
+        return doc
     config = state.pool_config(allocation.spec.pool)
     return {"code": "granted", "node": allocation.node, "gpus": list(allocation.gpus),
             "charges": [views.resources_view(c) for c in allocation.charges],
             "strategy": config.placement,
             "reason": (f"granted on {allocation.node} ({', '.join(allocation.gpus)}) by the "
-                       f"{config.placement} strategy of pool {allocation.spec.pool}"),
+                       f"{config.placement} strategy of pool {allocation.spec.pool}" + _partitions_text(allocation)),
             "filters": [{"name": f.name, "removed": f.removed} for f in reasons.filters_now(state, allocation.spec)]}
+
+
+def _partitions_text(allocation: AllocationState) -> str:
+    """``; partitions: g0 3g.40gb at slots 4-7, ...`` for a partitioned allocation, else ""."""
+    if not allocation.partitions:
+        return ""
+    pairs = zip(allocation.gpus, allocation.partitions, strict=True)
+    held = [f"{gpu} {p.template} at slots {p.start}-{p.end - 1}" for gpu, p in pairs]
+    return "; partitions: " + ", ".join(held)
 
 
 def queue_entry(allocation: AllocationState, rank: int, reason: reasons.Reason) -> dict[str, Any]:
@@ -138,7 +160,8 @@ def _amount(amount: QuotaAmount | None) -> dict[str, str | None] | None:
 
 
 def quota_doc(state: ClusterState, namespace: str) -> dict[str, Any]:
-    """A namespace's quota (``null`` when none) and its usage (requests, limits, workers)."""
+    """A namespace's quota (``null`` when none), its usage (requests, limits, workers) and the
+    quota's status (``null`` without a quota; :func:`status_doc`)."""
     quota = state.quotas.get(namespace)
     usage = state.usage.get(namespace)
     spec = None
@@ -152,7 +175,15 @@ def quota_doc(state: ClusterState, namespace: str) -> dict[str, Any]:
             "limits": views.resources_view(Resources(milli_tflops=usage.limits_milli_tflops,
                                                      vram_bytes=usage.limits_vram_bytes)) if usage else None,
             "workers": usage.workers if usage else 0}
-    return {"namespace": namespace, "quota": spec, "usage": used}
+    return {"namespace": namespace, "quota": spec, "usage": used,
+            "status": None if quota is None else status_doc(quota_status(quota, usage))}
+
+
+def status_doc(status: QuotaStatus) -> dict[str, Any]:
+    """A quota's status (services.allocator.quota_status): available percent per dimension
+    (TensorFusion's strings), threshold, whether and where the alert is reached, Ready's reason/message."""
+    return {"available_percent": status.available_percent, "alert_threshold_percent": status.threshold,
+            "alert": status.alert, "alerts": list(status.alerts), "reason": status.reason, "message": status.message}
 
 
 def summary(state: ClusterState) -> dict[str, Any]:

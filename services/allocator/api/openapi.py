@@ -40,7 +40,10 @@ _SCHEMAS: dict[str, Any] = {
         "default_requests": _RESOURCES, "default_limits": _RESOURCES}},
     "PoolConfig": {"type": "object", "additionalProperties": False, "properties": {
         "placement": {"type": "string"}, "vram_weight": {"type": "number"}, "tflops_weight": {"type": "number"},
-        "max_workers_per_node": {"type": "integer", "minimum": 0}}},
+        "max_workers_per_node": {"type": "integer", "minimum": 0},
+        "preemption": {"enum": ["cluster", "namespace", "off"]},
+        "isolation_policy": {"enum": ["static", "dynamic"]}, "topology": {"enum": ["soft", "hard", "off"]},
+        "max_topology_tier": {"type": "integer", "minimum": 0, "maximum": 3}}},
 }
 
 
@@ -76,6 +79,7 @@ def _op(summary: str, ok: dict[str, Any], *, params: list[dict[str, Any]] | None
                                  "401": {"description": "Bearer token missing or wrong", **_json(_ERROR)}}
     for status in extra:
         responses[str(status)] = {"description": {202: "Published, not decided yet", 404: "Not found",
+                                                  409: "Conflict (not granted yet)",
                                                   413: "Body too large", 415: "Charset not supported",
                                                   503: "NATS unavailable"}[status],
                                   **_json({"$ref": "#/components/schemas/Pending"} if status == 202 else _ERROR)}
@@ -104,6 +108,9 @@ def document() -> dict[str, Any]:
         "/api/v1/nodes": {"get": _op("Nodes", _PAGE, params=[q("pool", "Pool"), q("phase", "Phase"), *_PAGING])},
         "/api/v1/nodes/{name}": {"get": _op("A node with its GPUs and allocations", _ANY, params=[_path("name")],
                                             extra=(404,))},
+        "/api/v1/nodes/{name}/allocations": {"get": _op(
+            "Allocations granted on a node (TensorFusion GetAllocationReqByNodeName)", _PAGE,
+            params=[_path("name"), *_PAGING], extra=(404,))},
         "/api/v1/gpus": {"get": _op("GPUs", _PAGE, params=[q("pool", "Pool"), q("node", "Node"), q("phase", "Phase"),
                                                           *_PAGING])},
         "/api/v1/allocations": {
@@ -115,9 +122,10 @@ def document() -> dict[str, Any]:
                 body="Pod", extra=_WRITE)},
         "/api/v1/allocations/{id}": {
             "get": _op("An allocation and its live explanation", _ANY, params=[_path("id")], extra=(404,)),
-            "delete": _op("Release an allocation", _DECISION, params=[_path("id"), _WAIT], extra=_WRITE)},
+            "delete": _op("Release an allocation", _DECISION, params=[_path("id"), _WAIT], extra=(*_WRITE, 404))},
         "/api/v1/allocations/{id}/resize": {"post": _op("Resize a granted allocation", _DECISION,
-                                                        params=[_path("id"), _WAIT], body="Resize", extra=_WRITE)},
+                                                        params=[_path("id"), _WAIT], body="Resize",
+                                                        extra=(*_WRITE, 404, 409))},
         "/api/v1/queue": {"get": _op("Waiting requests in grant order with their current reason", _PAGE, params=[
             q("pool", "Pool"), q("namespace", "Namespace"), q("qos", "QoS", ("critical", "high", "medium", "low")),
             *_PAGING])},

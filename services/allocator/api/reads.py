@@ -7,16 +7,17 @@ single resource that does not exist is 404 ``{"error", "field"}``.
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import web
 
 from events.values import QOS_LEVELS
 from services.allocator import reasons, simulation, views
-from services.allocator.api import documents, guard, paging
+from services.allocator.api import documents, ended, guard, paging
 from services.allocator.api.context import allocator_of, reason_of
 from services.allocator.domain.model import AllocationState
-from services.allocator.domain.queue import qos_rank
+from services.allocator.domain.queue import grant_order
 
 _STATUSES = ("granted", "queued")
 
@@ -59,7 +60,8 @@ async def gpus(request: web.Request) -> web.Response:
     state = allocator_of(request).state
     chosen = [g for g in state.gpus.values() if all(params.get(f, getattr(g, f)) == getattr(g, f)
                                                     for f in ("pool", "node", "phase"))]
-    return _json(paging.page(chosen, key=lambda g: (g.name,), params=params, render=views.gpu_view))
+    return _json(paging.page(chosen, key=lambda g: (g.name,), params=params,
+                             render=lambda g: views.gpu_view(g, state.allocations)))
 
 
 def _allocation_matches(allocation: AllocationState, params: dict[str, str]) -> bool:
@@ -93,14 +95,29 @@ def _allocation_doc(request: web.Request, allocation: AllocationState) -> tuple[
 
 
 async def allocation(request: web.Request) -> web.Response:
-    """GET /api/v1/allocations/{id}: the allocation and its live explanation."""
+    """GET /api/v1/allocations/{id}: the allocation and its live explanation; 404 for one that is
+    not live, with ``ended`` (:func:`services.allocator.api.ended.ended_life`, null when unknown)."""
     paging.query(request, allowed=())
     state = allocator_of(request).state
     found = state.allocations.get(request.match_info["id"])
-    if found is None:
-        raise guard.ApiError(404, f"allocation {request.match_info['id']!r} is not live", field="id")
+    if found is None:  # 404 saying how it ended (released, preempted, rejected), when and why
+        life = await ended.ended_life(allocator_of(request).store, request.match_info["id"])
+        return _json({"error": ended.sentence(request.match_info["id"], life), "field": "id", "ended": life}, 404)
     doc, current = _allocation_doc(request, found)
-    return _json({**doc, "explanation": documents.explanation(state, found, current)})
+    return _json({**doc, "explanation": documents.explanation(state, found, current, datetime.now(UTC))})
+
+
+async def node_allocations(request: web.Request) -> web.Response:
+    """GET /api/v1/nodes/{name}/allocations: the allocations granted on the node, by id
+    (TensorFusion GetAllocationReqByNodeName); 404 for an unknown node."""
+    params = paging.query(request, allowed=())
+    state = allocator_of(request).state
+    found = state.nodes.get(request.match_info["name"])
+    if found is None:
+        raise guard.ApiError(404, f"node {request.match_info['name']!r} not found", field="name")
+    chosen = [state.allocations[a] for a in found.workers if a in state.allocations]
+    return _json(paging.page(chosen, key=lambda a: (a.spec.allocation_id,), params=params,
+                             render=lambda a: _allocation_doc(request, a)[0]))
 
 
 async def queue(request: web.Request) -> web.Response:
@@ -112,7 +129,7 @@ async def queue(request: web.Request) -> web.Response:
                and params.get("namespace", a.spec.namespace) == a.spec.namespace
                and params.get("qos", a.spec.qos) == a.spec.qos]
     return _json(paging.page(
-        waiting, key=lambda item: (qos_rank(item[1].spec.qos), item[1].queue_seq), params=params,
+        waiting, key=lambda item: grant_order(item[1]), params=params,
         render=lambda item: documents.queue_entry(item[1], item[0], reason_of(request, item[1]))))
 
 

@@ -16,7 +16,16 @@ from typing import Any
 
 from events import bounds
 from events.quantity import QuantityError, parse
-from events.values import PREEMPTION_SCOPES, PoolConfig, QuotaAmount, QuotaSpec, Resources
+from events.values import (
+    ISOLATION_POLICIES,
+    MAX_TOPOLOGY_TIER,
+    PREEMPTION_SCOPES,
+    TOPOLOGY_MODES,
+    PoolConfig,
+    QuotaAmount,
+    QuotaSpec,
+    Resources,
+)
 from services.allocator.api.guard import ApiError
 
 MAX_ID_CHARS = bounds.MAX_ID_LENGTH
@@ -105,10 +114,22 @@ def quota(body: dict[str, Any]) -> QuotaSpec:
                      alert_threshold_percent=95 if alert is None else alert)
 
 
+_POOL_FIELDS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node", "preemption", "isolation_policy",
+                "topology", "max_topology_tier")
+
+
+def _choice(body: dict[str, Any], key: str, known: tuple[str, ...], default: str) -> str:
+    value = body.get(key, default)
+    if value not in known:
+        raise ApiError(400, f"{key} must be one of {', '.join(known)}", field=key)
+    return str(value)
+
+
 def pool_config(body: dict[str, Any]) -> PoolConfig:
     """A PoolConfig; weights finite in [0, events.bounds.MAX_WEIGHT], ``placement`` a strategy
-    name (the allocator checks it)."""
-    only(body, ("placement", "vram_weight", "tflops_weight", "max_workers_per_node", "preemption"), field="body")
+    name (the allocator checks it), ``isolation_policy``/``topology`` known values and
+    ``max_topology_tier`` 0-3 (docs/allocation.md)."""
+    only(body, _POOL_FIELDS, field="body")
     defaults = PoolConfig()
     placement = body.get("placement", defaults.placement)
     if not isinstance(placement, str) or not 0 < len(placement) <= bounds.MAX_LABEL_VALUE_LENGTH:
@@ -123,5 +144,9 @@ def pool_config(body: dict[str, Any]) -> PoolConfig:
             raise ApiError(400, f"{key} must be a number from 0 to {bounds.MAX_WEIGHT:g}", field=key)
         weights[key] = float(raw)
     workers = _count(body.get("max_workers_per_node", 0), field="max_workers_per_node")
+    tier = _count(body.get("max_topology_tier", MAX_TOPOLOGY_TIER), field="max_topology_tier", high=MAX_TOPOLOGY_TIER)
     return PoolConfig(placement=placement, max_workers_per_node=workers or 0, preemption=preemption,
-                      vram_weight=weights["vram_weight"], tflops_weight=weights["tflops_weight"])
+                      vram_weight=weights["vram_weight"], tflops_weight=weights["tflops_weight"],
+                      isolation_policy=_choice(body, "isolation_policy", ISOLATION_POLICIES, defaults.isolation_policy),
+                      topology=_choice(body, "topology", TOPOLOGY_MODES, defaults.topology),
+                      max_topology_tier=MAX_TOPOLOGY_TIER if tier is None else tier)

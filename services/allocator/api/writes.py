@@ -3,7 +3,9 @@ its decision (:mod:`services.allocator.api.outcomes`), or 202 ``{"intent_id", "s
 "pending"}`` when it is not decided within ``?wait=`` seconds (default 10, at most 60).
 
 A decision is 200 with the ``submit --json`` shape (``type`` says granted, queued, rejected,
-released, ...); an ``intent_rejected`` decision is 400 with its ``field``. NATS unreachable: 503.
+released, ...); a refused one (:func:`refusal`) adds ``error`` and ``field``: 404 for an allocation
+that is not live (saying how it ended, :mod:`~services.allocator.api.ended`), 409 for a resize of a
+queued one, 400 for bad input. NATS unreachable: 503.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from events import intents
 from events.bounds import MAX_LABEL_VALUE_LENGTH, MAX_NAME_LENGTH, BoundsError
 from events.values import Resources
 from services import podspec
-from services.allocator.api import documents, guard, paging, values
+from services.allocator.api import documents, ended, guard, paging, values
 from services.allocator.api.context import allocator_of, waiter_of
 from services.allocator.domain.model import AllocationState
 
@@ -48,8 +50,28 @@ async def _decide(request: web.Request, intent: intents.AnyIntent, wait_s: float
         raise guard.ApiError(503, f"could not publish the intent: {exc!r}", field="") from exc
     if view is None:
         return web.json_response({"intent_id": intent.intent_id, "status": "pending"}, status=202)
-    status = 400 if view["type"] == "intent_rejected" else 200
-    return web.json_response({**view, "intent_id": intent.intent_id}, status=status)
+    status, error = refusal(view)
+    if status == 404:  # the decision is recorded; the answer says how the allocation ended, if it did
+        allocation_id = getattr(intent, "allocation_id", "")
+        error = ended.sentence(allocation_id, await ended.ended_life(allocator_of(request).store, allocation_id))
+    extra = {"error": error, "field": "id" if status in (404, 409) else view.get("field") or "request"} if error else {}
+    return web.json_response({**view, "intent_id": intent.intent_id, **extra}, status=status)
+
+
+def refusal(view: dict[str, Any]) -> tuple[int, str]:
+    """HTTP status of a decision and its error text ("" for 200): a release or resize of an
+    allocation that is not live 404, a resize of a queued one 409 (not granted yet), bad input
+    (``intent_rejected``, a resize with request > limit) 400; every other decision, also a resize
+    that does not fit (``resize_rejected`` capacity/quota, like a ``rejected`` request), 200."""
+    kind, code = view["type"], view.get("event", {}).get("code", "")
+    if kind == "intent_rejected" and view.get("event", {}).get("intent_type") == "release_allocation" \
+            and view.get("field") == "allocation_id":
+        return 404, view["reason"]
+    if kind == "resize_rejected" and code == "not_granted":
+        return (409, view["reason"]) if view.get("namespace") else (404, view["reason"])
+    if kind == "intent_rejected" or (kind == "resize_rejected" and code == "invalid"):
+        return 400, view["reason"]
+    return 200, ""
 
 
 def _intent_id(kind: str) -> str:

@@ -9,13 +9,18 @@ docs/compatibility.md.
 from services.allocator.domain.allocate import explain
 from services.allocator.domain.decide import decide
 from services.allocator.domain.evolve import evolve
+from services.allocator.domain.gang import explain as gang_reason
 from services.allocator.domain.inventory import expired_nodes
+from services.allocator.domain.preempting import preemption_plan
+from services.allocator.domain.preemption import NoPlan, Plan
 from services.allocator.domain.process import process
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState, decode_snapshot, digest, encode_snapshot
 
 __all__ = [
     "ClusterState",
+    "NoPlan",
+    "Plan",
     "Scheduler",
     "decide",
     "decode_snapshot",
@@ -24,5 +29,7 @@ __all__ = [
     "evolve",
     "expired_nodes",
     "explain",
+    "gang_reason",
+    "preemption_plan",
     "process",
 ]

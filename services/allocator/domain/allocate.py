@@ -8,14 +8,18 @@ blocked it (TensorFusion FilterDetail, so "why is my pod waiting" has an answer)
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from events import decisions as ev
 from events.intents import ReleaseAllocation, RequestAllocation
 from events.values import AllocationSpec, FilterCount
+from services.allocator.domain import partition
 from services.allocator.domain.model import QuotaUsage
+from services.allocator.domain.partition_explain import describe
 from services.allocator.domain.placement import Blocked, Grant, charge_on, exact_quota, lower_bound_usage, usage_on
+from services.allocator.domain.preempting import explained, try_preempt
+from services.allocator.domain.preemption import NoPlan
 from services.allocator.domain.quota import check_single, check_totals
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
@@ -27,14 +31,19 @@ def attempt(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler, *,
     """Admit ``spec`` now if it fits (quota, filters, strategy, exact quota); never mutates ``state``."""
     quota = state.quotas.get(spec.namespace)
     usage = state.usage.get(spec.namespace) or QuotaUsage()
+    partitioned = spec.isolation == "partitioned"
     if quota is not None:
-        block = check_totals(quota, spec.namespace, usage=usage, add=lower_bound_usage(spec))
+        lower = partition.lower_bound(spec) if partitioned else lower_bound_usage(spec)
+        block = check_totals(quota, spec.namespace, usage=usage, add=lower)
         if block is not None:
             return Blocked("quota", block.reason, block)
     found = scheduler.find(state, spec, restrict=restrict)
     if found is None:
         return Blocked("capacity", f"no node in pool {spec.pool} has {spec.gpu_count} GPU(s) that fit")
     node, gpus = found
+    if partitioned:
+        return partition.grant(spec, node.name, gpus, scheduler.prepare(spec)[0], scheduler.profile.templates,
+                               quota, usage)
     add = usage_on(gpus, spec)
     if quota is not None:
         block = exact_quota(quota, spec, gpus, usage, add)
@@ -59,13 +68,20 @@ def summarize(filters: list[FilterCount], total: int, pool: str) -> str:
 def granted(spec: AllocationSpec, grant: Grant, *, now: datetime, from_queue: bool) -> ev.AllocationGranted:
     """The event for a successful attempt."""
     return ev.AllocationGranted(
-        at=now, spec=spec, node=grant.node, gpus=grant.gpus, charges=grant.charges, from_queue=from_queue
+        at=now, spec=spec, node=grant.node, gpus=grant.gpus, charges=grant.charges, from_queue=from_queue,
+        partitions=grant.partitions,
     )
 
 
-def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime, scheduler: Scheduler
-                   ) -> list[ev.AnyEvent]:
-    """RequestAllocation -> AllocationGranted | AllocationQueued | AllocationRejected | IntentRejected."""
+GangRule = Callable[[ClusterState, AllocationSpec, datetime, Scheduler], "list[ev.AnyEvent] | None"]
+"""Decides a gang member's request (services.allocator.domain.gang.decide_member); None: as any request."""
+
+
+def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime, scheduler: Scheduler,
+                   gang: GangRule | None = None) -> list[ev.AnyEvent]:
+    """RequestAllocation -> AllocationGranted | AllocationQueued | AllocationRejected | IntentRejected.
+
+    ``gang`` decides a gang member after the identity, pool and per-workload cap checks."""
     spec = intent.spec
     problem = check_spec(spec)
     if problem:
@@ -86,26 +102,37 @@ def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime
     if cap_block:
         return [ev.AllocationRejected(at=now, spec=spec, code="quota", reason=cap_block.reason,
                                       quota_dimension=cap_block.dimension)]
+    member = gang(state, spec, now, scheduler) if gang is not None and spec.gang is not None else None
+    if member is not None:
+        return member
     outcome = attempt(state, spec, scheduler)
     if isinstance(outcome, Grant):
         return [granted(spec, outcome, now=now, from_queue=False)]
-    return [_not_now(state, spec, outcome, now, scheduler)]
+    preempting = try_preempt(state, spec, now, scheduler, from_queue=False)
+    if isinstance(preempting, list):
+        return preempting
+    return [_not_now(state, spec, outcome, now, scheduler, preempting)]
 
 
-def _not_now(state: ClusterState, spec: AllocationSpec, blocked: Blocked, now: datetime, scheduler: Scheduler
-             ) -> ev.AnyEvent:
+def _not_now(state: ClusterState, spec: AllocationSpec, blocked: Blocked, now: datetime, scheduler: Scheduler,
+             no_plan: NoPlan) -> ev.AnyEvent:
     filters, _ = scheduler.filter_pass(state, spec)
     total = sum(f.removed for f in filters)
     if blocked.code == "capacity":
         static_filters, static_fit = scheduler.static_pass(state, spec)
         if static_fit == 0:
             reason = "can never fit: " + summarize(static_filters, total, spec.pool)
+            if spec.isolation == "partitioned":
+                reason += "; " + describe(state, spec, scheduler.prepare(spec)[0], scheduler.profile.templates)
             return ev.AllocationRejected(at=now, spec=spec, code="unschedulable", reason=reason,
                                          filters=tuple(static_filters))
         reason = summarize(filters, total, spec.pool)
+        if spec.isolation == "partitioned":
+            reason += "; " + describe(state, spec, scheduler.prepare(spec)[0], scheduler.profile.templates)
     else:
         reason = blocked.reason
     dimension = blocked.quota.dimension if blocked.quota else ""
+    reason = explained(reason, no_plan)
     return ev.AllocationQueued(at=now, spec=spec, code=blocked.code, reason=reason, filters=tuple(filters),
                                quota_dimension=dimension)
 

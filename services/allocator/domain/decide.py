@@ -11,7 +11,7 @@ from datetime import datetime
 from events import decisions as ev
 from events import intents as it
 from events.base import Intent
-from services.allocator.domain import profile
+from services.allocator.domain import gang, profile
 from services.allocator.domain.allocate import decide_release, decide_request
 from services.allocator.domain.inventory import decide_heartbeats, decide_register, decide_remove
 from services.allocator.domain.resize import decide_resize
@@ -57,10 +57,16 @@ def decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler: 
 
     ``scheduler`` is the caller's long-lived Scheduler for this state (built in the composition
     root); without one a fresh Scheduler is built, which indexes the whole state (one-off use).
+    A release of a placed gang member below its gang's quorum adds GangDegraded (gang.with_degraded).
     """
+    return gang.with_degraded(state, _decide(state, intent, now, scheduler), now)
+
+
+def _decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler: Scheduler | None
+            ) -> list[ev.AnyEvent]:
     match intent:
         case it.RequestAllocation():
-            return decide_request(state, intent, now, scheduler or Scheduler())
+            return decide_request(state, intent, now, scheduler or Scheduler(), gang.decide_member)
         case it.ReleaseAllocation():
             return decide_release(state, intent, now)
         case it.ResizeAllocation():
@@ -70,7 +76,7 @@ def decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler: 
         case it.RemoveNode():
             return decide_remove(state, intent, now)
         case it.CheckHeartbeats():
-            return decide_heartbeats(state, intent, now)
+            return decide_heartbeats(state, intent, now) + gang.time_out(state, now)
         case it.SetQuota():
             return _set_quota(state, intent, now)
         case it.RemoveQuota():

@@ -4,7 +4,8 @@ The same function updates the live state after each decision and rebuilds state 
 the two cannot diverge. It reports what it touched in ``state.changes`` (the nodes whose
 records, GPUs or pool settings changed; inventory changes), from which a Scheduler refreshes
 its index and caches. GPU usage and namespace usage are sums of live charges, added on grant
-and subtracted on release with the very amounts recorded, so a release restores exactly.
+and subtracted on release with the very amounts recorded, so a release restores exactly; the
+partitions a grant records (template and slots) are kept on its GPUs and dropped on release.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from services.allocator.domain.model import (
     RecentRequests,
     RequestShape,
 )
+from services.allocator.domain.partition import usage as partition_usage
 from services.allocator.domain.placement import usage_on
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.target import EPOCH, WINDOW, learned
@@ -54,11 +56,13 @@ def _granted(state: ClusterState, e: ev.AllocationGranted) -> None:
     if previous is not None and previous.status == QUEUED:
         state.queue.remove(aid, previous.spec.qos)
     gpus = [state.gpus[name] for name in e.gpus]
-    usage = usage_on(gpus, spec)
+    usage = partition_usage(e.charges) if e.partitions else usage_on(gpus, spec)
     for gpu, charge in zip(gpus, e.charges, strict=True):
         gpu.charges[aid] = charge
         gpu.used_milli_tflops += charge.milli_tflops
         gpu.used_vram_bytes += charge.vram_bytes
+    for gpu, held in zip(gpus, e.partitions, strict=False):
+        gpu.partitions = {**gpu.partitions, aid: held}  # a new dict: scratch copies of a GPU may share the old one
     node = state.nodes[e.node]
     node.workers.append(aid)
     node.used_cpu_milli += spec.cpu_milli
@@ -66,8 +70,9 @@ def _granted(state: ClusterState, e: ev.AllocationGranted) -> None:
     _add_usage(state, spec.namespace, usage, sign=1)
     state.allocations[aid] = AllocationState(
         spec=spec, status=GRANTED, requested_at=previous.requested_at if previous else e.at, node=e.node,
-        gpus=list(e.gpus), charges=list(e.charges), granted_at=e.at, usage=usage,
+        gpus=list(e.gpus), charges=list(e.charges), granted_at=e.at, usage=usage, partitions=list(e.partitions),
     )
+    state.gangs.granted(spec)
     state.changes.touch(e.node)
 
 
@@ -94,18 +99,24 @@ def _queued(state: ClusterState, e: ev.AllocationQueued) -> None:
                                  reason=e.reason, code=e.code)
     state.allocations[e.spec.allocation_id] = allocation
     state.queue.add(allocation)
+    state.gangs.queued(e.spec)
 
 
-def _released(state: ClusterState, e: ev.AllocationReleased) -> None:
+def _released(state: ClusterState, e: ev.AllocationReleased | ev.AllocationPreempted) -> None:
+    """A release, and a preemption (folded exactly like a release of the victim: its recorded
+    charges and usage go back, so usage stays the sum of live charges)."""
     allocation = state.allocations.pop(e.allocation_id, None)
     if allocation is None:
         return
+    state.gangs.left(allocation.spec)
     if allocation.status == QUEUED:
         state.queue.remove(e.allocation_id, allocation.spec.qos)
         return
     for name, charge in zip(allocation.gpus, allocation.charges, strict=True):
         gpu = state.gpus[name]
         del gpu.charges[e.allocation_id]
+        if e.allocation_id in gpu.partitions:
+            gpu.partitions = {k: p for k, p in gpu.partitions.items() if k != e.allocation_id}
         gpu.used_milli_tflops -= charge.milli_tflops
         gpu.used_vram_bytes -= charge.vram_bytes
     node = state.nodes[allocation.node]
@@ -209,6 +220,7 @@ def _quota_removed(state: ClusterState, e: ev.QuotaRemoved) -> None:
 
 def _pool_configured(state: ClusterState, e: ev.PoolConfigured) -> None:
     state.pools[e.pool] = e.config
+    state.changes.inventory += 1  # pool settings (isolation policy, hard topology) change what could ever fit
     for name in sorted(state.pool_nodes.get(e.pool, ())):
         state.changes.touch(name)
 
@@ -217,6 +229,7 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None]] = {
     ev.AllocationGranted: _granted,
     ev.AllocationQueued: _queued,
     ev.AllocationReleased: _released,
+    ev.AllocationPreempted: _released,
     ev.AllocationResized: _resized,
     ev.NodeRegistered: _registered,
     ev.NodeHeartbeat: _heartbeat,

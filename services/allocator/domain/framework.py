@@ -3,6 +3,8 @@ context, and the two filter passes of one request's chain.
 
 A filter plugin answers a :class:`Status` (code + reason), never a bare bool, and the framework
 never names a plugin: what it may skip it learns from what plugins declare (``capacity_bound``).
+Three kinds of filter: node filters (a whole node at once), GPU filters (one GPU) and set filters
+(a node's candidates judged together after the GPU pass: the hard topology tier; ``fits``).
 ``node_candidates`` is the hot path (one node's GPUs that pass every filter); ``explain`` is the
 full pass that counts, per filter, how many GPUs of the pool it removed (TensorFusion
 FilterDetail), used when a request is queued or rejected and by ``simulate``. A ``static`` pass
@@ -11,11 +13,12 @@ ignores everything that can change (usage, phases, liveness) and answers "could 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import MappingProxyType
 from typing import ClassVar, NamedTuple, Protocol
 
 from events.values import FilterCount, PoolConfig
-from services.allocator.domain.model import GpuState, NodeState
+from services.allocator.domain.model import AllocationState, GpuState, NodeState
 from services.allocator.domain.need import Need
 
 SAME_NODE = "SameNodeFilter"
@@ -38,14 +41,22 @@ OK = Status(SUCCESS)
 """The one passing status; filters return this very object so the hot path compares identity."""
 
 
+NO_ALLOCATIONS: Mapping[str, AllocationState] = MappingProxyType({})
+
+
 class Context:
-    """What a filter may read besides the GPU/node: the pool settings and the pass mode."""
+    """What a filter may read besides the GPU/node: the pool settings, the pass mode and the live
+    allocations by id (``ClusterState.allocations``; a GPU's ``charges`` are keyed by them, so a
+    filter can read who holds a GPU, e.g. the Dynamic isolation lock). A decision's Context must
+    carry the state's allocations; without them a charge's holder is unknown."""
 
-    __slots__ = ("config", "static")
+    __slots__ = ("allocations", "config", "static")
 
-    def __init__(self, config: PoolConfig, *, static: bool = False) -> None:
+    def __init__(self, config: PoolConfig, *, static: bool = False,
+                 allocations: Mapping[str, AllocationState] = NO_ALLOCATIONS) -> None:
         self.config = config
         self.static = static
+        self.allocations = allocations
 
 
 class GpuFilter(Protocol):
@@ -82,19 +93,39 @@ class NodeFilter(Protocol):
         ...
 
 
+class SetFilter(Protocol):
+    """Removes a node after the GPU pass by judging its candidate GPUs as a set (topology tier).
+
+    Asked only on nodes with at least ``need.count`` candidates; a rejection removes the node's
+    candidates (counted under ``name``)."""
+
+    name: ClassVar[str]
+
+    def enabled(self, need: Need) -> bool:
+        """Whether this filter runs for ``need`` at all (it may read only what ``shape_key`` covers)."""
+        ...
+
+    def filter(self, node: NodeState, candidates: Sequence[GpuState], need: Need, ctx: Context) -> Status:
+        """:data:`OK` when ``node`` may hold ``need`` on these candidates, else why not."""
+        ...
+
+
 MayFit = Callable[[str], bool]
 """The node index's summary test for one need: False only when no GPU of the node can hold it."""
 
 
 class Chain:
-    """The filters enabled for one request, node-level and GPU-level, in registry order."""
+    """The filters enabled for one request, node-level, GPU-level and set-level, in registry order."""
 
-    __slots__ = ("before_bound", "gpu_filters", "node_filters", "order")
+    __slots__ = ("before_bound", "gpu_filters", "node_filters", "order", "set_filters")
 
-    def __init__(self, node_filters: Sequence[NodeFilter], gpu_filters: Sequence[GpuFilter], need: Need) -> None:
+    def __init__(self, node_filters: Sequence[NodeFilter], gpu_filters: Sequence[GpuFilter], need: Need,
+                 set_filters: Sequence[SetFilter] = ()) -> None:
         self.node_filters = tuple(f for f in node_filters if f.enabled(need))
         self.gpu_filters = tuple(f for f in gpu_filters if f.enabled(need))
-        self.order = tuple(f.name for f in self.node_filters) + tuple(f.name for f in self.gpu_filters)
+        self.set_filters = tuple(f for f in set_filters if f.enabled(need))
+        self.order = (tuple(f.name for f in self.node_filters) + tuple(f.name for f in self.gpu_filters)
+                      + tuple(f.name for f in self.set_filters))
         bound = next((i for i, f in enumerate(self.gpu_filters) if f.capacity_bound), None)
         self.before_bound: tuple[tuple[GpuFilter, ...], str] | None = (
             None if bound is None else (self.gpu_filters[:bound], self.gpu_filters[bound].name))
@@ -106,6 +137,12 @@ class Chain:
             if f.filter(node, need, ctx) is not OK:
                 return False
         return True
+
+    def fits(self, node: NodeState, candidates: Sequence[GpuState], need: Need, ctx: Context) -> bool:
+        """True when ``candidates`` (the node's GPU pass) number ``need.count`` and every set filter admits them."""
+        if len(candidates) < need.count:
+            return False
+        return all(f.filter(node, candidates, need, ctx) is OK for f in self.set_filters)
 
     def node_candidates(
         self, node: NodeState, gpus: dict[str, GpuState], need: Need, ctx: Context
@@ -160,15 +197,28 @@ class Chain:
                 self._count(node, gpus, need, ctx, removed, short[0], short[1])
                 continue
             survivors = self._count(node, gpus, need, ctx, removed, self.gpu_filters, None)
-            if survivors >= need.count:
+            if survivors < need.count:
+                removed[SAME_NODE] += survivors
+                continue
+            rejecting = self._set_rejecting(node, gpus, need, ctx)
+            if rejecting is None:
                 fitting += 1
             else:
-                removed[SAME_NODE] += survivors
+                removed[rejecting] += survivors
         return [FilterCount(name=k, removed=v) for k, v in removed.items()], fitting
 
     def _node_rejecting(self, node: NodeState, need: Need, ctx: Context) -> str | None:
         for f in self.node_filters:
             if f.filter(node, need, ctx) is not OK:
+                return f.name
+        return None
+
+    def _set_rejecting(self, node: NodeState, gpus: dict[str, GpuState], need: Need, ctx: Context) -> str | None:
+        if not self.set_filters:
+            return None
+        candidates = self.node_candidates(node, gpus, need, ctx)
+        for f in self.set_filters:
+            if f.filter(node, candidates, need, ctx) is not OK:
                 return f.name
         return None
 

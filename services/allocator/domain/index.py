@@ -94,6 +94,17 @@ class NodeIndex:
             pool.max_tflops = max(pool.max_tflops, g.spec.capacity.milli_tflops)
         self._keys[node.name] = (node.pool, key, cls)
 
+    def copy(self) -> NodeIndex:
+        """An independent copy (for a hypothetical state: a gang placed member by member)."""
+        other = NodeIndex()
+        for name, pool in self._pools.items():
+            twin = other._pools[name] = _Pool()
+            twin.classes = [lst.copy() for lst in pool.classes]
+            twin.max_tflops = pool.max_tflops
+        other._keys = dict(self._keys)
+        other.free = dict(self.free)
+        return other
+
     def drop(self, node_name: str) -> None:
         """Forget a node (removed, or about to be re-placed)."""
         entry = self._keys.pop(node_name, None)

@@ -12,7 +12,7 @@ from datetime import datetime
 
 import msgspec
 
-from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaSpec, Resources
+from events.values import AllocationSpec, GpuSpec, Partition, PoolConfig, QuotaSpec, Resources
 from services.allocator.domain.taskclass import TaskClass
 
 GRANTED = "granted"
@@ -23,6 +23,8 @@ class GpuState(msgspec.Struct, kw_only=True):
     """One GPU: its reported spec, its node and pool, and the charges of live allocations on it.
 
     ``used_milli_tflops``/``used_vram_bytes`` = Σ ``charges`` (milli-TFLOPS, bytes).
+    ``partitions``: allocation id -> the hardware partition it holds here (partitioned
+    allocations only; each also has its template-sized entry in ``charges``).
     """
 
     spec: GpuSpec
@@ -32,6 +34,7 @@ class GpuState(msgspec.Struct, kw_only=True):
     used_milli_tflops: int = 0
     used_vram_bytes: int = 0
     charges: dict[str, Resources] = {}
+    partitions: dict[str, Partition] = {}
 
     @property
     def name(self) -> str:
@@ -103,7 +106,8 @@ class AllocationState(msgspec.Struct, kw_only=True):
     """A live allocation: granted (holding ``charges`` on ``gpus`` of ``node``) or queued.
 
     ``queue_seq`` orders queued requests FIFO within a QoS class; ``reason``/``code`` say why
-    a queued request waits; ``usage`` is what a granted allocation adds to its namespace's usage.
+    a queued request waits; ``usage`` is what a granted allocation adds to its namespace's usage;
+    ``partitions[i]`` is the partition held on ``gpus[i]`` (isolation ``partitioned`` only).
     """
 
     spec: AllocationSpec
@@ -117,6 +121,7 @@ class AllocationState(msgspec.Struct, kw_only=True):
     reason: str = ""
     code: str = ""
     usage: QuotaUsage | None = None
+    partitions: list[Partition] = []
 
 
 class RequestShape(msgspec.Struct, frozen=True, array_like=True):

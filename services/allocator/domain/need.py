@@ -22,8 +22,8 @@ class Need:
     """
 
     __slots__ = (
-        "affinity", "count", "cpu_milli", "indices", "isolation", "memory_bytes", "models", "percent", "pool",
-        "request", "shared", "tflops", "vendor", "vram",
+        "affinity", "count", "cpu_milli", "indices", "isolation", "memory_bytes", "models", "partition_memo",
+        "partitioned", "percent", "pool", "request", "shared", "template", "tflops", "vendor", "vram",
     )
 
     def __init__(self, spec: AllocationSpec) -> None:
@@ -41,6 +41,10 @@ class Need:
         self.affinity: NodeAffinity | None = spec.node_affinity
         self.cpu_milli = spec.cpu_milli
         self.memory_bytes = spec.memory_bytes
+        self.partitioned = spec.isolation == "partitioned"
+        self.template = spec.partition_template
+        self.partition_memo: dict[object, object] = {}
+        """The partition template chosen per GPU family and capacity (domain/partition.py ``chosen``)."""
 
     def tflops_on(self, capacity_milli_tflops: int) -> int:
         """Milli-TFLOPS this request takes on a GPU of the given capacity (percent converted, rounded up)."""
@@ -51,7 +55,7 @@ ShapeKey = tuple[object, ...]
 
 SHAPE_FIELDS: tuple[str, ...] = (
     "pool", "request", "gpu_count", "isolation", "gpu_models", "vendor", "gpu_indices", "node_affinity", "cpu_milli",
-    "memory_bytes",
+    "memory_bytes", "partition_template",
 )
 """The AllocationSpec fields that decide where a request can go. :class:`Need` reads only these
 (a test holds it to that), and filters and strategies see a request only through its Need."""

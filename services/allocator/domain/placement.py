@@ -8,19 +8,21 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from events.values import AllocationSpec, QuotaSpec, Resources
+from events.values import AllocationSpec, Partition, QuotaSpec, Resources
 from services.allocator.domain.model import GpuState, QuotaUsage
 from services.allocator.domain.quota import QuotaBlock, check_single, check_totals, usage_of
 from services.allocator.domain.units import tflops_on
 
 
 class Grant(NamedTuple):
-    """A placement that passed every check: node, GPUs (in pick order), per-GPU charges, quota usage."""
+    """A placement that passed every check: node, GPUs (in pick order), per-GPU charges, quota
+    usage, and per-GPU partitions (isolation ``partitioned`` only)."""
 
     node: str
     gpus: tuple[str, ...]
     charges: tuple[Resources, ...]
     usage: QuotaUsage
+    partitions: tuple[Partition, ...] = ()
 
 
 class Blocked(NamedTuple):

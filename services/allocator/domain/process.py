@@ -5,7 +5,9 @@ each queued request is tried in that order and granted if it fits, so a large re
 block smaller ones behind it. A queued request is only retried where something it needs may have
 freed: the nodes whose capacity, liveness or labels changed, or everywhere when its namespace's
 quota usage or spec changed or its pool was reconfigured (it fit nowhere else when it was queued,
-and capacity elsewhere can only shrink without an event naming that node).
+and capacity elsewhere can only shrink without an event naming that node). A gang that has not
+been placed is tried as a unit where its first waiting member stands (domain.gang.retry: the
+whole quorum or nothing).
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from datetime import datetime
 
 from events import decisions as ev
 from events.intents import AnyIntent
+from events.values import priority_of
+from services.allocator.domain import gang
 from services.allocator.domain.allocate import attempt, granted
 from services.allocator.domain.decide import decide
 from services.allocator.domain.evolve import evolve
@@ -22,6 +26,7 @@ from services.allocator.domain.model import QUEUED
 from services.allocator.domain.need import ShapeKey, shape_key
 from services.allocator.domain.placement import Grant
 from services.allocator.domain.plugins.liveness import READY
+from services.allocator.domain.preempting import try_preempt
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
 
@@ -45,6 +50,10 @@ def hints_of(state: ClusterState, events: Sequence[ev.AnyEvent]) -> Hints:
     hints = Hints()
     for e in events:
         match e:
+            case ev.AllocationPreempted():
+                hints.nodes.add(e.node)
+                if e.namespace in state.quotas:
+                    hints.namespaces.add(e.namespace)
             case ev.AllocationReleased(was_queued=False) | ev.AllocationResized():
                 if isinstance(e, ev.AllocationReleased):
                     hints.nodes.add(e.node)
@@ -64,35 +73,59 @@ def hints_of(state: ClusterState, events: Sequence[ev.AnyEvent]) -> Hints:
 
 
 def drain(state: ClusterState, hints: Hints, now: datetime, scheduler: Scheduler) -> list[ev.AnyEvent]:
-    """Grant, in queue order, every queued request that fits where ``hints`` say things changed.
+    """Grant, in queue order, every queued request that fits where ``hints`` say things changed;
+    a retried request that does not fit may preempt (domain/preempting.py) anywhere in its pool.
 
     A request shape that found no room is not tried again in the same drain (grants only take
-    capacity away), which keeps a release cheap when many similar requests wait.
+    capacity away), nor is a preemption that found no plan retried for the same shape, priority
+    and namespace; a preemption frees what its plan does not use, so both memos then start over.
     """
     out: list[ev.AnyEvent] = []
     no_room: set[tuple[ShapeKey, bool]] = set()
+    gangs: set[str] = set()
+    no_plan: set[tuple[ShapeKey, int, str]] = set()
     for allocation_id in list(state.queue):
         allocation = state.allocations.get(allocation_id)
         if allocation is None or allocation.status != QUEUED:
             continue
         spec = allocation.spec
+        if spec.gang is not None and gang.unplaced(state, spec):
+            if spec.gang.key not in gangs:  # a gang is tried once, where its first member waits
+                gangs.add(spec.gang.key)
+                out.extend(gang.retry(state, spec.gang, hints, now, scheduler))
+            continue
         restrict: list[str] | None = None
+        may_fit = True
         if spec.pool not in hints.pools and spec.namespace not in hints.namespaces:
             restrict = [n for n in hints.nodes if n in state.nodes and state.nodes[n].pool == spec.pool]
+            if not restrict:
+                continue
             scheduler.sync(state)
             need = scheduler.prepare(spec)[0]
-            if not any(scheduler.may_fit(n, need) for n in restrict):
-                continue
+            may_fit = any(scheduler.may_fit(n, need) for n in restrict)
         shape = shape_key(spec)
-        if (shape, True) in no_room or (shape, restrict is None) in no_room:
+        if may_fit and (shape, True) not in no_room and (shape, restrict is None) not in no_room:
+            outcome = attempt(state, spec, scheduler, restrict=restrict)
+            if isinstance(outcome, Grant):
+                event = granted(spec, outcome, now=now, from_queue=True)
+                evolve(state, event)
+                out.append(event)
+                continue
+            if outcome.code == "capacity":
+                no_room.add((shape, restrict is None))
+        tried = (shape, priority_of(spec), spec.namespace)
+        if tried in no_plan:
             continue
-        outcome = attempt(state, spec, scheduler, restrict=restrict)
-        if isinstance(outcome, Grant):
-            event = granted(spec, outcome, now=now, from_queue=True)
-            evolve(state, event)
-            out.append(event)
-        elif outcome.code == "capacity":
-            no_room.add((shape, restrict is None))
+        preempting = try_preempt(state, spec, now, scheduler, from_queue=True)
+        if isinstance(preempting, list):
+            for change in preempting:
+                evolve(state, change)
+            out.extend(preempting)
+            hints.nodes.add(preempting[-1].node)  # type: ignore[union-attr]
+            no_room.clear()
+            no_plan.clear()
+        else:
+            no_plan.add(tried)
     return out
 
 

@@ -1,16 +1,25 @@
-"""The request queue: queued allocations in grant order (QoS critical > high > medium > low, then FIFO).
+"""The request queue: queued allocations in grant order (effective priority, then QoS, then FIFO).
 
-Owns ordering only; the allocations themselves live in ``ClusterState.allocations``.
+Owns ordering only; the allocations themselves live in ``ClusterState.allocations``. The order is
+kube-scheduler's active queue order (PrioritySort: higher pod priority first, then earlier
+arrival) with TensorFusion's QoS between the two: the effective priority is
+``events.values.priority_of`` (the pod's PriorityClass value, else its QoS's), so two requests of
+equal priority (medium and low both map to 0) still go by QoS (critical > high > medium > low).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
-from events.values import QOS_LEVELS
+from sortedcontainers import SortedList
+
+from events.values import QOS_LEVELS, priority_of
 from services.allocator.domain.model import QUEUED, AllocationState
 
 _QOS_RANK = {qos: rank for rank, qos in enumerate(QOS_LEVELS)}
+
+OrderKey = tuple[int, int, int, str]
+"""(−priority, QoS rank, queue_seq, allocation id): ascending is grant order."""
 
 
 def qos_rank(qos: str) -> int:
@@ -18,36 +27,48 @@ def qos_rank(qos: str) -> int:
     return _QOS_RANK.get(qos, _QOS_RANK["medium"])
 
 
-class RequestQueue:
-    """Queued allocation ids per QoS class, each class FIFO by ``queue_seq``."""
+def grant_order(allocation: AllocationState) -> OrderKey:
+    """The sort key of a queued allocation in grant order (ascending)."""
+    spec = allocation.spec
+    return (-priority_of(spec), qos_rank(spec.qos), allocation.queue_seq, spec.allocation_id)
 
-    __slots__ = ("_classes", "next_seq")
+
+class RequestQueue:
+    """Queued allocation ids sorted by :func:`grant_order` (O(log n) add and remove)."""
+
+    __slots__ = ("_keys", "_order", "next_seq")
 
     def __init__(self) -> None:
         self.next_seq = 1
-        self._classes: list[dict[str, int]] = [{} for _ in QOS_LEVELS]
+        self._order: SortedList = SortedList()
+        self._keys: dict[str, OrderKey] = {}
 
     def add(self, allocation: AllocationState) -> None:
-        """Enqueue at the back of its QoS class (``queue_seq`` must already be set)."""
-        self._classes[qos_rank(allocation.spec.qos)][allocation.spec.allocation_id] = allocation.queue_seq
+        """Enqueue in grant order (``queue_seq`` must already be set)."""
+        aid = allocation.spec.allocation_id
+        self.remove(aid)
+        key = self._keys[aid] = grant_order(allocation)
+        self._order.add(key)
         self.next_seq = max(self.next_seq, allocation.queue_seq + 1)
 
-    def remove(self, allocation_id: str, qos: str) -> None:
-        """Drop an id (granted or released); no-op when absent."""
-        self._classes[qos_rank(qos)].pop(allocation_id, None)
+    def remove(self, allocation_id: str, qos: str = "") -> None:
+        """Drop an id (granted or released); no-op when absent. ``qos`` is accepted for old callers."""
+        key = self._keys.pop(allocation_id, None)
+        if key is not None:
+            self._order.remove(key)
 
     def __len__(self) -> int:
-        return sum(len(c) for c in self._classes)
+        return len(self._keys)
 
     def __iter__(self) -> Iterator[str]:
-        """Allocation ids in grant order: by QoS class, then arrival."""
-        for cls in self._classes:
-            yield from list(cls)
+        """Allocation ids in grant order (a copy: the queue may change while the caller walks it)."""
+        return iter([key[3] for key in self._order])
 
     def rebuild(self, allocations: Iterable[AllocationState], *, next_seq: int) -> None:
         """Reset from the queued allocations of a snapshot."""
-        self._classes = [{} for _ in QOS_LEVELS]
-        queued = sorted((a for a in allocations if a.status == QUEUED), key=lambda a: a.queue_seq)
-        for allocation in queued:
-            self.add(allocation)
+        self._order = SortedList()
+        self._keys = {}
+        for allocation in allocations:
+            if allocation.status == QUEUED:
+                self.add(allocation)
         self.next_seq = max(self.next_seq, next_seq)

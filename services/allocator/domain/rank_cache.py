@@ -32,6 +32,7 @@ from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need, ShapeKey, gpu_shape_key, shape_key
 from services.allocator.domain.state import Changes, ClusterState
 from services.allocator.domain.strategies import Members, ScanStrategy
+from services.allocator.domain.topology import pick_scan
 
 LIMIT = 1024
 """Request shapes with a cached ranking."""
@@ -173,7 +174,7 @@ class RankCache:
             if admits(node):
                 members = self.members(state, node)
                 cands = self._candidates(members, node, gid, need, chain, ctx)
-                return node, strategy.pick(node, members, cands, need, ctx.config, aid)
+                return node, pick_scan(strategy, node, members, cands, need, ctx.config, aid)
         return None
 
     def _candidates(self, members: Members, node: NodeState, gid: int, need: Need, chain: Chain,
@@ -196,7 +197,7 @@ class RankCache:
             return None
         members = self.members(state, node)
         cands = self._candidates(members, node, gid, need, chain, ctx)
-        if len(cands) < need.count:
+        if not chain.fits(node, cands, need, ctx):
             return None
         rank = strategy.rank(node, members, cands, need, ctx.config, aid)
         return tuple(map(neg, rank)), name

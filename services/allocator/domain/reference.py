@@ -20,6 +20,8 @@ from services.allocator.domain.plugins.affinity import preference_weight
 from services.allocator.domain.scheduler import Found, Scheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies import IndexedStrategy, Strategy
+from services.allocator.domain.topology import pick_indexed, pick_scan
+from services.allocator.domain.victims import Ranked, ranked_on
 
 
 class ReferenceScheduler(Scheduler):
@@ -36,7 +38,7 @@ class ReferenceScheduler(Scheduler):
     def prepare(self, spec: AllocationSpec) -> tuple[Need, Chain]:
         """A fresh Need and chain."""
         need = Need(spec)
-        return need, Chain(self.profile.node_filters, self.profile.gpu_filters, need)
+        return need, Chain(self.profile.node_filters, self.profile.gpu_filters, need, self.profile.set_filters)
 
     def may_fit(self, node: str, need: Need) -> bool:
         """Always possibly (no summary to rule a node out)."""
@@ -48,7 +50,7 @@ class ReferenceScheduler(Scheduler):
         the optimised scheduler only restricts to nodes where something may have freed)."""
         need, chain = self.prepare(spec)
         config = state.pool_config(need.pool)
-        ctx = Context(config)
+        ctx = Context(config, allocations=state.allocations)
         strategy = self.strategy(state, need.pool)
         feasible: list[tuple[NodeState, list[GpuState]]] = []
         for name in sorted(state.pool_nodes.get(need.pool, ())):
@@ -63,7 +65,7 @@ class ReferenceScheduler(Scheduler):
                 return sum(strategy.node_gpu_score(g, config) for g in members) // len(members) if members else 0
             node, cands = min(feasible, key=lambda p: (
                 -preference_weight(need.affinity, p[0].labels), -node_score(p[0]), p[0].name))
-            return node, strategy.pick(cands, need, config)
+            return node, pick_indexed(strategy, cands, need, config)
         scan = strategy
         best: tuple[tuple[float, ...], NodeState, list[GpuState]] | None = None
         for node, cands in feasible:
@@ -74,14 +76,46 @@ class ReferenceScheduler(Scheduler):
         assert best is not None
         _, node, cands = best
         members = [state.gpus[g] for g in node.gpus]
-        return node, scan.pick(node, members, cands, need, config, spec.allocation_id)
+        return node, pick_scan(scan, node, members, cands, need, config, spec.allocation_id)
+
+    def node_order(self, state: ClusterState, pool: str) -> Iterable[str]:
+        """The pool's nodes by the strategy's node score computed afresh (0 for scan strategies), then name."""
+        strategy = self.strategy(state, pool)
+        config = state.pool_config(pool)
+
+        def score(name: str) -> int:
+            if not isinstance(strategy, IndexedStrategy):
+                return 0
+            members = [state.gpus[g] for g in state.nodes[name].gpus]
+            return sum(strategy.node_gpu_score(g, config) for g in members) // len(members) if members else 0
+        return sorted(state.pool_nodes.get(pool, ()), key=lambda n: (-score(n), n))
+
+    def ranked(self, state: ClusterState, node: str) -> Ranked:
+        """Computed from the node's allocations."""
+        return ranked_on(state, node)
+
+    def pool_floor(self, state: ClusterState, pool: str) -> int | None:
+        """Computed from every node of the pool."""
+        floors = [r[0][0] for n in state.pool_nodes.get(pool, ()) if (r := ranked_on(state, n))]
+        return min(floors, default=None)
+
+    def failed_plan(self, key: object) -> tuple[int, object, frozenset[str]] | None:
+        """Nothing is remembered: every preemption search looks at every node."""
+        return None
+
+    def remember_failed_plan(self, key: object, entry: tuple[int, object, frozenset[str]]) -> None:
+        """Nothing is remembered."""
+
+    def static_nodes(self, state: ClusterState, spec: AllocationSpec) -> frozenset[str]:
+        """Computed afresh."""
+        return self.static_nodes_now(state, spec)
 
     def filter_pass(self, state: ClusterState, spec: AllocationSpec, *, static: bool = False
                     ) -> tuple[list[FilterCount], int]:
         """Every filter on every GPU of the pool."""
         need, chain = self.prepare(spec)
         nodes = [state.nodes[n] for n in sorted(state.pool_nodes.get(spec.pool, ()))]
-        ctx = Context(state.pool_config(spec.pool), static=static)
+        ctx = Context(state.pool_config(spec.pool), static=static, allocations=state.allocations)
         return chain.explain(nodes, state.gpus, need, ctx)
 
     def static_pass(self, state: ClusterState, spec: AllocationSpec) -> tuple[list[FilterCount], int]:

@@ -57,6 +57,10 @@ def decide_resize(state: ClusterState, intent: ResizeAllocation, now: datetime) 
     if allocation is None or allocation.status != "granted":
         return [_rejected(intent, allocation, now, code="not_granted",
                           reason=f"pod {intent.allocation_id} has not allocated GPUs")]
+    if allocation.spec.isolation == "partitioned":
+        return [_rejected(intent, allocation, now, code="invalid",
+                          reason="a partitioned allocation has its template's fixed size; release it and request "
+                                 "again to change it")]
     problem = check_request_limit(intent.request, intent.limit)
     if problem:
         return [_rejected(intent, allocation, now, code="invalid", reason=problem[2])]

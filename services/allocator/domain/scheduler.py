@@ -12,6 +12,7 @@ that against :class:`services.allocator.domain.reference.ReferenceScheduler`).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable
 from typing import cast
 
@@ -27,6 +28,8 @@ from services.allocator.domain.rank_cache import RankCache
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies import IndexedStrategy, ScanStrategy, Strategy
 from services.allocator.domain.target import mix_of
+from services.allocator.domain.topology import pick_indexed, pick_scan
+from services.allocator.domain.victims import PriorityIndex, Ranked
 
 Found = tuple[NodeState, list[GpuState]]
 """The chosen node and its GPUs in pick order."""
@@ -59,6 +62,9 @@ class Scheduler:
         self._strategies: dict[str, tuple[PoolConfig, object, Strategy]] = {}
         self._indexed: dict[type, bool] = {}
         self.ranks = RankCache()
+        self._floors = PriorityIndex()
+        self._static_nodes: dict[ShapeKey, frozenset[str]] = {}
+        self._no_plans: dict[object, tuple[int, object, frozenset[str]]] = {}
 
     def sync(self, state: ClusterState) -> None:
         """Catch up with ``state``: re-rank the nodes evolve touched since the last sync (all of
@@ -70,6 +76,8 @@ class Scheduler:
             self._strategies.clear()
             self.ranks.clear()
             self._static.clear()
+            self._floors = PriorityIndex()
+            self._no_plans.clear()
             touched: Iterable[str] = sorted(state.nodes)
         elif changes.seq == self._mark and changes.inventory == self._inventory:
             return
@@ -79,7 +87,9 @@ class Scheduler:
             node = state.nodes.get(name)
             if node is None:
                 self.index.drop(name)
+                self._floors.drop(name)
                 continue
+            self._floors.refresh(state, node)
             config = state.pool_config(node.pool)
             strategy = self.strategy(state, node.pool)
             score = strategy.node_gpu_score if self.indexed(strategy) else _zero  # type: ignore[union-attr]
@@ -87,7 +97,23 @@ class Scheduler:
         if changes.inventory != self._inventory:
             self._inventory = changes.inventory
             self._static.clear()
+            self._static_nodes.clear()
+            self._no_plans.clear()
         self._mark = changes.seq
+
+    def fork(self, state: ClusterState, scratch: ClusterState) -> Scheduler:
+        """A Scheduler for ``scratch``, a hypothetical copy-on-write variant of ``state`` whose
+        ``changes`` continue ``state``'s from its current ``seq`` (services.allocator.domain.gang_place):
+        it shares the memos (pure functions of a request shape), copies the node index and starts
+        empty rank caches, so it re-ranks only what changes in ``scratch``; this one is unchanged."""
+        self.sync(state)
+        child = copy.copy(self)
+        child.index = self.index.copy()
+        child.ranks = RankCache()
+        child._strategies = dict(self._strategies)
+        child._state = scratch
+        child._mark = scratch.changes.seq
+        return child
 
     def strategy(self, state: ClusterState, pool: str) -> Strategy:
         """The pool's strategy instance, built from its configuration (and target workload)."""
@@ -113,7 +139,8 @@ class Scheduler:
             if len(self._prepared) >= MEMO_LIMIT:
                 self._prepared.clear()
             need = Need(spec)
-            found = self._prepared[key] = (need, Chain(self.profile.node_filters, self.profile.gpu_filters, need))
+            found = self._prepared[key] = (need, Chain(self.profile.node_filters, self.profile.gpu_filters, need,
+                                                        self.profile.set_filters))
         return found
 
     def may_fit(self, node: str, need: Need) -> bool:
@@ -129,7 +156,7 @@ class Scheduler:
         if not chain.node_admits(node, need, ctx):
             return None
         candidates = chain.node_candidates(node, state.gpus, need, ctx)
-        return candidates if len(candidates) >= need.count else None
+        return candidates if chain.fits(node, candidates, need, ctx) else None
 
     def find(
         self, state: ClusterState, spec: AllocationSpec, *, restrict: Iterable[str] | None = None,
@@ -138,7 +165,7 @@ class Scheduler:
         self.sync(state)
         need, chain = self.prepare(spec)
         pool = need.pool
-        ctx = Context(state.pool_config(pool))
+        ctx = Context(state.pool_config(pool), allocations=state.allocations)
         strategy = self.strategy(state, pool)
         if restrict is None:
             names: Iterable[str] = self.index.ordered(pool, min_class=self.index.min_class(pool, need))
@@ -171,14 +198,14 @@ class Scheduler:
             for name in names:
                 found = self.node_fit(state, name, need, chain, ctx)
                 if found is not None:
-                    return state.nodes[name], strategy.pick(found, need, ctx.config)
+                    return state.nodes[name], pick_indexed(strategy, found, need, ctx.config)
             return None
         feasible = [(state.nodes[n], f) for n in names if (f := self.node_fit(state, n, need, chain, ctx)) is not None]
         if not feasible:
             return None
         node, cands = min(feasible, key=lambda p: (
             -preference_weight(need.affinity, p[0].labels), self.index.sort_key(p[0].name)))
-        return node, strategy.pick(cands, need, ctx.config)
+        return node, pick_indexed(strategy, cands, need, ctx.config)
 
     def _scan(self, state: ClusterState, strategy: ScanStrategy, names: Iterable[str], spec: AllocationSpec,
               need: Need, chain: Chain, ctx: Context) -> Found | None:
@@ -196,7 +223,65 @@ class Scheduler:
         if best is None:
             return None
         _, node, members, cands = best
-        return node, strategy.pick(node, members, cands, need, ctx.config, aid)
+        return node, pick_scan(strategy, node, members, cands, need, ctx.config, aid)
+
+    def node_order(self, state: ClusterState, pool: str) -> Iterable[str]:
+        """Every node of ``pool`` in the index's order (the indexed strategy's node score, best
+        first, then name; name alone for scan strategies): preemption's tie-break between nodes."""
+        self.sync(state)
+        return self.index.ordered(pool)
+
+    def ranked(self, state: ClusterState, node: str) -> Ranked:
+        """``node``'s granted allocations as (effective priority, id), ascending; kept per node and
+        refreshed for the nodes evolve touched (call :meth:`sync` first)."""
+        return self._floors.ranked(node)
+
+    def pool_floor(self, state: ClusterState, pool: str) -> int | None:
+        """The lowest effective priority of any granted allocation in ``pool`` (None: none), kept
+        per pool from the nodes' floors."""
+        self.sync(state)
+        return self._floors.pool(pool)
+
+    def failed_plan(self, key: object) -> tuple[int, object, frozenset[str]] | None:
+        """A remembered failed preemption search (domain/preemption.py ``Memo``): (change mark,
+        validity, nodes searched)."""
+        return self._no_plans.get(key)
+
+    def remember_failed_plan(self, key: object, entry: tuple[int, object, frozenset[str]]) -> None:
+        """Remember a failed preemption search (bounded like the other memos)."""
+        if len(self._no_plans) >= MEMO_LIMIT:
+            self._no_plans.clear()
+        self._no_plans[key] = entry
+
+    def forget_failed_plan(self, key: object) -> None:
+        """Forget a remembered failed search."""
+        self._no_plans.pop(key, None)
+
+    def touched_since(self, mark: int) -> Iterable[str]:
+        """Nodes evolve touched after change mark ``mark`` (of the state last synced)."""
+        assert self._state is not None
+        return self._state.changes.nodes_since(mark)
+
+    def static_nodes(self, state: ClusterState, spec: AllocationSpec) -> frozenset[str]:
+        """The nodes of ``spec``'s pool where it could ever fit (every filter in a static pass),
+        cached by request shape until the inventory changes (as :meth:`static_pass`)."""
+        self.sync(state)
+        key = shape_key(spec)
+        found = self._static_nodes.get(key)
+        if found is None:
+            if len(self._static_nodes) >= MEMO_LIMIT:
+                self._static_nodes.clear()
+            found = self._static_nodes[key] = self.static_nodes_now(state, spec)
+        return found
+
+    def static_nodes_now(self, state: ClusterState, spec: AllocationSpec) -> frozenset[str]:
+        """:meth:`static_nodes` computed from the records."""
+        need, chain = self.prepare(spec)
+        ctx = Context(state.pool_config(spec.pool), static=True)
+        return frozenset(
+            name for name in state.pool_nodes.get(spec.pool, ())
+            if chain.node_admits(state.nodes[name], need, ctx)
+            and len(chain.node_candidates(state.nodes[name], state.gpus, need, ctx)) >= need.count)
 
     def filter_pass(self, state: ClusterState, spec: AllocationSpec, *, static: bool = False
                     ) -> tuple[list[FilterCount], int]:
@@ -204,7 +289,7 @@ class Scheduler:
         self.sync(state)
         need, chain = self.prepare(spec)
         nodes = [state.nodes[n] for n in sorted(state.pool_nodes.get(spec.pool, ()))]
-        ctx = Context(state.pool_config(spec.pool), static=static)
+        ctx = Context(state.pool_config(spec.pool), static=static, allocations=state.allocations)
         return chain.explain(nodes, state.gpus, need, ctx, may_fit=lambda name: self.may_fit(name, need))
 
     def static_pass(self, state: ClusterState, spec: AllocationSpec) -> tuple[list[FilterCount], int]:

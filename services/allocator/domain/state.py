@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import msgspec
 
 from events.values import PoolConfig, QuotaSpec
+from services.allocator.domain.gang_index import GangIndex
 from services.allocator.domain.model import (
     AllocationState,
     GpuState,
@@ -86,11 +87,12 @@ class ClusterState:
     QuotaSpec, ``usage`` namespace -> QuotaUsage (every namespace with a granted allocation),
     ``pools`` pool -> PoolConfig (configured pools only), ``position`` the last applied log position,
     ``recent`` pool -> its recent request shapes, ``pool_nodes`` pool -> node names, ``queue`` the
-    queued allocations in grant order, ``changes`` what evolve touched.
+    queued allocations in grant order, ``changes`` what evolve touched, ``gangs`` the live members
+    of each gang (derived like the queue; not in the snapshot).
     """
 
-    __slots__ = ("allocations", "changes", "gpus", "nodes", "pool_nodes", "pools", "position", "queue", "quotas",
-                 "recent", "usage")
+    __slots__ = ("allocations", "changes", "gangs", "gpus", "nodes", "pool_nodes", "pools", "position", "queue",
+                 "quotas", "recent", "usage")
 
     def __init__(self) -> None:
         self.position = 0
@@ -104,6 +106,7 @@ class ClusterState:
         self.pool_nodes: dict[str, set[str]] = {}
         self.queue = RequestQueue()
         self.changes = Changes()
+        self.gangs = GangIndex()
 
     @classmethod
     def empty(cls) -> ClusterState:
@@ -143,6 +146,7 @@ class ClusterState:
         for node in state.nodes.values():
             state.pool_nodes.setdefault(node.pool, set()).add(node.name)
         state.queue.rebuild(state.allocations.values(), next_seq=snapshot.queue_seq)
+        state.gangs.rebuild(state.allocations.values())
         return state
 
 

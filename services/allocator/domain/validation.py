@@ -10,9 +10,12 @@ import math
 
 from events.values import (
     ISOLATION_MODES,
+    ISOLATION_POLICIES,
     MAX_GPUS_PER_ALLOCATION,
+    MAX_TOPOLOGY_TIER,
     PREEMPTION_SCOPES,
     QOS_LEVELS,
+    TOPOLOGY_MODES,
     AllocationSpec,
     PoolConfig,
     QuotaAmount,
@@ -51,7 +54,8 @@ def check_request_limit(request: Resources, limit: Resources) -> Problem | None:
 
 
 def check_spec(spec: AllocationSpec) -> Problem | None:
-    """Everything RequestAllocation needs to be decidable (identity, count, QoS, isolation, amounts)."""
+    """Everything RequestAllocation needs to be decidable (identity, count, QoS, isolation, amounts;
+    a partition template only with isolation ``partitioned``)."""
     for name in ("allocation_id", "namespace", "pool"):
         if not getattr(spec, name):
             return f"spec.{name}", "", f"spec.{name} must not be empty"
@@ -62,8 +66,9 @@ def check_spec(spec: AllocationSpec) -> Problem | None:
         return "spec.qos", spec.qos, f"unknown QoS {spec.qos!r}; expected one of {', '.join(QOS_LEVELS)}"
     if spec.isolation not in ISOLATION_MODES:
         return "spec.isolation", spec.isolation, f"unknown isolation mode {spec.isolation!r}"
-    if spec.isolation == "partitioned":
-        return "spec.isolation", spec.isolation, "partitioned (MIG) isolation is not supported by gpuledger yet"
+    if spec.partition_template and spec.isolation != "partitioned":
+        return "spec.partition_template", spec.partition_template, (
+            f"a partition template needs isolation partitioned, not {spec.isolation}")
     if spec.cpu_milli < 0 or spec.memory_bytes < 0:
         return "spec.cpu_milli", str(spec.cpu_milli), "pod CPU and memory requests must not be negative"
     if any(i < 0 for i in spec.gpu_indices):
@@ -106,7 +111,8 @@ def check_quota(spec: QuotaSpec) -> Problem | None:
 
 def check_pool(config: PoolConfig, strategies: frozenset[str]) -> Problem | None:
     """A registered strategy, finite non-negative weights, a non-negative worker limit, a known
-    preemption scope (:data:`events.values.PREEMPTION_SCOPES`)."""
+    preemption scope (:data:`events.values.PREEMPTION_SCOPES`), isolation policy and topology
+    setting (:func:`check_isolation_topology`)."""
     if config.placement not in strategies:
         known = ", ".join(sorted(strategies))
         return "config.placement", config.placement, f"unknown placement strategy {config.placement!r}; known: {known}"
@@ -120,4 +126,18 @@ def check_pool(config: PoolConfig, strategies: frozenset[str]) -> Problem | None
     if config.preemption not in PREEMPTION_SCOPES:
         scopes = ", ".join(PREEMPTION_SCOPES)
         return "config.preemption", config.preemption, f"preemption must be one of {scopes}"
+    return check_isolation_topology(config)
+
+
+def check_isolation_topology(config: PoolConfig) -> Problem | None:
+    """A known isolation policy (:data:`events.values.ISOLATION_POLICIES`), topology mode
+    (:data:`events.values.TOPOLOGY_MODES`) and a max topology tier within 0-3."""
+    if config.isolation_policy not in ISOLATION_POLICIES:
+        known = ", ".join(ISOLATION_POLICIES)
+        return "config.isolation_policy", config.isolation_policy, f"isolation policy must be one of {known}"
+    if config.topology not in TOPOLOGY_MODES:
+        return "config.topology", config.topology, f"topology must be one of {', '.join(TOPOLOGY_MODES)}"
+    if not 0 <= config.max_topology_tier <= MAX_TOPOLOGY_TIER:
+        value = str(config.max_topology_tier)
+        return "config.max_topology_tier", value, f"max topology tier must be between 0 and {MAX_TOPOLOGY_TIER}"
     return None

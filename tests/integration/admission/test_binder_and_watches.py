@@ -8,14 +8,17 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
+import msgspec
 import pytest
 from nats.js import JetStreamContext
 
 from events import codec, decisions, intents, subjects
 from events.values import AllocationSpec, Resources
+from services.admission import quota_sync
 from services.admission.binder import Binder
 from services.admission.view import ClusterView
-from services.admission.watches import watch_profiles, watch_quotas
+from services.admission.watches import QuotaTracker, watch_profiles, watch_quotas
 from services.podspec import keys
 from services.shared import kube, messaging
 from tests.fixtures.kube_api import KubeApiServer
@@ -143,6 +146,9 @@ async def test_quota_and_profile_watches(kube_api: KubeApiServer, jetstream) -> 
             kube_api.delete("gpuresourcequotas", "q", namespace="team-a")
             kube_api.delete("workloadprofiles", "prof", namespace="team-a")
             await _until(lambda: "team-a" not in view.quotas and not view.profiles)
+            async with asyncio.timeout(15):  # the view changes before the publish: do not cancel it midway
+                while (await jetstream.stream_info(subjects.INTENT_STREAM)).state.last_seq < 2:
+                    await asyncio.sleep(0.02)
         finally:
             for task in tasks:
                 await _stop(task)
@@ -170,3 +176,47 @@ async def test_rejected_pod_is_annotated_with_the_reason_and_stays_gated(kube_ap
             await _stop(task)
     assert pod["metadata"]["annotations"]["gpuledger.io/rejected"] == "bigger than any GPU"
     assert {"name": keys.SCHEDULING_GATE} in pod["spec"]["schedulingGates"]
+
+
+async def test_each_container_gets_its_gpus_at_bind(kube_api: KubeApiServer, jetstream) -> None:
+    """TensorFusion allocateGPUsToContainers: sorted container names take consecutive granted GPUs."""
+    pod = _gated_pod("split", "s-1")
+    pod["spec"]["containers"] = [{"name": "trainer", "image": "busybox"}, {"name": "agent", "image": "busybox"}]
+    kube_api.create("pods", pod, namespace="default")
+    spec = msgspec.structs.replace(_spec("s-1", "split"), gpu_count=3, attributes={
+        keys.INJECT_CONTAINER: "trainer,agent", keys.CONTAINER_GPU_COUNT: '{"trainer":2,"agent":1}'})
+    await _emit(jetstream, decisions.AllocationGranted(at=NOW, spec=spec, node="node-1",
+                                                       gpus=("gpu-7", "gpu-3", "gpu-5"), charges=()))
+    async with await kube.api_client(url=kube_api.url) as api:
+        task = asyncio.create_task(Binder(api, publish=_publisher(jetstream)).run(jetstream))
+        try:
+            bound = await _until(lambda: _ungated(kube_api, "split"))
+        finally:
+            await _stop(task)
+    annotations = bound["metadata"]["annotations"]
+    assert annotations[keys.GPU_IDS] == "gpu-7,gpu-3,gpu-5"
+    assert annotations[keys.CONTAINER_GPUS] == '{"agent":["gpu-7"],"trainer":["gpu-3","gpu-5"]}'
+
+
+async def test_the_quota_status_writer_survives_an_unreachable_allocator(kube_api: KubeApiServer) -> None:
+    tracker, calls = QuotaTracker(ClusterView()), []
+    quota = kube_api.create("gpuresourcequotas", {"metadata": {"name": "q", "namespace": "team-a"}, "spec": {}},
+                            namespace="team-a")
+    tracker.apply("ADDED", quota)
+    status = {"available_percent": dict.fromkeys(("requests.tflops", "workers"), "100"), "alert": False,
+              "reason": "CapacitySufficient", "message": "fine"}
+
+    async def fetch() -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise aiohttp.ClientConnectionError("allocator down")
+        return {"team-a": {"namespace": "team-a", "usage": {"workers": 0}, "status": status}}
+
+    async with await kube.api_client(url=kube_api.url) as api:
+        task = asyncio.create_task(quota_sync.sync_forever(api, tracker=tracker, fetch=fetch, period_s=0.01))
+        try:
+            written = await _until(lambda: (kube_api.get("gpuresourcequotas", "q", namespace="team-a") or {}).get(
+                "status"))
+        finally:
+            await _stop(task)
+    assert len(calls) >= 2 and written["conditions"][0]["reason"] == "CapacitySufficient"

@@ -35,7 +35,7 @@ HOSTILE: list[tuple[str, bytes, str, str]] = [
     ("tflops-1e999999999", a_review(a_pod({"tflops-request": "1e999999999"})), keys.TFLOPS_REQUEST, "exponent"),
     ("indices-5000-digits", a_review(a_pod({**RES, "gpu-indices": "9" * 5000})), keys.GPU_INDICES, "not valid"),
     ("gpu-count-two", a_review(a_pod({**RES, "gpu-count": "two"})), keys.GPU_COUNT, "not a whole number"),
-    ("gpu-count-5000-digits", a_review(a_pod({**RES, "gpu-count": "9" * 5000})), keys.GPU_COUNT, "32-bit"),
+    ("gpu-count-5000-digits", a_review(a_pod({**RES, "gpu-count": "9" * 5000})), keys.GPU_COUNT, "must be in [1, 128]"),
     ("uid-600", a_review(a_pod(RES, uid="u" * 600)), "metadata.uid", "512"),
     ("uid-510", a_review(a_pod(RES, uid="u" * 510)), "intent_id", "512"),
     ("name-300", a_review(a_pod(RES, name="n" * 300)), "metadata.name", "253"),

@@ -55,7 +55,28 @@ async def test_release_frees_and_a_second_release_is_refused(api: Api) -> None:
     _, after = await api.get(f"/api/v1/allocations/{quote(queued['allocation_id'], safe='')}")
     assert after["status"] == "granted"  # the release let the queued one in
     status, again = await api.send("DELETE", f"/api/v1/allocations/{quote(granted['allocation_id'], safe='')}")
-    assert status == 400 and again["type"] == "intent_rejected" and again["field"] == "allocation_id"
+    assert status == 404 and again["type"] == "intent_rejected" and again["field"] == "id"  # still decided
+    assert again["position"] and again["error"].startswith("allocation 'team-a/p1' is not live: released at ")
+    assert again["error"].endswith("(released GPUs n1-gpu0 on n1: released through the HTTP API)"), again
+    status, unknown = await api.send("DELETE", "/api/v1/allocations/nobody")
+    assert status == 404 and "no allocation has this id" in unknown["error"] and unknown["position"]
+
+
+async def test_a_resize_answers_like_a_release_when_not_live_and_409_while_queued(api: Api) -> None:
+    await api.publish(register_node("n1", gpus=1))
+    await api.send("POST", "/api/v1/allocations", pod("p1", tflops="60"))
+    await api.send("POST", "/api/v1/allocations", pod("p2", tflops="60"))
+    status, body = await api.send("POST", "/api/v1/allocations/team-a/p2/resize", {"request": {"tflops": "5"}})
+    assert status == 409 and body["type"] == "resize_rejected" and body["field"] == "id", body
+    status, body = await api.send("POST", "/api/v1/allocations/nobody/resize", {"request": {"tflops": "5"}})
+    assert status == 404 and body["type"] == "resize_rejected" and body["position"], body
+    assert body["error"] == "allocation 'nobody' is not live (no allocation has this id)"
+    await api.send("DELETE", "/api/v1/allocations/team-a/p1")
+    status, body = await api.send("POST", "/api/v1/allocations/team-a/p1/resize", {"request": {"tflops": "5"}})
+    assert status == 404 and "is not live: released at " in body["error"], body
+    status, body = await api.send("POST", "/api/v1/allocations/team-a/p2/resize",
+                                  {"request": {"tflops": "9"}, "limit": {"tflops": "5"}})
+    assert status == 400 and body["type"] == "resize_rejected" and body["field"] == "request", body
 
 
 async def test_resize_changes_the_request_and_bad_quantities_are_400(api: Api) -> None:
@@ -97,6 +118,12 @@ async def test_quota_set_list_remove_and_pool_configure(api: Api) -> None:
     assert status == 400 and bad["type"] == "intent_rejected" and bad["field"] == "config.placement"
     status, bad = await api.send("PUT", "/api/v1/pools/default", {"vram_weight": 1e308})
     assert status == 400 and bad["field"] == "vram_weight"
+    settings = {"isolation_policy": "dynamic", "topology": "hard", "max_topology_tier": 1}
+    status, configured = await api.send("PUT", "/api/v1/pools/default", settings)
+    assert status == 200 and configured["type"] == "pool_configured", configured
+    assert settings.items() <= (await api.get("/api/v1/pools"))[1]["items"][0]["config"].items()
+    status, bad = await api.send("PUT", "/api/v1/pools/default", {"topology": "strict"})
+    assert status == 400 and bad["field"] == "topology"
 
 
 async def test_wait_zero_answers_202_and_the_intent_is_still_decided(api: Api) -> None:

@@ -82,11 +82,14 @@ def test_rejected_and_bad_input_exit_codes(stack: Path) -> None:
 
 
 def test_quota_queue_why_resize_release(stack: Path) -> None:
-    assert cli(stack, "quota", "set", "team-q", "--total-tflops", "15").returncode == 0
+    assert cli(stack, "quota", "set", "team-q", "--total-tflops", "10").returncode == 0
     quotas = as_json(cli(stack, "quota", "list", "--json"))
-    assert any(q["namespace"] == "team-q" and q["quota"]["total_requests"]["tflops"] == "15" for q in quotas)
+    assert any(q["namespace"] == "team-q" and q["quota"]["total_requests"]["tflops"] == "10" for q in quotas)
     assert cli(stack, "submit", pod(stack, "one", "team-q")).returncode == 0
     assert cli(stack, "submit", pod(stack, "two", "team-q")).returncode == 3
+    listed = cli(stack, "quota", "list")  # 10 of 10 TFLOPS used: 0 % left, past the 95 % alert threshold
+    assert [line.split("\t")[-1] for line in listed.stdout.splitlines() if line.startswith("team-q")] == [
+        "requests.tflops"]
     queue = as_json(cli(stack, "queue", "--namespace", "team-q", "--json"))
     assert [q["pod"] for q in queue] == ["two"] and queue[0]["code"] == "quota"
     why = cli(stack, "why", "team-q/two", "--json")
@@ -103,6 +106,11 @@ def test_quota_queue_why_resize_release(stack: Path) -> None:
     assert cli(stack, "release", "team-q/two").returncode == 0
     history = as_json(cli(stack, "history", "--namespace", "team-q", "--status", "released", "--json"))
     assert sorted(r["pod"] for r in history) == ["one", "two"]
+    ended = cli(stack, "why", "team-q/one")  # not live: how it ended, when and why
+    assert ended.returncode == 0 and "status:" in ended.stdout and "released" in ended.stdout, ended.stdout
+    assert as_json(cli(stack, "why", "team-q/one", "--json"))["status"] == "released"
+    again = cli(stack, "release", "team-q/one", "--json")
+    assert again.returncode == 2 and "is not live: released at " in as_json(again)["error"], again.stdout
     piped = cli(stack, "history", "--namespace", "team-q")
     assert piped.stdout.splitlines()[0].split("\t")[:4] == ["namespace", "pod", "pool", "status"]
 
@@ -112,6 +120,13 @@ def test_pools_and_nodes(stack: Path) -> None:
     pools = as_json(cli(stack, "pool", "list", "--json"))
     assert {p["name"]: p["config"]["placement"] for p in pools}["default"] == "best-fit"
     assert cli(stack, "pool", "configure", "default", "--strategy", "node-compact-gpu-low-load").returncode == 0
+    assert cli(stack, "pool", "configure", "default", "--isolation-policy", "dynamic", "--topology", "hard",
+               "--max-topology-tier", "1").returncode == 0
+    config = {p["name"]: p["config"] for p in as_json(cli(stack, "pool", "list", "--json"))}["default"]
+    assert (config["placement"], config["isolation_policy"], config["topology"], config["max_topology_tier"]) == (
+        "node-compact-gpu-low-load", "dynamic", "hard", 1)
+    assert cli(stack, "pool", "configure", "default", "--isolation-policy", "static", "--topology", "soft",
+               "--max-topology-tier", "3").returncode == 0  # the module's stack is shared: back to the defaults
     nodes = as_json(cli(stack, "nodes", "--json"))
     assert [n["name"] for n in nodes] == ["node-a", "node-b"]
     node = as_json(cli(stack, "nodes", "show", "node-a", "--json"))
@@ -185,3 +200,12 @@ def test_a_compute_share_reads_as_percent_in_history(stack: Path) -> None:
     text = cli(stack, "history", "--pod", "share")
     assert "50 %, 4 GiB" in text.stdout
     assert cli(stack, "release", "team-s/share").returncode == 0
+
+
+def test_pool_preemption_setting(stack: Path) -> None:
+    assert cli(stack, "pool", "configure", "default", "--preemption", "namespace").returncode == 0
+    pools = as_json(cli(stack, "pool", "list", "--json"))
+    assert {p["name"]: p["config"].get("preemption", "cluster") for p in pools}["default"] == "namespace"
+    bad = cli(stack, "pool", "configure", "default", "--preemption", "sometimes", "--json")
+    assert bad.returncode == 2 and as_json(bad)["field"] == "preemption"
+    assert cli(stack, "pool", "configure", "default", "--preemption", "cluster").returncode == 0

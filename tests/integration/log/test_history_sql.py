@@ -112,8 +112,13 @@ def _by_type(rows: Rows) -> None:
     assert max(r[3] for r in rows) == 12
 
 
+def _no_preemptions(rows: Rows) -> None:
+    assert rows == []  # the story has none; tests/integration/log/test_preemption_sql.py has one
+
+
 CHECKS: dict[int, Callable[[Rows], None]] = {1: _gpu_hours, 2: _usage, 3: _waits, 4: _why, 5: _node_at,
-                                             6: _quota, 7: _resizes, 8: _per_hour, 9: _rejections, 10: _by_type}
+                                             6: _quota, 7: _resizes, 8: _per_hour, 9: _rejections, 10: _by_type,
+                                             11: _no_preemptions}
 
 
 def test_the_doc_has_every_query_we_check() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 import yaml
 
 from events import decisions, intents
-from events.values import GpuSpec, Resources
+from events.values import GangSpec, GpuSpec, Resources
 from services.allocator.domain import ClusterState, process
 from services.podspec import (
     ComposeContext,
@@ -81,22 +81,27 @@ def test_e2_gang_deployment_and_job() -> None:
                                             keys.GANG_TIMEOUT)} == {
         keys.GANG_DESIRED: "4", keys.GANG_REQUIRED: "4", keys.GANG_GROUP_KEY: "default/tf-deploy-gang-strict",
         keys.GANG_TIMEOUT: "5m"}
-    assert isinstance(_decide(state, spec), decisions.AllocationGranted)
+    assert spec.gang == GangSpec(key="default/tf-deploy-gang-strict", quorum=4, desired=4, timeout_s=300)
+    waiting = _decide(state, spec)  # the allocator holds a gang member back until the quorum is present
+    assert isinstance(waiting, decisions.AllocationQueued) and waiting.code == "gang"
+    assert waiting.reason == "gang default/tf-deploy-gang-strict: 1 of 4 members present, quorum 4"
     job_spec = compose(job_pod, pool_defaults=pool, context=ComposeContext(review_uid="e2-b",
                                                                            owner_replicas=workload_replicas(job)))
     assert (job_spec.attributes[keys.GANG_DESIRED], job_spec.attributes[keys.GANG_REQUIRED]) == ("4", "2")
-    assert isinstance(_decide(state, job_spec), decisions.AllocationGranted)
+    assert job_spec.gang is not None and (job_spec.gang.quorum, job_spec.gang.desired) == (2, 4)
+    assert isinstance(_decide(state, job_spec), decisions.AllocationQueued)
 
 
-def test_e3_ascend_partitioned_is_composed_and_rejected_by_the_allocator() -> None:
+def test_e3_ascend_partitioned_is_composed_and_rejected_as_unschedulable() -> None:
     state = _inventory()
     (pod, _), = _pods("e3_ascend.yaml")
     spec = compose(pod, context=ComposeContext(review_uid="e3"))
     assert (spec.isolation, spec.partition_template, spec.vendor, spec.gpu_models, spec.qos) == (
         "partitioned", "vir01", "Ascend", ("Ascend 310P3",), "medium")
     assert (spec.request.compute_milli_percent, spec.limit.compute_milli_percent) == (10_000, 12_000)
-    outcome = _decide(state, spec)  # the allocator does not implement partitions (MIG/vNPU) yet
-    assert isinstance(outcome, decisions.AllocationRejected) and outcome.field == "spec.isolation"
+    outcome = _decide(state, spec)  # gpuledger ships MIG templates only (no Ascend vNPU templates)
+    assert isinstance(outcome, decisions.AllocationRejected) and outcome.code == "unschedulable"
+    assert "model Ascend 310P3 has no MIG template table" in outcome.reason
 
 
 def test_e4_profile_sample_is_high_qos_with_pod_cpu_memory() -> None:

@@ -103,6 +103,9 @@ CASES = [
          expect={"count": 4, "changes": {keys.GPU_COUNT: "4"}, "attrs": {
              keys.INJECT_CONTAINER: "container1,container2,container3",
              keys.CONTAINER_GPU_COUNT: '{"container1":2,"container2":1,"container3":1}'}}),
+    Case("C31-own-split", a_pod({**TF, "gpu-count": "3", "inject-container": "b,a",
+                                 "container-gpu-count": '{"b": 2, "a": 1}'}, containers=[("a", {}), ("b", {})]),
+         expect={"count": 3, "attrs": {keys.INJECT_CONTAINER: "b,a", keys.CONTAINER_GPU_COUNT: '{"b": 2, "a": 1}'}}),
     Case("C32b", a_pod({"isolation": "shared"}, containers=[("main", {"nvidia.com/gpu": "2"})]),
          expect={"count": 2, "req": (0, 0, 0), "lim": (0, 0, 0), "attrs": {keys.CONTAINER_GPU_COUNT: '{"main":2}'}}),
 ] + [

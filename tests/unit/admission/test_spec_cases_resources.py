@@ -55,8 +55,8 @@ CASES = [
                      ("-2", "invalid gpuCount value -2: must be in [1, 128]"),
                      ("abc", "gpu-count='abc': invalid gpuCount value: " + NOT_INT),
                      ("", "gpu-count='': invalid gpuCount value: " + NOT_INT),
-                     ("3000000000", "invalid gpuCount value: outside the 32-bit range"),
-                     ("9" * 5000, "invalid gpuCount value: outside the 32-bit range"),
+                     ("2147483648", "gpu-count='2147483648': invalid gpuCount value 2147483648: must be in [1, 128]"),
+                     ("9" * 5000, "invalid gpuCount value 99999"),
                      ("²", "invalid gpuCount value: " + NOT_INT))
 ] + [
     Case("C44", a_pod({"gpu-indices": "0,2", "gpu-count": "2", **RES}), expect={"count": 2, "indices": (0, 2)}),

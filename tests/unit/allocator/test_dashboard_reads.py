@@ -82,6 +82,7 @@ def test_gpu_map_filters() -> None:
 
 def test_queue_is_in_grant_order_and_explains_the_first_ones() -> None:
     c = _cluster()
+    c.pool("q", preemption="off")  # critical and high would preempt "fill" otherwise
     c.request(a_request("fill", 50, 8 * Gi, pool="q"))
     for uid, qos in (("low-1", "low"), ("high-1", "high"), ("low-2", "low"), ("critical-1", "critical")):
         c.request(a_request(uid, 50, 8 * Gi, pool="q", qos=qos))

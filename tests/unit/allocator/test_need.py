@@ -43,7 +43,7 @@ def test_need_reads_only_shape_fields() -> None:
 
 def test_every_spec_field_is_placed_or_declared_irrelevant() -> None:
     irrelevant = {"allocation_id", "namespace", "pod", "limit", "workload", "qos", "partition_template", "attributes",
-                  "priority"}
+                  "priority", "gang"}
     assert set(AllocationSpec.__struct_fields__) == set(SHAPE_FIELDS) | irrelevant
 
 

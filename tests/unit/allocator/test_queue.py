@@ -1,4 +1,4 @@
-"""The queue: QoS then FIFO order, best effort, queued requests leaving, re-allocation after release (S59)."""
+"""The queue: priority, QoS then FIFO order, best effort, queued requests leaving, re-allocation after release (S59)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request
 
 def full_cluster() -> Cluster:
     c = Cluster()
+    c.pool("p", preemption="off")  # these tests are about the queue; preemption has its own
     c.node("n", "p", a_gpu("g", 100, 10 * Gi))
     c.request(a_request("holder", 100, 10 * Gi, pool="p"))
     return c
@@ -35,6 +36,7 @@ def test_a_big_queued_request_does_not_block_smaller_ones_behind_it() -> None:
 
 def test_best_effort_lets_a_fitting_lower_priority_request_through() -> None:
     c = Cluster()
+    c.pool("p", preemption="off")
     c.node("n", "p", a_gpu("g", 100, 10 * Gi))
     c.request(a_request("a", 60, 6 * Gi, pool="p"))
     c.request(a_request("b", 30, 3 * Gi, pool="p"))
@@ -68,3 +70,12 @@ def test_queued_request_records_why_it_waits() -> None:
     assert out.reason == "0/1 GPUs fit in pool p: ResourceFilter removed 1"
     allocation = c.state.allocations["w"]
     assert allocation.status == "queued" and allocation.reason == out.reason
+
+
+def test_priority_class_orders_before_qos_and_equal_priorities_go_by_qos() -> None:
+    c = full_cluster()
+    for uid, qos, priority in (("low-1", "low", None), ("med-1", "medium", None), ("pc-500", "low", 500),
+                               ("high-1", "high", None), ("med-neg", "medium", -5)):
+        c.request(a_request(uid, 100, 10 * Gi, pool="p", qos=qos, priority=priority))
+    # high 10000 > PriorityClass 500 > medium (0, QoS medium) > low (0, QoS low) > -5
+    assert list(c.state.queue) == ["high-1", "pc-500", "med-1", "low-1", "med-neg"]

@@ -115,7 +115,8 @@ def test_duplicate_allocation_id_is_an_intent_rejection_and_keeps_the_first() ->
         ({"count": 0}, "spec.gpu_count"),
         ({"count": 129}, "spec.gpu_count"),
         ({"qos": "urgent"}, "spec.qos"),
-        ({"isolation": "partitioned"}, "spec.isolation"),
+        ({"isolation": "strict"}, "spec.isolation"),
+        ({"partition_template": "1g.10gb"}, "spec.partition_template"),
         ({"limit": None, "tflops": -1}, "request.milli_tflops"),
     ],
 )

@@ -17,6 +17,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from events import intents as it
 from events.values import (
     AllocationSpec,
+    GpuSpec,
     NodeAffinity,
     NodeSelectorRequirement,
     NodeSelectorTerm,
@@ -31,6 +32,8 @@ from tests.unit.allocator.builders import Cluster, Gi, a_gpu
 NODES = ("n1", "n2", "n3", "n4", "n5")
 UIDS = tuple(f"u{i}" for i in range(24))
 POOLS = ("a", "b")
+MIG_MODEL = "A100_SXM_80G"
+"""A model with MIG templates: partitioned requests (with and without a named template) go to it."""
 
 
 def _term(zone: str) -> NodeSelectorTerm:
@@ -53,6 +56,16 @@ def requests(draw: st.DrawFn) -> Resources:
                          vram_bytes=draw(st.sampled_from([0, Gi, 8 * Gi])))
     return Resources(milli_tflops=draw(st.sampled_from([0, 10_000, 25_000, 50_000, 100_000])),
                      vram_bytes=draw(st.sampled_from([0, Gi, 4 * Gi, 16 * Gi])))
+
+
+def _topology(gpu: GpuSpec, i: int, kind: int) -> GpuSpec:
+    """Kind 0: no topology data; 1: NUMA by index parity; 2: plus an NVLink pair; 3: soft/shared-only capabilities."""
+    if kind == 0:
+        return gpu
+    group = f"nv{i // 2}" if kind == 2 and i < 2 else ""
+    caps = ("shared", "soft") if kind == 3 and i == 0 else ()
+    return msgspec.structs.replace(gpu, numa_node=i % 2, interconnect_group=group,
+                                   isolation_capabilities=caps)  # type: ignore[arg-type]
 
 
 class SchedulerEquivalence(RuleBasedStateMachine):
@@ -83,31 +96,43 @@ class SchedulerEquivalence(RuleBasedStateMachine):
         for pool in POOLS:
             self._send(it.ConfigurePool(intent_id=self._id(), pool=pool, config=PoolConfig(placement=placement)))
         for k, (node, n) in enumerate(zip(NODES, sizes, strict=False)):
-            gpus = tuple(a_gpu(f"{node}-g{i}", 100, 40 * Gi, index=i) for i in range(n))
+            model = MIG_MODEL if k in (1, 2) else "A100"
+            gpus = tuple(a_gpu(f"{node}-g{i}", 100, 40 * Gi, index=i, model=model) for i in range(n))
             self._send(it.RegisterNode(intent_id=self._id(), node=node, pool=POOLS[k % 2], gpus=gpus,
                                        labels={"zone": "xy"[k % 2]}, cpu_milli=32_000, memory_bytes=64 * Gi))
 
     @rule(node=st.sampled_from(NODES), pool=st.sampled_from(POOLS), n=st.integers(1, 3),
-          tf_cap=st.sampled_from([50, 100]), gi=st.sampled_from([16, 40]), model=st.sampled_from(["A100", "T4"]),
+          tf_cap=st.sampled_from([50, 100]), gi=st.sampled_from([16, 40, 80]),
+          model=st.sampled_from(["A100", "T4", MIG_MODEL, MIG_MODEL]),
           phase=st.sampled_from(["Running", "Running", "Pending"]), mode=st.sampled_from(["", "", "hard"]),
-          zone=st.sampled_from(["x", "y"]), cpu=st.sampled_from([0, 8000, 32_000]), ready=st.booleans())
+          zone=st.sampled_from(["x", "y"]), cpu=st.sampled_from([0, 8000, 32_000]), ready=st.booleans(),
+          topo=st.integers(0, 3))
     def register(self, node: str, pool: str, n: int, tf_cap: int, gi: int, model: str, phase: str, mode: str,
-                 zone: str, cpu: int, ready: bool) -> None:
-        gpus = tuple(a_gpu(f"{node}-g{i}", tf_cap, gi * Gi, index=i, model=model, phase=phase if i == 0 else "Running",
-                           mode=mode) for i in range(n))
+                 zone: str, cpu: int, ready: bool, topo: int) -> None:
+        gpus = tuple(_topology(a_gpu(f"{node}-g{i}", tf_cap, gi * Gi, index=i, model=model,
+                                     phase=phase if i == 0 else "Running", mode=mode), i, topo) for i in range(n))
         self._send(it.RegisterNode(intent_id=self._id(), node=node, pool=pool, gpus=gpus, labels={"zone": zone},
                                    cpu_milli=cpu, memory_bytes=64 * Gi if cpu else 0, schedulable=ready or n > 1))
 
     @rule(uid=st.sampled_from(UIDS), pool=st.sampled_from(POOLS), request=requests(), count=st.integers(1, 2),
-          isolation=st.sampled_from(["soft"] * 4 + ["hard", "shared"]),
+          isolation=st.sampled_from(["soft"] * 4 + ["hard", "shared", "partitioned", "partitioned"]),
+          template=st.sampled_from(["", "", "1g.10gb", "3g.40gb", "mig-2g-20gb", "7g.80gb"]),
           models=st.sampled_from([()] * 4 + [("T4",)]), indices=st.sampled_from([()] * 6 + [(0,), (1, 2)]),
           affinity=affinities, cpu=st.sampled_from([0, 0, 4000, 16_000]),
-          memory=st.sampled_from([0, 0, 8 * Gi, 40 * Gi]))
-    def request(self, uid: str, pool: str, request: Resources, count: int, isolation: str, models: tuple[str, ...],
-                indices: tuple[int, ...], affinity: NodeAffinity | None, cpu: int, memory: int) -> None:
-        spec = AllocationSpec(allocation_id=uid, namespace="ns", pod=uid, pool=pool, request=request, limit=request,
+          memory=st.sampled_from([0, 0, 8 * Gi, 40 * Gi]),
+          qos=st.sampled_from(["medium", "medium", "low", "high", "critical"]), ns=st.sampled_from(["ns", "other"]),
+          protect=st.sampled_from(["", "", "1h"]))
+    def request(self, uid: str, pool: str, request: Resources, count: int, isolation: str, template: str,
+                models: tuple[str, ...], indices: tuple[int, ...], affinity: NodeAffinity | None, cpu: int,
+                memory: int, qos: str, ns: str, protect: str) -> None:
+        """Requests of every QoS (so preemption decides too), some under eviction protection, some
+        partitioned (with or without a named template)."""
+        attributes = {"tensor-fusion.ai/eviction-protection": protect} if protect else {}
+        spec = AllocationSpec(allocation_id=uid, namespace=ns, pod=uid, pool=pool, request=request, limit=request,
                               gpu_count=count, isolation=isolation, gpu_models=models, gpu_indices=indices,
-                              node_affinity=affinity, cpu_milli=cpu, memory_bytes=memory)
+                              node_affinity=affinity, cpu_milli=cpu, memory_bytes=memory, qos=qos,
+                              attributes=attributes,
+                              partition_template=template if isolation == "partitioned" else "")
         self.shapes.append(spec)
         self._send(it.RequestAllocation(intent_id=self._id(), spec=spec))
 
@@ -131,9 +156,13 @@ class SchedulerEquivalence(RuleBasedStateMachine):
         self._send(it.RemoveNode(intent_id=self._id(), node=node))
 
     @rule(pool=st.sampled_from(POOLS), placement=st.sampled_from(sorted(profile.STRATEGIES)),
-          workers=st.sampled_from([0, 0, 1, 2]))
-    def configure(self, pool: str, placement: str, workers: int) -> None:
-        config = PoolConfig(placement=placement, max_workers_per_node=workers)
+          workers=st.sampled_from([0, 0, 1, 2]), preemption=st.sampled_from(["cluster", "namespace", "off"]),
+          policy=st.sampled_from(["static", "dynamic"]), topology=st.sampled_from(["soft", "hard", "off"]),
+          tier=st.integers(0, 3))
+    def configure(self, pool: str, placement: str, workers: int, preemption: str, policy: str, topology: str,
+                  tier: int) -> None:
+        config = PoolConfig(placement=placement, max_workers_per_node=workers, preemption=preemption,
+                            isolation_policy=policy, topology=topology, max_topology_tier=tier)
         self._send(it.ConfigurePool(intent_id=self._id(), pool=pool, config=config))
 
 

@@ -12,7 +12,6 @@ shape and re-ranks only nodes evolve touched (rank_cache.py).
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Hashable, Sequence
 from typing import ClassVar, Self
@@ -53,10 +52,9 @@ class Option:
 
 class NodeFrag:
     """What FGD derives from one node whatever the request: free milli per GPU (node order), the
-    GPU model, free CPU (millicores), F_n(M) now, each GPU's position by name, and whether the
-    node lists its GPUs in device order (then any subset in node order is in device order too)."""
+    GPU model, free CPU (millicores), F_n(M) now, and each GPU's position by name."""
 
-    __slots__ = ("before", "cpu", "free", "in_order", "model", "position", "version")
+    __slots__ = ("before", "cpu", "free", "model", "position", "version")
 
     def __init__(self, free: list[int], model: str, cpu: int, before: float, members: Sequence[GpuState],
                  version: Hashable) -> None:
@@ -65,8 +63,6 @@ class NodeFrag:
         self.cpu = cpu
         self.before = before
         self.position = {g.spec.name: i for i, g in enumerate(members)}
-        keys = [gpu_order(g) for g in members]
-        self.in_order = all(a < b for a, b in itertools.pairwise(keys))
         self.version = version
 
 
@@ -119,14 +115,14 @@ class Fgd(PaperStrategy):
         position = frag.position
         share = -(-need.percent // 100) if need.percent else 0  # share_milli of a percent request, any GPU
         if need.count > 1 or need.shared or need.percent >= 100_000:
-            chosen = list(cands[:need.count]) if frag.in_order else pick_default(cands, need)
+            chosen = pick_default(cands, need)
             trial = list(free)
             for g in chosen:
                 trial[position[g.spec.name]] -= share or share_milli(need, g)
             return Option(self.cache.get(trial, cpu_free=cpu_after, model=model) - before, chosen)
         best: Option | None = None
         seen: set[int] = set()
-        for g in (cands if frag.in_order else sorted(cands, key=gpu_order)):
+        for g in sorted(cands, key=gpu_order):
             i = position[g.spec.name]
             if free[i] in seen:
                 continue

@@ -1,7 +1,8 @@
 """GPUIsolationModeFilter and SharedWholeGPUFilter (TensorFusion gpuallocator filters 2 and 2b).
 
-Static isolation policy only (TensorFusion's default); the Dynamic policy and partitioned
-(MIG) templates are not implemented (docs/compatibility.md).
+GPUIsolationModeFilter is the Static isolation policy (TensorFusion's default): the GPU's
+discovered ``isolation_mode`` is its fixed mode. Under a pool's Dynamic policy the discovered
+mode is ignored and plugins/isolation_policy.py decides (capabilities apply under both).
 """
 
 from __future__ import annotations
@@ -25,9 +26,11 @@ class GPUIsolationModeFilter:
         return bool(need.isolation)
 
     def filter(self, gpu: GpuState, need: Need, ctx: Context) -> Status:
-        """Shared requests accept any mode; others need mode "" or the requested one."""
+        """Shared requests accept any mode; others need mode "" or the requested one (static policy only)."""
         mode = gpu.spec.isolation_mode
-        return OK if need.shared or mode in ("", need.isolation) else self.rejected
+        if need.shared or mode in ("", need.isolation) or ctx.config.isolation_policy == "dynamic":
+            return OK
+        return self.rejected
 
 
 class SharedWholeGPUFilter:

@@ -1,0 +1,305 @@
+"""Preemption: the plan that lets a request that fits nowhere take GPUs from lower-priority work.
+
+kube-scheduler's DefaultPreemption, per GPU (TensorFusion internal/gpuallocator/gpuallocator.go
+FilterWithPreempt and CheckQuotaAndFilterSingleNodePreempt; kube-scheduler
+pkg/scheduler/framework/plugins/defaultpreemption). For each node of the pool with a candidate
+(victims.candidates_on: strictly lower priority, not protected, in scope):
+
+1. Every candidate goes (``Trial.bound`` first, then the full dry run ``Trial.fits``: the same
+   filters, strategy pick and quota check as a normal placement); if the request still does not
+   fit, the node is out.
+2. The highest victim priority is minimised: the lowest priority threshold p such that removing
+   the candidates of priority <= p makes it fit (removal only frees, so this is monotone).
+3. Among those candidates, kube-scheduler's reprieve (most important first: keep a candidate
+   whenever the request still fits without taking it), then, when at most :data:`EXACT_LIMIT`
+   candidates are involved, an exhaustive search by subset size for a better set.
+
+Nodes are compared by kube-scheduler's pickOneNodeForPreemption order: the lowest highest-victim
+priority, then the smallest sum of (priority + 2³¹), then the fewest victims; ties go to the
+first node in the Scheduler's node order (strategy score, then name). Branch and bound: the first
+node with a plan sets the bound; every other node gets a lower bound (lowest candidate priority;
+per GPU the fewest victims that could cover the deficit) and only those that could beat the best
+plan are searched, most promising first; so is a node the request could never fit
+(static pass), and a failed search is remembered (:class:`Memo`). Pure; never mutates the state.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from datetime import datetime
+from typing import NamedTuple
+
+import msgspec
+
+from events.values import AllocationSpec, Resources, priority_of
+from services.allocator.domain.model import AllocationState
+from services.allocator.domain.need import shape_key
+from services.allocator.domain.placement import charge_on
+from services.allocator.domain.scheduler import Scheduler
+from services.allocator.domain.state import ClusterState
+from services.allocator.domain.trial import Fit, Trial
+from services.allocator.domain.victims import PRIORITY_OFFSET, Refusals, candidates_on, term
+
+Key = tuple[int, int, int]
+"""(highest victim priority, Σ (priority + 2³¹), victim count): lower is a better plan."""
+
+EXACT_LIMIT = 12
+"""Candidates (at or below the threshold priority) up to which a node's victim set is searched exhaustively."""
+
+FIT_BUDGET = 512
+"""Dry runs per node's exhaustive search (deterministic cap; the reprieve result stands beyond it)."""
+
+
+
+class Plan(NamedTuple):
+    """A preemption that makes the request fit: the node, its GPUs and charges, the victims
+    (lowest priority first, then allocation id) and the plan's :data:`Key`."""
+
+    node: str
+    gpus: tuple[str, ...]
+    charges: tuple[Resources, ...]
+    victims: tuple[AllocationState, ...]
+    key: Key
+
+
+class NoPlan(NamedTuple):
+    """Why no preemption helps. ``code``: ``off`` (pool setting), ``never`` (the request can never
+    fit its pool: not searched), ``priority`` (nothing of lower
+    priority in the pool), ``candidates`` (lower-priority work exists but none may be taken:
+    protected or out of scope), ``fit`` (even without every candidate the request does not fit)."""
+
+    code: str
+    reason: str
+    searched: int = 0
+    protected: int = 0
+    out_of_scope: int = 0
+
+
+def key_of(victims: Sequence[AllocationState]) -> Key:
+    """The :data:`Key` of a victim set."""
+    return (max(priority_of(v.spec) for v in victims), sum(term(v) for v in victims), len(victims))
+
+
+def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Scheduler) -> Plan | NoPlan:
+    """The best preemption plan for ``spec`` in its pool at ``now``, or why there is none."""
+    config = state.pool_config(spec.pool)
+    if config.preemption == "off":
+        return NoPlan("off", f"preemption is off in pool {spec.pool}")
+    priority = priority_of(spec)
+    floor = scheduler.pool_floor(state, spec.pool)
+    if floor is None or floor >= priority:
+        return NoPlan("priority", f"no allocation in pool {spec.pool} has a priority below {priority}")
+    possible = scheduler.static_nodes(state, spec)
+    if not possible:
+        return NoPlan("never", f"can never fit in pool {spec.pool}")
+    memo = Memo(state, spec, priority, config.preemption)
+    touched = memo.touched(scheduler)
+    need, chain = scheduler.prepare(spec)
+    strategy = scheduler.strategy(state, spec.pool)
+    indexed = scheduler.indexed(strategy)
+    refusals = Refusals()
+    best: tuple[Plan, int] | None = None
+    searched: set[str] = set()
+    pending: list[tuple[Key, int, Trial, list[AllocationState]]] = []
+    for at, name in enumerate(scheduler.node_order(state, spec.pool)):
+        ranked = scheduler.ranked(state, name)
+        if not ranked or ranked[0][0] >= priority or name not in possible or (touched is not None
+                                                                                and name not in touched):
+            continue
+        if best is not None and (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best[0].key:
+            continue
+        cands = candidates_on(state, ranked, priority=priority, namespace=spec.namespace, scope=config.preemption,
+                              now=now, refusals=refusals)
+        if not cands:
+            continue
+        searched.add(name)
+        trial = Trial(state, name, spec, need, chain, strategy, indexed=indexed)
+        if best is None:
+            found = _on_node(trial, cands, None)
+            best = None if found is None else (found, at)
+        elif trial.bound(cands) and (bound := _lower_bound(trial, cands)) < best[0].key:
+            pending.append((bound, at, trial, cands))
+    pending.sort(key=lambda p: (p[0], p[1]))
+    for bound, at, trial, cands in pending:
+        assert best is not None
+        if (bound, at) >= (best[0].key, best[1]):
+            break
+        found = _on_node(trial, cands, best[0].key, tie_ok=at < best[1])
+        if found is not None:
+            best = (found, at)
+    if best is not None:
+        memo.forget(scheduler)
+        return best[0]
+    searched |= memo.searched_before(touched)
+    memo.remember(scheduler, searched, refusals)
+    return _why_not(spec, len(searched), refusals)
+
+
+class Memo:
+    """A failed search remembered by the Scheduler, so the next search for the same request shape,
+    priority, namespace and scope looks only at the nodes touched since (untouched nodes had no
+    plan then and have none now). Kept only when no protected or out-of-scope allocation took part
+    (time and scope do not change what such a search saw) and while the namespace's quota and
+    usage are unchanged (quota frees room on every node at once). The ReferenceScheduler keeps none."""
+
+    __slots__ = ("key", "mark", "previous", "validity")
+
+    def __init__(self, state: ClusterState, spec: AllocationSpec, priority: int, scope: str) -> None:
+        quota = state.quotas.get(spec.namespace)
+        usage = state.usage.get(spec.namespace)
+        self.key = (shape_key(spec), priority, spec.namespace, scope)
+        self.validity = (quota, None if quota is None or usage is None else msgspec.structs.astuple(usage))
+        self.mark = state.changes.seq
+        self.previous: tuple[int, object, frozenset[str]] | None = None
+
+    def touched(self, scheduler: Scheduler) -> set[str] | None:
+        """The nodes to search: those touched since the remembered failure, or None (all)."""
+        found = scheduler.failed_plan(self.key)
+        if found is None or found[1] != self.validity:
+            return None
+        self.previous = found
+        return set(scheduler.touched_since(found[0]))
+
+    def searched_before(self, touched: set[str] | None) -> frozenset[str]:
+        """Nodes the remembered search had candidates on that were not searched again."""
+        if self.previous is None or touched is None:
+            return frozenset()
+        return frozenset(n for n in self.previous[2] if n not in touched)
+
+    def remember(self, scheduler: Scheduler, searched: set[str], refusals: Refusals) -> None:
+        """Keep this failure (when protection and scope played no part)."""
+        if refusals.protected or refusals.out_of_scope:
+            scheduler.forget_failed_plan(self.key)
+        else:
+            scheduler.remember_failed_plan(self.key, (self.mark, self.validity, frozenset(searched)))
+
+    def forget(self, scheduler: Scheduler) -> None:
+        """Drop a remembered failure (a plan exists now)."""
+        scheduler.forget_failed_plan(self.key)
+
+
+def _why_not(spec: AllocationSpec, searched: int, refusals: Refusals) -> NoPlan:
+    counts = dict(searched=searched, protected=refusals.protected, out_of_scope=refusals.out_of_scope)
+    parts = []
+    if refusals.protected:
+        parts.append(f"{refusals.protected} protected by {_PROTECTION}")
+    if refusals.out_of_scope:
+        parts.append(f"{refusals.out_of_scope} outside namespace {spec.namespace}")
+    if not searched:
+        return NoPlan("candidates", "no lower-priority allocation may be preempted: " + ", ".join(parts), **counts)
+    text = "even without every candidate the request does not fit on any node"
+    return NoPlan("fit", text + (f" ({', '.join(parts)})" if parts else ""), **counts)
+
+
+_PROTECTION = "eviction-protection"
+
+
+def _loses(key: Key, beat: Key | None, tie_ok: bool) -> bool:
+    """Whether a plan of ``key`` cannot replace the best so far (``beat``; ``tie_ok``: this node
+    comes first in node order, so an equal key wins)."""
+    return beat is not None and (key > beat if tie_ok else key >= beat)
+
+
+def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_ok: bool = False) -> Plan | None:
+    """The best plan on the trial's node that beats ``beat`` (None: any), or None."""
+    if not trial.bound(cands):
+        return None
+    if beat is not None and _loses(_lower_bound(trial, cands), beat, tie_ok):
+        return None
+    levels = sorted({priority_of(c.spec) for c in cands})
+    allowed: list[AllocationState] = []
+    for level in levels:
+        allowed = [c for c in cands if priority_of(c.spec) <= level]
+        if _loses((level, level + PRIORITY_OFFSET, 1), beat, tie_ok):
+            return None
+        if trial.bound(allowed) and trial.fits(allowed) is not None:
+            break
+    else:
+        return None
+    victims, fit = _reprieve(trial, allowed)
+    if len(allowed) <= EXACT_LIMIT:
+        victims, fit = _exhaustive(trial, allowed, victims, fit)
+    key = key_of(victims)
+    if _loses(key, beat, tie_ok):
+        return None
+    spec = trial.spec
+    ordered = tuple(sorted(victims, key=lambda v: (priority_of(v.spec), v.spec.allocation_id)))
+    return Plan(trial.node.name, tuple(g.spec.name for g in fit.gpus), tuple(charge_on(g, spec) for g in fit.gpus),
+                ordered, key)
+
+
+def _reprieve(trial: Trial, allowed: list[AllocationState]) -> tuple[list[AllocationState], Fit]:
+    """kube-scheduler selectVictimsOnNode: start from every candidate, keep (reprieve) each in turn,
+    most important first, whenever the request still fits without taking it."""
+    victims = list(allowed)
+    fit = trial.fits(victims)
+    assert fit is not None
+    for candidate in allowed:
+        rest = [v for v in victims if v is not candidate]
+        if rest and trial.bound(rest):
+            found = trial.fits(rest)
+            if found is not None:
+                victims, fit = rest, found
+    return victims, fit
+
+
+def _exhaustive(trial: Trial, allowed: list[AllocationState], victims: list[AllocationState], fit: Fit
+                ) -> tuple[list[AllocationState], Fit]:
+    """The best subset of ``allowed`` by (Σ term, count) at the same highest priority, by size."""
+    top = max(priority_of(a.spec) for a in allowed)
+    pool = sorted(allowed, key=lambda a: (term(a), a.spec.allocation_id))
+    terms = [term(a) for a in pool]
+    best = (sum(term(v) for v in victims), len(victims))
+    budget = FIT_BUDGET
+    for size in range(1, len(pool) + 1):
+        if (sum(terms[:size]), size) >= best:
+            break
+        for combo in itertools.combinations(pool, size):
+            score = (sum(term(c) for c in combo), size)
+            if score >= best or all(priority_of(c.spec) != top for c in combo) or not trial.bound(combo):
+                continue
+            budget -= 1
+            found = trial.fits(combo)
+            if found is not None:
+                victims, fit, best = list(combo), found, score
+            if budget <= 0:
+                return victims, fit
+    return victims, fit
+
+
+def _lower_bound(trial: Trial, cands: list[AllocationState]) -> Key:
+    """A lower bound of any plan's key on this node: the lowest candidate priority, and per GPU the
+    fewest candidates whose charges there could cover its deficit (the ``count``-th smallest)."""
+    need = trial.need
+    per_gpu: dict[str, list[tuple[int, int]]] = {}
+    for cand in cands:
+        for name, charge in zip(cand.gpus, cand.charges, strict=True):
+            per_gpu.setdefault(name, []).append((charge.milli_tflops, charge.vram_bytes))
+    counts = []
+    for name, gpu in trial.gpus.items():
+        held = per_gpu.get(name, [])
+        if need.shared:
+            counts.append(len(held) if len(held) == len(gpu.charges) else 10**9)
+            continue
+        cap = gpu.spec.capacity
+        tflops = need.tflops_on(cap.milli_tflops) if need.percent else need.tflops
+        counts.append(max(_cover(tflops - (cap.milli_tflops - gpu.used_milli_tflops), [h[0] for h in held]),
+                          _cover(need.vram - (cap.vram_bytes - gpu.used_vram_bytes), [h[1] for h in held])))
+    counts.sort()
+    count = max(1, counts[need.count - 1] if len(counts) >= need.count else 10**9)
+    terms = sorted(term(c) for c in cands)
+    floor = priority_of(cands[-1].spec)
+    return (floor, sum(terms[:count]), count)
+
+
+def _cover(deficit: int, amounts: list[int]) -> int:
+    """The fewest of ``amounts`` summing to at least ``deficit`` (10⁹ when all of them cannot)."""
+    if deficit <= 0:
+        return 0
+    total = 0
+    for n, amount in enumerate(sorted(amounts, reverse=True), 1):
+        total += amount
+        if total >= deficit:
+            return n
+    return 10**9

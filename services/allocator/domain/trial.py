@@ -1,0 +1,124 @@
+"""Trial: one node as it would be without a set of allocations (a preemption's dry run).
+
+The node and the GPUs the victims hold are copied with the victims' recorded charges, CPU,
+memory and worker slots taken off (exactly what ``evolve`` would give back), and the request is
+put through the very filter chain, strategy pick and quota check of a normal placement on that
+copy; the state itself is never touched. Fixes TensorFusion's dry run (FilterWithPreempt), which
+added requests back without clamping, ignored pool, affinity and max-workers filters, and
+subtracted victims of other namespaces from the preemptor's quota usage: here only victims of the
+preemptor's own namespace free its namespace-total quota, and they free their worker slot too.
+``bound`` is a cheap arithmetic test run before the filters: False only when no copy could fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple, cast
+
+import msgspec
+
+from events.values import AllocationSpec
+from services.allocator.domain.framework import Chain, Context
+from services.allocator.domain.model import AllocationState, GpuState, NodeState, QuotaUsage
+from services.allocator.domain.need import Need
+from services.allocator.domain.placement import exact_quota, usage_on
+from services.allocator.domain.quota import subtract
+from services.allocator.domain.state import ClusterState
+from services.allocator.domain.strategies import IndexedStrategy, ScanStrategy, Strategy
+
+
+class Fit(NamedTuple):
+    """Where the request lands on the trial node: GPUs in pick order and its quota usage."""
+
+    gpus: list[GpuState]
+    usage: QuotaUsage
+
+
+class Trial:
+    """The dry run of ``spec`` on one node (``need``/``chain`` from the Scheduler's ``prepare``)."""
+
+    __slots__ = ("chain", "ctx", "gpus", "indexed", "need", "node", "quota", "spec", "state", "strategy", "usage")
+
+    def __init__(self, state: ClusterState, node: str, spec: AllocationSpec, need: Need, chain: Chain,
+                 strategy: Strategy, *, indexed: bool) -> None:
+        self.state = state
+        self.node = state.nodes[node]
+        self.gpus = {name: state.gpus[name] for name in self.node.gpus}
+        self.spec, self.need, self.chain, self.strategy, self.indexed = spec, need, chain, strategy, indexed
+        self.ctx = Context(state.pool_config(spec.pool))
+        self.quota = state.quotas.get(spec.namespace)
+        self.usage = state.usage.get(spec.namespace) or QuotaUsage()
+
+    def _freed(self, victims: Sequence[AllocationState]) -> dict[str, list[int]]:
+        freed: dict[str, list[int]] = {}
+        for victim in victims:
+            for name, charge in zip(victim.gpus, victim.charges, strict=True):
+                amounts = freed.setdefault(name, [0, 0, 0])
+                amounts[0] += charge.milli_tflops
+                amounts[1] += charge.vram_bytes
+                amounts[2] += 1
+        return freed
+
+    def bound(self, victims: Sequence[AllocationState]) -> bool:
+        """False when, even without ``victims``, too few GPUs have the free TFLOPS and VRAM (or
+        idleness, for ``shared``) or the node lacks the CPU/memory: no filter pass could succeed."""
+        need, node = self.need, self.node
+        if need.cpu_milli and node.cpu_milli:
+            cpu = node.cpu_milli - node.used_cpu_milli + sum(v.spec.cpu_milli for v in victims)
+            if cpu < need.cpu_milli:
+                return False
+        freed = self._freed(victims)
+        enough = 0
+        for name, gpu in self.gpus.items():
+            back = freed.get(name, (0, 0, 0))
+            cap = gpu.spec.capacity
+            if need.shared:
+                ok = len(gpu.charges) == back[2]
+            else:
+                tflops = need.tflops_on(cap.milli_tflops) if need.percent else need.tflops
+                ok = (cap.milli_tflops - gpu.used_milli_tflops + back[0] >= tflops
+                      and cap.vram_bytes - gpu.used_vram_bytes + back[1] >= need.vram)
+            enough += ok
+        return enough >= need.count
+
+    def view(self, victims: Sequence[AllocationState]) -> tuple[NodeState, dict[str, GpuState]]:
+        """Copies of the node and its GPUs without ``victims`` (untouched GPUs are shared, read-only)."""
+        gone = {v.spec.allocation_id for v in victims}
+        gpus = dict(self.gpus)
+        for name, (tflops, vram, _) in self._freed(victims).items():
+            gpu = gpus[name]
+            gpus[name] = msgspec.structs.replace(
+                gpu, used_milli_tflops=gpu.used_milli_tflops - tflops, used_vram_bytes=gpu.used_vram_bytes - vram,
+                charges={k: c for k, c in gpu.charges.items() if k not in gone})
+        node = self.node
+        node = msgspec.structs.replace(
+            node, used_cpu_milli=node.used_cpu_milli - sum(v.spec.cpu_milli for v in victims),
+            used_memory_bytes=node.used_memory_bytes - sum(v.spec.memory_bytes for v in victims),
+            workers=[w for w in node.workers if w not in gone])
+        return node, gpus
+
+    def fits(self, victims: Sequence[AllocationState]) -> Fit | None:
+        """The strategy's GPUs for the request on the node without ``victims``, when every filter
+        and the quota pass there; None otherwise."""
+        need, ctx, chain = self.need, self.ctx, self.chain
+        node, gpus = self.view(victims)
+        if not chain.node_admits(node, need, ctx):
+            return None
+        cands = chain.node_candidates(node, gpus, need, ctx)
+        if len(cands) < need.count:
+            return None
+        if self.indexed:
+            picked = cast(IndexedStrategy, self.strategy).pick(cands, need, ctx.config)
+        else:
+            members = [gpus[name] for name in node.gpus]
+            picked = cast(ScanStrategy, self.strategy).pick(node, members, cands, need, ctx.config,
+                                                            self.spec.allocation_id)
+        add = usage_on(picked, self.spec)
+        if self.quota is not None:
+            usage = self.usage
+            for victim in victims:
+                if victim.spec.namespace == self.spec.namespace and victim.usage is not None:
+                    usage = subtract(usage, victim.usage)
+            if exact_quota(self.quota, self.spec, picked, usage, add) is not None:
+                return None
+        return Fit(picked, add)

@@ -1,0 +1,89 @@
+"""``pool configure``: a pool's placement strategy, score weights, workers per node, preemption
+scope, isolation policy and topology (docs/allocation.md), through the allocator's HTTP API.
+
+Options not given keep the pool's current value. Exit codes as every admin command: 0 done,
+1 unreachable/other, 2 bad input (``{"error", "field"}``), 4 rejected.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+from services.cli import client, output
+from services.cli.guard import DataDir, JsonOut, guarded
+from services.cli.output import BadInput
+
+STRATEGY_NAMES = ("best-fit", "compact-first", "fgd", "fgd-strand", "frag-cpu", "low-load-first",
+                  "node-compact-gpu-low-load", "random")
+"""The domain registry's strategy names (profile.STRATEGIES; a test keeps them equal), as a constant
+so that ``--help`` does not import the domain."""
+
+POOL_KEYS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node", "preemption", "isolation_policy",
+             "topology", "max_topology_tier")
+"""The PoolConfig fields the API takes (the current ones are sent back with the changes)."""
+STRATEGIES_HELP = "Placement strategy: " + ", ".join(STRATEGY_NAMES) + "."
+_POLICIES = ("static", "dynamic")
+_TOPOLOGY = ("soft", "hard", "off")
+_PREEMPTION = ("cluster", "namespace", "off")
+
+
+def pool_configure(
+    pool: Annotated[str, typer.Argument(help="Pool to configure.")],
+    strategy: Annotated[str | None, typer.Option("--strategy", help=STRATEGIES_HELP)] = None,
+    vram_weight: Annotated[float | None, typer.Option("--vram-weight", min=0.0, help="Score weight of VRAM %.")]
+    = None,
+    tflops_weight: Annotated[float | None, typer.Option("--tflops-weight", min=0.0, help="Score weight of TFLOPS %.")]
+    = None,
+    max_workers_per_node: Annotated[int | None, typer.Option("--max-workers-per-node", min=0,
+                                                             help="Allocations per node at most (0: unlimited).")]
+    = None,
+    preemption: Annotated[str | None, typer.Option(
+        "--preemption", help="Victims of preemption: cluster (any namespace), namespace (the preemptor's) or "
+        "off.")] = None,
+    isolation_policy: Annotated[str | None, typer.Option(
+        "--isolation-policy", help="static (each GPU keeps its discovered mode) or dynamic (an idle GPU locks to "
+        "the mode of its first allocation).")] = None,
+    topology: Annotated[str | None, typer.Option(
+        "--topology", help="soft (choose GPUs inside the node by NVLink/NUMA tier), hard (also filter nodes "
+        "above --max-topology-tier) or off.")] = None,
+    max_topology_tier: Annotated[int | None, typer.Option(
+        "--max-topology-tier", min=0, max=3, help="Worst tier a multi-GPU placement may have under hard topology: "
+        "0 NVLink, 1 same NUMA, 2 cross-NUMA, 3 unknown.")] = None,
+    data_dir: DataDir = None,
+    as_json: JsonOut = False,
+) -> None:
+    """Configure a pool.
+
+    Sets POOL's placement strategy, score weights, workers per node, preemption, isolation
+    policy and topology (options not given keep their value)."""
+
+    def body() -> None:
+        if strategy is not None and strategy not in STRATEGY_NAMES:
+            raise BadInput(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGY_NAMES)}", field="strategy")
+        for value, known, field in ((preemption, _PREEMPTION, "preemption"),
+                                    (isolation_policy, _POLICIES, "isolation-policy"),
+                                    (topology, _TOPOLOGY, "topology")):
+            if value is not None and value not in known:
+                raise BadInput(f"--{field} must be one of {', '.join(known)}, got {value!r}", field=field)
+        changes = {key: value for key, value in (
+            ("placement", strategy), ("vram_weight", vram_weight), ("tflops_weight", tflops_weight),
+            ("max_workers_per_node", max_workers_per_node), ("preemption", preemption),
+            ("isolation_policy", isolation_policy),
+            ("topology", topology), ("max_topology_tier", max_topology_tier)) if value is not None}
+        if not changes:
+            raise BadInput("give at least one of --strategy, --vram-weight, --tflops-weight, --max-workers-per-node, "
+                           "--preemption, --isolation-policy, --topology, --max-topology-tier", field="strategy")
+        api = client.connect(data_dir)
+        current = next((p.get("config") or {} for p in api.items("/api/v1/pools") if p.get("name") == pool), {})
+        config = {key: current[key] for key in POOL_KEYS if key in current} | changes
+        answer: Any = api.request("PUT", f"/api/v1/pools/{client.quoted(pool)}", body=config)
+        if as_json:
+            output.emit_json(answer)
+        else:
+            typer.echo(f"pool {pool} configured: " + ", ".join(f"{k} {v}" for k, v in changes.items()))
+        if isinstance(answer, dict) and str(answer.get("type", "")).endswith("_rejected"):
+            raise typer.Exit(output.REJECTED)
+
+    guarded(as_json, body)

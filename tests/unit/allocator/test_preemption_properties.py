@@ -1,0 +1,213 @@
+"""Preemption invariants (hypothesis): victims are always of strictly lower priority, unprotected
+and in scope; the chosen plan is as good as a brute-force search over every node and every
+subset of candidates (kube-scheduler's order: highest victim priority, Σ priority, count); usage
+stays the sum of live charges and replay equals live after every step; the optimised Scheduler
+preempts exactly like the ReferenceScheduler."""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from datetime import datetime
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from events import decisions as ev
+from events import intents as it
+from events.values import AllocationSpec, PoolConfig, Resources, priority_of
+from services.allocator.domain import Scheduler, digest
+from services.allocator.domain.model import GRANTED
+from services.allocator.domain.preemption import Key, Plan, find, key_of
+from services.allocator.domain.reference import ReferenceScheduler
+from services.allocator.domain.state import ClusterState
+from services.allocator.domain.trial import Trial
+from services.allocator.domain.victims import PROTECTION_KEY, Refusals, candidates_on, protected_until, ranked_on
+from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota
+
+PRIORITIES = (None, None, -5, 5, 500)
+QOS = ("low", "medium", "high", "critical")
+UIDS = tuple(f"u{i}" for i in range(16))
+
+
+def brute_force(state: ClusterState, spec: AllocationSpec, now: datetime) -> Key | None:
+    """The best key over every node of the pool and every non-empty subset of its candidates."""
+    scheduler = Scheduler()
+    need, chain = scheduler.prepare(spec)
+    config = state.pool_config(spec.pool)
+    strategy = scheduler.strategy(state, spec.pool)
+    best: Key | None = None
+    for name in sorted(state.pool_nodes.get(spec.pool, ())):
+        cands = candidates_on(state, ranked_on(state, name), priority=priority_of(spec), namespace=spec.namespace,
+                              scope=config.preemption, now=now, refusals=Refusals())
+        trial = Trial(state, name, spec, need, chain, strategy, indexed=scheduler.indexed(strategy))
+        for size in range(1, len(cands) + 1):
+            for subset in itertools.combinations(cands, size):
+                if trial.fits(subset) is not None:
+                    key = key_of(subset)
+                    best = key if best is None or key < best else best
+    return best
+
+
+@st.composite
+def shares(draw: st.DrawFn) -> Resources:
+    return Resources(milli_tflops=draw(st.sampled_from([10_000, 30_000, 50_000, 70_000, 100_000])),
+                     vram_bytes=draw(st.sampled_from([Gi, 3 * Gi, 5 * Gi, 10 * Gi])))
+
+
+class PreemptionMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = Cluster()
+        self.n = 0
+
+    def _id(self) -> str:
+        self.n += 1
+        return f"i{self.n}"
+
+    @initialize(nodes=st.lists(st.integers(1, 3), min_size=1, max_size=3),
+                scope=st.sampled_from(["cluster", "cluster", "namespace"]))
+    def start(self, nodes: list[int], scope: str) -> None:
+        self.c.pool("p", preemption=scope)
+        for k, n in enumerate(nodes):
+            gpus = tuple(a_gpu(f"n{k}-g{i}", 100, 10 * Gi, index=i) for i in range(n))
+            self.c.send(it.RegisterNode(intent_id=self._id(), node=f"n{k}", pool="p", gpus=gpus))
+
+    @rule(uid=st.sampled_from(UIDS), request=shares(), count=st.integers(1, 2), qos=st.sampled_from(QOS),
+          priority=st.sampled_from(PRIORITIES), ns=st.sampled_from(["x", "y"]), protect=st.sampled_from(["", "", "5m"]),
+          shared=st.sampled_from([False, False, False, True]))
+    def request(self, uid: str, request: Resources, count: int, qos: str, priority: int | None, ns: str,
+                protect: str, shared: bool) -> None:
+        spec = AllocationSpec(allocation_id=uid, namespace=ns, pod=uid, pool="p", request=request, limit=request,
+                              gpu_count=count, qos=qos, priority=priority, isolation="shared" if shared else "soft",
+                              attributes={PROTECTION_KEY: protect} if protect else {})
+        state, now = self.c.state, self.c.now
+        expected = brute_force(state, spec, now) if uid not in state.allocations else None
+        planned = find(state, spec, now, self.c.scheduler) if uid not in state.allocations else None
+        before = {aid: a for aid, a in state.allocations.items()}
+        events = self.c.send(it.RequestAllocation(intent_id=self._id(), spec=spec))
+        preempted = [e for e in events if isinstance(e, ev.AllocationPreempted) and e.preemptor == uid]
+        for event in preempted:
+            victim = before[event.allocation_id]
+            assert priority_of(victim.spec) < priority_of(spec)
+            until = protected_until(victim)
+            assert until is None or now >= until
+            assert state.pool_config("p").preemption == "cluster" or victim.spec.namespace == ns
+        if preempted:
+            assert isinstance(planned, Plan) and expected is not None
+            assert planned.key == expected, (planned.key, expected)
+        elif isinstance(events[0], ev.AllocationQueued):
+            assert not isinstance(planned, Plan) and expected is None, "a plan existed but the request waits"
+
+    @rule(uid=st.sampled_from(UIDS))
+    def release(self, uid: str) -> None:
+        self.c.send(it.ReleaseAllocation(intent_id=self._id(), allocation_id=uid))
+
+    @rule(minutes=st.sampled_from([1, 6]))
+    def tick(self, minutes: int) -> None:
+        self.c.tick(60 * minutes)
+
+    @invariant()
+    def usage_is_the_sum_of_live_charges(self) -> None:
+        state = self.c.state
+        per_gpu: dict[str, list[int]] = defaultdict(lambda: [0, 0])
+        per_ns: dict[str, int] = defaultdict(int)
+        for allocation in state.allocations.values():
+            if allocation.status == GRANTED:
+                per_ns[allocation.spec.namespace] += allocation.usage.requests_milli_tflops if allocation.usage else 0
+                for name, charge in zip(allocation.gpus, allocation.charges, strict=True):
+                    per_gpu[name][0] += charge.milli_tflops
+                    per_gpu[name][1] += charge.vram_bytes
+        for name, gpu in state.gpus.items():
+            assert [gpu.used_milli_tflops, gpu.used_vram_bytes] == per_gpu[name]
+            assert not gpu.overcommitted
+        assert {ns: u.requests_milli_tflops for ns, u in state.usage.items()} == {
+            ns: v for ns, v in per_ns.items() if v or ns in state.usage}
+
+    @invariant()
+    def replay_equals_live(self) -> None:
+        assert self.c.replayed_digest() == digest(self.c.state)
+
+
+PreemptionMachine.TestCase.settings = settings(
+    max_examples=100, stateful_step_count=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+TestPreemptionProperties = PreemptionMachine.TestCase
+
+
+@given(priorities=st.lists(st.sampled_from([0, 0, 3, 7]), min_size=1, max_size=6),
+       sizes=st.lists(st.sampled_from([10, 20, 25, 40, 50, 60]), min_size=6, max_size=6),
+       need=st.sampled_from([30, 50, 75, 90]))
+@settings(max_examples=200, deadline=None)
+def test_never_more_than_the_brute_force_minimum_on_one_gpu(priorities: list[int], sizes: list[int],
+                                                             need: int) -> None:
+    """Many small victims on one GPU: the plan equals the exhaustive optimum (reprieve alone is not)."""
+    c = Cluster()
+    c.send(it.ConfigurePool(intent_id="cfg", pool="p", config=PoolConfig(preemption="cluster")))
+    c.send(it.RegisterNode(intent_id="reg", node="n", pool="p", gpus=(a_gpu("g", 100, 10 * Gi),)))
+    for k, (priority, size) in enumerate(zip(priorities, sizes, strict=False)):
+        spec = AllocationSpec(allocation_id=f"v{k}", namespace="x", pod=f"v{k}", pool="p", priority=priority,
+                              request=Resources(milli_tflops=size * 1000, vram_bytes=Gi),
+                              limit=Resources(milli_tflops=size * 1000, vram_bytes=Gi))
+        c.send(it.RequestAllocation(intent_id=f"r{k}", spec=spec))
+    spec = AllocationSpec(allocation_id="crit", namespace="x", pod="crit", pool="p", priority=10,
+                          request=Resources(milli_tflops=need * 1000), limit=Resources(milli_tflops=need * 1000))
+    expected = brute_force(c.state, spec, c.now)
+    free = c.state.gpus["g"].available_milli_tflops
+    found = find(c.state, spec, c.now, c.scheduler)
+    if free >= need * 1000:
+        return
+    assert (found.key if isinstance(found, Plan) else None) == expected
+
+
+class PreemptionEquivalence(RuleBasedStateMachine):
+    """The Scheduler (priority index, static-node memo, remembered failed searches) decides every
+    preemption exactly like the ReferenceScheduler (every node, nothing kept), on crowded pools."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fast = Cluster()
+        self.ref = Cluster(ReferenceScheduler())
+        self.n = 0
+
+    def _send(self, intent: it.AnyIntent) -> None:
+        assert self.fast.send(intent) == self.ref.send(intent)
+
+    def _id(self) -> str:
+        self.n += 1
+        return f"i{self.n}"
+
+    @initialize(nodes=st.lists(st.integers(1, 2), min_size=2, max_size=4),
+                scope=st.sampled_from(["cluster", "cluster", "namespace"]))
+    def start(self, nodes: list[int], scope: str) -> None:
+        self._send(it.ConfigurePool(intent_id=self._id(), pool="p", config=PoolConfig(preemption=scope)))
+        self.fast.quota("y", a_quota(req=(150, 15 * Gi)))
+        self.ref.quota("y", a_quota(req=(150, 15 * Gi)))
+        for k, n in enumerate(nodes):
+            gpus = tuple(a_gpu(f"n{k}-g{i}", 100, 10 * Gi, index=i) for i in range(n))
+            self._send(it.RegisterNode(intent_id=self._id(), node=f"n{k}", pool="p", gpus=gpus,
+                                       cpu_milli=8000, memory_bytes=0))
+
+    @rule(uid=st.sampled_from(UIDS), request=shares(), count=st.integers(1, 2), qos=st.sampled_from(QOS),
+          priority=st.sampled_from(PRIORITIES), ns=st.sampled_from(["x", "y"]), protect=st.sampled_from(["", "", "5m"]),
+          cpu=st.sampled_from([0, 0, 2000, 6000]))
+    def request(self, uid: str, request: Resources, count: int, qos: str, priority: int | None, ns: str,
+                protect: str, cpu: int) -> None:
+        spec = AllocationSpec(allocation_id=uid, namespace=ns, pod=uid, pool="p", request=request, limit=request,
+                              gpu_count=count, qos=qos, priority=priority, cpu_milli=cpu,
+                              attributes={PROTECTION_KEY: protect} if protect else {})
+        self._send(it.RequestAllocation(intent_id=self._id(), spec=spec))
+
+    @rule(uid=st.sampled_from(UIDS))
+    def release(self, uid: str) -> None:
+        self._send(it.ReleaseAllocation(intent_id=self._id(), allocation_id=uid))
+
+    @rule(minutes=st.sampled_from([1, 6]))
+    def tick(self, minutes: int) -> None:
+        self.fast.tick(60 * minutes)
+        self.ref.tick(60 * minutes)
+
+
+PreemptionEquivalence.TestCase.settings = settings(
+    max_examples=100, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+TestPreemptionEquivalence = PreemptionEquivalence.TestCase

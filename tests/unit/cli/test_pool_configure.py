@@ -1,0 +1,26 @@
+"""``pool configure``: the isolation policy and topology options are checked before any API call."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from services.cli.main import app
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (["--isolation-policy", "Dynamic"], "isolation-policy"),
+    (["--topology", "strict"], "topology"),
+])
+def test_bad_values_are_bad_input_naming_the_option(args: list[str], field: str) -> None:
+    result = CliRunner().invoke(app, ["pool", "configure", "default", *args, "--json"])
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.output)["field"] == field
+
+
+def test_max_tier_is_bounded_and_the_help_names_the_options() -> None:
+    assert CliRunner().invoke(app, ["pool", "configure", "default", "--max-topology-tier", "4"]).exit_code == 2
+    help_text = CliRunner().invoke(app, ["pool", "configure", "--help"]).output
+    assert all(option in help_text for option in ("--isolation-policy", "--topology", "--max-topology-tier"))
