@@ -77,22 +77,6 @@ def node_fragment(free: Sequence[int], *, cpu_free: int, model: str, workload: I
     return sum(t.weight * measure(free, cpu_free=cpu_free, model=model, task=t) for t in workload)
 
 
-def node_fragment_grouped(free: Sequence[int], *, cpu_free: int, model: str, workload: Sequence[TaskClass],
-                          cpu_aware: bool = False) -> float:
-    """:func:`node_fragment`, bit for bit (same terms, summed in the same order), counting the
-    node's GPUs once per distinct share instead of once per class (``free`` in any order)."""
-    return node_fragment_sorted(tuple(sorted(free)), cpu_free=cpu_free, model=model, workload=workload,
-                                cpu_aware=cpu_aware)
-
-
-def node_fragment_sorted(ordered: Sequence[int], *, cpu_free: int, model: str, workload: Sequence[TaskClass],
-                         cpu_aware: bool = False) -> float:
-    """:func:`node_fragment` for free milli ``ordered`` ascending, bit for bit (same terms, summed
-    in the same order): per distinct share d, the GPUs that fit it and the free milli below it are
-    a bisection and a prefix sum of the sorted free milli (no walk over the GPUs per class)."""
-    return _fragment(ordered, cpu_free, model, _rows(workload), cpu_aware)
-
-
 Row = tuple[float, int, int, int, tuple[str, ...], bool]
 """A task class for the hot loop: (weight, index of its share in the table's shares or -1 for a
 CPU-only class, GPU count, cpu_milli, models, whole-GPU class)."""
@@ -108,6 +92,9 @@ def _rows(workload: Sequence[TaskClass]) -> Table:
 
 
 def _fragment(ordered: Sequence[int], cpu_free: int, model: str, table: Table, cpu_aware: bool) -> float:
+    """:func:`node_fragment` for free milli ``ordered`` ascending, bit for bit (same terms, summed in
+    the same order): per distinct share d, the GPUs that fit it and the free milli below it are a
+    bisection and a prefix sum of the sorted free milli (no walk over the GPUs per class)."""
     prefix = [0]
     acc = 0
     for r in ordered:
