@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -59,13 +60,25 @@ def rows(path: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def sign_test(better: int, worse: int) -> float:
+    """Two-sided exact sign-test p-value of ``better`` vs ``worse`` seeds (ties left out)."""
+    n = better + worse
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, i) for i in range(min(better, worse) + 1)) / 2**n
+    return min(1.0, 2 * tail)
+
+
 def summary(paths: list[Path], *, against: str = "fgd", point: str = "100") -> None:
-    """Markdown: per trace and strategy, FGD's and its mean, the paired difference and seeds better."""
+    """Markdown: per trace and strategy, FGD's and its mean, the paired difference (mean ± standard
+    error, min … max), the paired t statistic (df = seeds − 1), seeds better / worse and the sign
+    test's two-sided p-value."""
     by: dict[tuple[str, str], dict[int, float]] = {}
     for r in (r for path in paths for r in rows(path)):
         by.setdefault((str(r["trace"]), str(r["strategy"])), {})[int(r["seed"])] = r["unallocated"][point]
-    print("| trace | strategy | seeds | FGD | strategy | − FGD mean (min … max) | seeds better / worse |")
-    print("|---|---|---|---|---|---|---|")
+    print("| trace | strategy | seeds | FGD | strategy | − FGD mean ± se (min … max) | paired t "
+          "| seeds better / worse | sign test p |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for (trace, strategy), values in sorted(by.items()):
         base = by.get((trace, against), {})
         seeds = sorted(set(values) & set(base))
@@ -74,10 +87,13 @@ def summary(paths: list[Path], *, against: str = "fgd", point: str = "100") -> N
         diff = [values[s] - base[s] for s in seeds]
         mine = statistics.fmean(values[s] for s in seeds)
         fgd = statistics.fmean(base[s] for s in seeds)
+        mean = statistics.fmean(diff)
+        se = statistics.stdev(diff) / math.sqrt(len(diff)) if len(diff) > 1 else 0.0
+        t = f"{mean / se:+.2f}" if se > 0 else "—"
         better = sum(d < 0 for d in diff)
         worse = sum(d > 0 for d in diff)
-        print(f"| {trace} | {strategy} | {len(seeds)} | {fgd:.2f} | {mine:.2f} | {statistics.fmean(diff):+.2f} "
-              f"({min(diff):+.2f} … {max(diff):+.2f}) | {better} / {worse} |")
+        print(f"| {trace} | {strategy} | {len(seeds)} | {fgd:.2f} | {mine:.2f} | {mean:+.3f} ± {se:.3f} "
+              f"({min(diff):+.2f} … {max(diff):+.2f}) | {t} | {better} / {worse} | {sign_test(better, worse):.2f} |")
 
 
 def main() -> None:

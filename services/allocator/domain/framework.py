@@ -132,8 +132,11 @@ class Chain:
         """The filters before the first capacity-bound one, and that one's name (None: none)."""
 
     def node_admits(self, node: NodeState, need: Need, ctx: Context) -> bool:
-        """True when every node-level filter admits ``node``."""
-        return all(f.filter(node, need, ctx) is OK for f in self.node_filters)
+        """True when every node-level filter admits ``node`` (a loop: the hot path of the rank cache)."""
+        for f in self.node_filters:  # noqa: SIM110 - all() over a generator is slower here
+            if f.filter(node, need, ctx) is not OK:
+                return False
+        return True
 
     def fits(self, node: NodeState, candidates: Sequence[GpuState], need: Need, ctx: Context) -> bool:
         """True when ``candidates`` (the node's GPU pass) number ``need.count`` and every set filter admits them."""
@@ -155,6 +158,20 @@ class Chain:
             else:
                 out.append(gpu)
         return out
+
+    def passing(self, members: Sequence[GpuState], need: Need, ctx: Context) -> tuple[int, ...]:
+        """Positions in ``members`` (one node's GPUs) of the GPUs that pass every GPU-level filter:
+        :meth:`node_candidates` as positions (ints: a memo of them adds nothing for the garbage
+        collector to walk)."""
+        filters = self.gpu_filters
+        out = []
+        for i, gpu in enumerate(members):
+            for f in filters:
+                if f.filter(gpu, need, ctx) is not OK:
+                    break
+            else:
+                out.append(i)
+        return tuple(out)
 
     def explain(
         self, nodes: Iterable[NodeState], gpus: dict[str, GpuState], need: Need, ctx: Context,

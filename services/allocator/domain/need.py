@@ -67,6 +67,18 @@ NODE_ONLY_FIELDS: tuple[str, ...] = ("memory_bytes", "node_affinity")
 test holds them to that), so scan ranks are shared by requests differing only in these."""
 
 
+GPU_BLIND_FIELDS: tuple[str, ...] = (*NODE_ONLY_FIELDS, "cpu_milli")
+"""Shape fields no GPU filter reads (a test holds them to that): a node's GPU candidates are the
+same for requests differing only in these (the rank cache shares them across such shapes)."""
+
+_gpu_shape = operator.attrgetter(*(f for f in SHAPE_FIELDS if f not in GPU_BLIND_FIELDS))
+
+
+def gpu_shape_key(spec: AllocationSpec) -> ShapeKey:
+    """The part of :func:`shape_key` the GPU filters read (all but :data:`GPU_BLIND_FIELDS`)."""
+    return _gpu_shape(spec)  # type: ignore[no-any-return]
+
+
 def without_node_only(spec: AllocationSpec) -> AllocationSpec:
     """``spec`` with the :data:`NODE_ONLY_FIELDS` cleared (the shape a scan rank depends on)."""
     if not spec.memory_bytes and spec.node_affinity is None:

@@ -182,9 +182,8 @@ class Scheduler:
             g_need, g_chain = self.prepare(general)
             return self.ranks.best(
                 state, strategy, general, g_need, g_chain, ctx,
-                fit=lambda name: self.node_fit(state, name, g_need, g_chain, ctx),
                 may_hold=lambda: self.index.ordered(pool, min_class=self.index.min_class(pool, g_need)),
-                admits=lambda node: chain.node_admits(node, need, ctx))
+                admits=lambda node: chain.node_admits(node, need, ctx), free=self.index.free)
         return self._scan(state, strategy, names, spec, need, chain, ctx)
 
     def indexed(self, strategy: Strategy) -> bool:

@@ -31,30 +31,50 @@ _snapshot_decoder = msgspec.msgpack.Decoder(StateSnapshot)
 _digest_encoder = msgspec.json.Encoder(order="sorted")
 
 
+LOG_LIMIT = 1 << 16
+"""Recent touches :class:`Changes` keeps in order (older marks walk the per-node record instead)."""
+
+
 class Changes:
     """What ``evolve`` touched, for whoever caches derived data (the Scheduler).
 
     ``seq`` counts touches; ``nodes`` maps a node name to the ``seq`` of its last touch, oldest
     first (a node touched again moves to the end), so :meth:`nodes_since` reads only what changed
-    after a reader's mark. ``inventory`` counts changes to what could ever fit (GPUs added,
+    after a reader's mark; the recent touches are also kept in order (at most :data:`LOG_LIMIT`)
+    so that read is a slice. ``inventory`` counts changes to what could ever fit (GPUs added,
     removed or resized, nodes removed). Not part of the snapshot or the digest.
     """
 
-    __slots__ = ("inventory", "nodes", "seq")
+    __slots__ = ("_base", "_limit", "_log", "inventory", "nodes", "seq")
 
-    def __init__(self) -> None:
+    def __init__(self, *, log_limit: int = LOG_LIMIT) -> None:
         self.seq = 0
         self.inventory = 0
         self.nodes: dict[str, int] = {}
+        self._log: list[str] = []
+        self._base = 0
+        """``_log[i]`` is the node of touch ``_base + i + 1``."""
+        self._limit = log_limit
 
     def touch(self, node: str) -> None:
         """Record that ``node``'s records (or its GPUs', or its pool's settings) changed."""
         self.seq += 1
         self.nodes.pop(node, None)
         self.nodes[node] = self.seq
+        log = self._log
+        log.append(node)
+        if len(log) > self._limit:
+            drop = len(log) // 2
+            del log[:drop]
+            self._base += drop
 
     def nodes_since(self, mark: int) -> Iterator[str]:
-        """Names of the nodes touched after ``mark`` (a past ``seq``), most recent first."""
+        """Names of the nodes touched after ``mark`` (a past ``seq``), each once, most recent first."""
+        if mark >= self._base:
+            return iter(dict.fromkeys(reversed(self._log[mark - self._base:])))
+        return self._walk_since(mark)
+
+    def _walk_since(self, mark: int) -> Iterator[str]:
         for name, seq in reversed(self.nodes.items()):
             if seq <= mark:
                 return

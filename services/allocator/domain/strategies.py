@@ -14,7 +14,7 @@ order) and :class:`ScanStrategy` (ranks each feasible node itself: plugins of th
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import ClassVar, Protocol, runtime_checkable
 
 from events.values import PoolConfig
@@ -41,6 +41,20 @@ class IndexedStrategy(Protocol):
     def pick(self, candidates: Sequence[GpuState], need: Need, config: PoolConfig) -> list[GpuState]:
         """``need.count`` GPUs out of one node's candidates, best first."""
         ...
+
+
+class Members(list[GpuState]):
+    """A node's GPUs in node order, passed to a scan strategy as ``members``, tagged with
+    ``version``: equal for two lists only while the node and its GPUs did not change between them
+    (the Scheduler's rank cache passes (the state's change record, node name, seq of the node's
+    last touch), ``ClusterState.changes``). A strategy may memoise what it derives from the node
+    under that version; a plain list (the naive reference, a one-off scan) carries none."""
+
+    __slots__ = ("version",)
+
+    def __init__(self, gpus: Iterable[GpuState], version: Hashable) -> None:
+        super().__init__(gpus)
+        self.version = version
 
 
 @runtime_checkable

@@ -14,7 +14,7 @@ from events.values import AllocationSpec, PoolConfig, Resources
 from services.allocator.domain import profile
 from services.allocator.domain.framework import Context
 from services.allocator.domain.model import GpuState, NodeState
-from services.allocator.domain.need import NODE_ONLY_FIELDS, SHAPE_FIELDS, Need, shape_key
+from services.allocator.domain.need import GPU_BLIND_FIELDS, NODE_ONLY_FIELDS, SHAPE_FIELDS, Need, shape_key
 from services.allocator.domain.strategies import ScanStrategy
 from tests.unit.allocator.builders import a_gpu, a_request
 
@@ -75,6 +75,7 @@ def test_gpu_filters_and_scan_ranks_never_read_node_only_fields() -> None:
     gpu = GpuState(spec=a_gpu("g0", 100, 40 * 2**30, index=0), node="n", pool="p", phase="Running")
     node = NodeState(name="n", pool="p", gpus=["g0"], cpu_milli=64_000, memory_bytes=2**40)
     read: set[str] = set()
+    gpu_read: set[str] = set()
     for spec in (a_request("u", 10, 2**30, pool="p", isolation="hard", gpu_models=("A100",), vendor="NVIDIA",
                            gpu_indices=(0,), cpu_milli=1000, memory_bytes=2**30),
                  a_request("v", percent=50, pool="p", count=2, isolation="shared"),
@@ -84,6 +85,7 @@ def test_gpu_filters_and_scan_ranks_never_read_node_only_fields() -> None:
             if f.enabled(recorder):  # type: ignore[arg-type]
                 f.filter(gpu, recorder, Context(PoolConfig()))  # type: ignore[arg-type]
             read |= recorder.read
+            gpu_read |= recorder.read
         for cls in profile.STRATEGY_CLASSES:
             strategy = cls()
             if isinstance(strategy, ScanStrategy):
@@ -93,3 +95,7 @@ def test_gpu_filters_and_scan_ranks_never_read_node_only_fields() -> None:
                 read |= recorder.read
     assert read, "nothing was read: the test no longer looks"
     assert not read & set(node_only.values()), f"node-only fields read: {read & set(node_only.values())}"
+    gpu_blind = {**node_only, "cpu_milli": "cpu_milli"}
+    assert set(gpu_blind) == set(GPU_BLIND_FIELDS)
+    assert gpu_read, "no GPU filter read anything: the test no longer looks"
+    assert not gpu_read & set(gpu_blind.values()), f"GPU filters read {gpu_read & set(gpu_blind.values())}"

@@ -13,7 +13,7 @@ shape and re-ranks only nodes evolve touched (rank_cache.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from typing import ClassVar, Self
 
 from events.values import PoolConfig
@@ -25,7 +25,7 @@ from services.allocator.domain.strategies_paper import (
     PaperStrategy,
     cpu_free,
     cpu_only,
-    free_milli,
+    free_millis,
     gpu_order,
     pick_default,
     share_milli,
@@ -50,6 +50,26 @@ class Option:
         self.gpus = gpus
 
 
+class NodeFrag:
+    """What FGD derives from one node whatever the request: free milli per GPU (node order), the
+    GPU model, free CPU (millicores), F_n(M) now, and each GPU's position by name."""
+
+    __slots__ = ("before", "cpu", "free", "model", "position", "version")
+
+    def __init__(self, free: list[int], model: str, cpu: int, before: float, members: Sequence[GpuState],
+                 version: Hashable) -> None:
+        self.free = free
+        self.model = model
+        self.cpu = cpu
+        self.before = before
+        self.position = {g.spec.name: i for i, g in enumerate(members)}
+        self.version = version
+
+
+NODE_MEMO_LIMIT = 100_000
+"""Nodes whose :class:`NodeFrag` is memoised before the memo is cleared."""
+
+
 class Fgd(PaperStrategy):
     """Fragmentation gradient descent against the workload ``workload`` (task classes, Σ p = 1)."""
 
@@ -60,6 +80,25 @@ class Fgd(PaperStrategy):
     def __init__(self, workload: Workload = DEFAULT_WORKLOAD) -> None:
         self.workload = workload
         self.cache = FragmentCache(workload, cpu_aware=self.cpu_aware)
+        self._nodes: dict[str, NodeFrag] = {}
+
+    def node_frag(self, node: NodeState, members: Sequence[GpuState]) -> NodeFrag:
+        """:class:`NodeFrag` of ``node``, memoised under the version ``members`` carries
+        (strategies.Members; a plain list is derived afresh every time)."""
+        version = getattr(members, "version", None)
+        if version is not None:
+            found = self._nodes.get(node.name)
+            if found is not None and found.version == version:
+                return found
+        free = free_millis(members)
+        model = members[0].spec.model if members else ""
+        cpu = cpu_free(node)
+        frag = NodeFrag(free, model, cpu, self.cache.get(free, cpu_free=cpu, model=model), members, version)
+        if version is not None:
+            if len(self._nodes) >= NODE_MEMO_LIMIT:
+                self._nodes.clear()
+            self._nodes[node.name] = frag
+        return frag
 
     def with_workload(self, workload: Workload) -> Self:
         """A fresh instance (empty cache) of this strategy against ``workload``."""
@@ -67,20 +106,20 @@ class Fgd(PaperStrategy):
 
     def option(self, node: NodeState, members: Sequence[GpuState], cands: Sequence[GpuState], need: Need) -> Option:
         """The placement on ``node`` with the least fragmentation increase."""
-        free = [free_milli(g) for g in members]
-        model = members[0].spec.model if members else ""
-        cpu = cpu_free(node)
-        before = self.cache.get(free, cpu_free=cpu, model=model)
-        cpu_after = cpu - need.cpu_milli
+        frag = self.node_frag(node, members)
+        free, model, before = frag.free, frag.model, frag.before
+        cpu_after = frag.cpu - need.cpu_milli
         if cpu_only(need):
             after = self.cache.get(free, cpu_free=cpu_after, model=model)
             return Option(after - before, pick_default(cands, need))
+        position = frag.position
+        share = -(-need.percent // 100) if need.percent else 0  # share_milli of a percent request, any GPU
         if need.count > 1 or need.shared or need.percent >= 100_000:
             chosen = pick_default(cands, need)
-            taken = {g.spec.name: share_milli(need, g) for g in chosen}
-            free = [r - taken[g.spec.name] if g.spec.name in taken else r for r, g in zip(free, members, strict=True)]
-            return Option(self.cache.get(free, cpu_free=cpu_after, model=model) - before, chosen)
-        position = {g.spec.name: i for i, g in enumerate(members)}
+            trial = list(free)
+            for g in chosen:
+                trial[position[g.spec.name]] -= share or share_milli(need, g)
+            return Option(self.cache.get(trial, cpu_free=cpu_after, model=model) - before, chosen)
         best: Option | None = None
         seen: set[int] = set()
         for g in sorted(cands, key=gpu_order):
@@ -89,7 +128,7 @@ class Fgd(PaperStrategy):
                 continue
             seen.add(free[i])
             trial = list(free)
-            trial[i] -= share_milli(need, g)
+            trial[i] -= share or share_milli(need, g)
             delta = self.cache.get(trial, cpu_free=cpu_after, model=model) - before
             if best is None or delta < best.delta:
                 best = Option(delta, [g])

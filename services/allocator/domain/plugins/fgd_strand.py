@@ -36,7 +36,7 @@ from services.allocator.domain.need import Need
 from services.allocator.domain.plugins.fgd import Fgd, sigmoid_score
 from services.allocator.domain.plugins.fragmentation import Workload
 from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD
-from services.allocator.domain.strategies_paper import cpu_free, cpu_only, free_milli, share_milli
+from services.allocator.domain.strategies_paper import cpu_only, share_milli
 
 WEIGHT_SCALE = 1 << 20
 """Class weights are rounded to multiples of 2⁻²⁰ so that S_n(M) is an exact integer."""
@@ -97,14 +97,12 @@ class FgdStrand(Fgd):
     def stranding_delta(self, node: NodeState, members: Sequence[GpuState], chosen: Sequence[GpuState],
                         need: Need) -> int:
         """S_n′(M) − S_n(M) (milli-GPU × 2²⁰) when ``need`` takes ``chosen`` GPUs and its CPU on ``node``."""
-        free = [free_milli(g) for g in members]
-        model = members[0].spec.model if members else ""
-        cpu = cpu_free(node)
+        frag = self.node_frag(node, members)
+        free, model, cpu = list(frag.free), frag.model, frag.cpu
         before = self.strand.get(free, cpu_free=cpu, model=model)
         if not cpu_only(need):
-            position = {g.spec.name: i for i, g in enumerate(members)}
             for g in chosen:
-                free[position[g.spec.name]] -= share_milli(need, g)
+                free[frag.position[g.spec.name]] -= share_milli(need, g)
         return self.strand.get(free, cpu_free=cpu - need.cpu_milli, model=model) - before
 
     def rank(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,

@@ -77,38 +77,50 @@ def node_fragment(free: Sequence[int], *, cpu_free: int, model: str, workload: I
     return sum(t.weight * measure(free, cpu_free=cpu_free, model=model, task=t) for t in workload)
 
 
-def node_fragment_grouped(free: Sequence[int], *, cpu_free: int, model: str, workload: Sequence[TaskClass],
-                          cpu_aware: bool = False) -> float:
-    """:func:`node_fragment`, bit for bit (same terms, summed in the same order), counting the
-    node's GPUs once per distinct share instead of once per class."""
-    total = sum(free)
-    counted: dict[int, tuple[int, int, int]] = {}
-    values: list[float] = []
-    for t in workload:
-        if t.count == 0 or (t.models and model not in t.models):
-            values.append(total)
-            continue
-        found = counted.get(t.milli)
-        if found is None:
-            fits = small = big = 0
-            for r in free:
-                if r >= t.milli:
-                    fits += 1
-                    big += r
-                else:
-                    small += r
-            found = counted[t.milli] = (fits, small, big)
-        fits, small, big = found
-        if fits < t.count or cpu_free < t.cpu_milli:
-            values.append(total)
-        elif not cpu_aware or t.milli < MILLI_GPU:
-            values.append(small)
+Row = tuple[float, int, int, int, tuple[str, ...], bool]
+"""A task class for the hot loop: (weight, index of its share in the table's shares or -1 for a
+CPU-only class, GPU count, cpu_milli, models, whole-GPU class)."""
+Table = tuple[tuple[int, ...], tuple[Row, ...]]
+"""The distinct per-GPU shares of a workload's GPU classes, and its classes as rows, in order."""
+
+
+def _rows(workload: Sequence[TaskClass]) -> Table:
+    shares = tuple(sorted({t.milli for t in workload if t.count}))
+    rows = tuple((t.weight, shares.index(t.milli) if t.count else -1, t.count, t.cpu_milli, t.models,
+                  t.milli >= MILLI_GPU) for t in workload)
+    return shares, rows
+
+
+def _fragment(ordered: Sequence[int], cpu_free: int, model: str, table: Table, cpu_aware: bool) -> float:
+    """:func:`node_fragment` for free milli ``ordered`` ascending, bit for bit (same terms, summed in
+    the same order): per distinct share d, the GPUs that fit it and the free milli below it are a
+    bisection and a prefix sum of the sorted free milli (no walk over the GPUs per class)."""
+    prefix = [0]
+    acc = 0
+    for r in ordered:
+        acc += r
+        prefix.append(acc)
+    total = acc
+    n = len(ordered)
+    fits: list[int] = []
+    smalls: list[int] = []
+    for milli in table[0]:
+        i = bisect.bisect_left(ordered, milli)
+        fits.append(n - i)
+        smalls.append(prefix[i])
+    terms: list[float] = []
+    for weight, j, count, cpu, models, whole in table[1]:
+        if j < 0 or (models and model not in models) or fits[j] < count or cpu_free < cpu:
+            terms.append(weight * total)
+        elif not cpu_aware or not whole:
+            terms.append(weight * smalls[j])
         else:
-            per_gpu = fits // max(t.count, 1)  # a whole-GPU class: r // milli is 1 exactly for free GPUs
-            by_cpu = cpu_free // t.cpu_milli if t.cpu_milli > 0 else per_gpu
+            small = smalls[j]
+            per_gpu = fits[j] // count  # a whole-GPU class: r // milli is 1 exactly for free GPUs
+            by_cpu = cpu_free // cpu if cpu > 0 else per_gpu
             share = min(per_gpu, by_cpu) / per_gpu if per_gpu > 0 else 0.0
-            values.append(small + big * (1 - share))
-    return sum(t.weight * v for t, v in zip(workload, values, strict=True))
+            terms.append(weight * (small + (total - small) * (1 - share)))
+    return sum(terms)
 
 
 class FragmentCache:
@@ -123,7 +135,7 @@ class FragmentCache:
     entries.
     """
 
-    __slots__ = ("_cache", "_cpus", "_thresholds", "_whole_cpus", "cpu_aware", "limit", "workload")
+    __slots__ = ("_cache", "_cpus", "_rows", "_thresholds", "_whole_cpus", "cpu_aware", "limit", "workload")
 
     def __init__(self, workload: Workload, *, limit: int = 500_000, cpu_aware: bool = False) -> None:
         self.workload = workload
@@ -132,6 +144,7 @@ class FragmentCache:
         self._cpus = sorted({t.cpu_milli for t in workload})
         self._whole_cpus = sorted({t.cpu_milli for t in workload if t.count and t.milli >= MILLI_GPU and t.cpu_milli})
         self._thresholds: dict[int, list[int]] = {}
+        self._rows = _rows(workload)
         self._cache: dict[tuple[str, int, tuple[int, ...]], float] = {}
 
     def get(self, free: Sequence[int], *, cpu_free: int, model: str) -> float:
@@ -147,7 +160,6 @@ class FragmentCache:
         if value is None:
             if len(self._cache) >= self.limit:
                 self._cache.clear()
-            value = node_fragment_grouped(key[2], cpu_free=cpu_free, model=model, workload=self.workload,
-                                          cpu_aware=self.cpu_aware)
+            value = _fragment(ordered, cpu_free, model, self._rows, self.cpu_aware)
             self._cache[key] = value
         return value
