@@ -43,7 +43,7 @@ class Scratch:
         s.gpus, s.nodes, s.allocations = dict(state.gpus), dict(state.nodes), dict(state.allocations)
         s.usage = dict(state.usage)
         s.quotas, s.pools, s.recent, s.pool_nodes = state.quotas, state.pools, state.recent, state.pool_nodes
-        s.changes.seq, s.changes.inventory = state.changes.seq, state.changes.inventory
+        s.changes.continuing(state.changes)
         self.state = s
         self.scheduler = scheduler.fork(state, s)
         self._copied: set[str] = set()

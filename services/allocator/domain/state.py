@@ -56,6 +56,14 @@ class Changes:
         """``_log[i]`` is the node of touch ``_base + i + 1``."""
         self._limit = log_limit
 
+    def continuing(self, other: Changes) -> Changes:
+        """A fresh record whose touches continue ``other``'s numbering (for a hypothetical copy of
+        a state: its readers' marks taken on ``other`` stay valid); ``other`` is not changed."""
+        self.seq = self._base = other.seq
+        self.inventory = other.inventory
+        self.nodes, self._log = {}, []
+        return self
+
     def touch(self, node: str) -> None:
         """Record that ``node``'s records (or its GPUs', or its pool's settings) changed."""
         self.seq += 1
