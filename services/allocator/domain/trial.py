@@ -2,8 +2,10 @@
 
 The node and the GPUs the victims hold are copied with the victims' recorded charges, CPU,
 memory and worker slots taken off (exactly what ``evolve`` would give back), and the request is
-put through the very filter chain, strategy pick and quota check of a normal placement on that
-copy; the state itself is never touched. Fixes TensorFusion's dry run (FilterWithPreempt), which
+put through the very filter chain (set filters included), strategy pick (through the topology
+choice) and quota check of a normal placement on that copy; the state itself is never touched.
+The Dynamic isolation lock of a GPU is read from the allocations that stay on it.
+Fixes TensorFusion's dry run (FilterWithPreempt), which
 added requests back without clamping, ignored pool, affinity and max-workers filters, and
 subtracted victims of other namespaces from the preemptor's quota usage: here only victims of the
 preemptor's own namespace free its namespace-total quota, and they free their worker slot too.
@@ -25,6 +27,7 @@ from services.allocator.domain.placement import exact_quota, usage_on
 from services.allocator.domain.quota import subtract
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies import IndexedStrategy, ScanStrategy, Strategy
+from services.allocator.domain.topology import pick_indexed, pick_scan
 
 
 class Fit(NamedTuple):
@@ -45,7 +48,7 @@ class Trial:
         self.node = state.nodes[node]
         self.gpus = {name: state.gpus[name] for name in self.node.gpus}
         self.spec, self.need, self.chain, self.strategy, self.indexed = spec, need, chain, strategy, indexed
-        self.ctx = Context(state.pool_config(spec.pool))
+        self.ctx = Context(state.pool_config(spec.pool), allocations=state.allocations)
         self.quota = state.quotas.get(spec.namespace)
         self.usage = state.usage.get(spec.namespace) or QuotaUsage()
 
@@ -105,14 +108,14 @@ class Trial:
         if not chain.node_admits(node, need, ctx):
             return None
         cands = chain.node_candidates(node, gpus, need, ctx)
-        if len(cands) < need.count:
+        if not chain.fits(node, cands, need, ctx):
             return None
         if self.indexed:
-            picked = cast(IndexedStrategy, self.strategy).pick(cands, need, ctx.config)
+            picked = pick_indexed(cast(IndexedStrategy, self.strategy), cands, need, ctx.config)
         else:
             members = [gpus[name] for name in node.gpus]
-            picked = cast(ScanStrategy, self.strategy).pick(node, members, cands, need, ctx.config,
-                                                            self.spec.allocation_id)
+            picked = pick_scan(cast(ScanStrategy, self.strategy), node, members, cands, need, ctx.config,
+                               self.spec.allocation_id)
         add = usage_on(picked, self.spec)
         if self.quota is not None:
             usage = self.usage
