@@ -6,7 +6,7 @@ event that started the life, whose ``spec`` carries the gang). Views over the lo
 written on append except the partial index entries of the (rare) gang events.
 
 Revision ID: 0005
-Revises: 0003
+Revises: 0004
 Create Date: 2026-11-24 15:30:00
 """
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import msgspec
 import pytest
 
+from events import intents
+from events.values import PoolConfig
 from tests.integration.service.factory import register_node, request
 
 from .conftest import Api
@@ -106,6 +108,8 @@ async def test_allocation_explanations_granted_and_queued(api: Api) -> None:
 
 
 async def test_queue_lists_waiting_requests_in_grant_order(api: Api) -> None:
+    """The queue's order (priority, then arrival) with preemption off, so the critical request waits."""
+    await api.publish(intents.ConfigurePool(intent_id="off", pool="default", config=PoolConfig(preemption="off")))
     await api.publish(register_node("n1", gpus=1))
     await api.publish(request("big", tflops=90))
     await api.publish(request("w1", tflops=50), request("w2", tflops=50, namespace="team-b"))
