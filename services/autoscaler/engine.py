@@ -279,7 +279,7 @@ class Engine:
             log.info("resize rejected", allocation_id=event.allocation_id, reason=event.reason,
                      retry=retry is not None)
             return [retry] if retry else []
-        elif isinstance(event, decisions.AllocationReleased):
+        elif isinstance(event, decisions.AllocationReleased | decisions.AllocationPreempted):
             self.tracker.attempts.pop(event.allocation_id, None)
         elif isinstance(event, decisions.IntentRejected):
             self.tracker.on_intent_rejected(event, now=now)

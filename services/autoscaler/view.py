@@ -64,7 +64,7 @@ class LedgerView:
             self._grant(event)
         elif isinstance(event, decisions.AllocationResized):
             self._resize(event)
-        elif isinstance(event, decisions.AllocationReleased):
+        elif isinstance(event, decisions.AllocationReleased | decisions.AllocationPreempted):
             self._release(event.allocation_id)
 
     def _drop_node(self, node: str) -> None:

@@ -87,6 +87,8 @@ def print_outcome(view: dict[str, Any]) -> None:
     if view.get("request"):
         typer.echo(f"  request {output.request_text(view['request'])}, limit "
                    f"{output.request_text(view.get('limit'), unset=True)}")
+    if view.get("preempted"):
+        typer.echo(f"  preempts {', '.join(view['preempted'])} (their pods are evicted before this one starts)")
     if view.get("reason"):
         typer.echo(f"  reason: {view['reason']}")
     if view.get("position") is not None:
@@ -234,8 +236,22 @@ def simulate(pod_file: PodFile, data_dir: DataDir = None, as_json: JsonOut = Fal
         asked = result.get("allocation_request") or {}
         typer.echo(f"no new decision for {asked.get('namespace', '')}/{asked.get('pod', '')}: it already has a live "
                    f"allocation (`gpuledger why {asked.get('namespace', '')}/{asked.get('pod', '')}` explains it)")
+    print_preemption(result.get("preemption"))
     for item in result.get("filters", []):
         typer.echo(f"  filter {item['name']}: removed {item['removed']} GPUs")
+
+
+def print_preemption(plan: Any) -> None:
+    """Text of simulate's preemption plan (victims, node, GPUs) or why there is none."""
+    if not isinstance(plan, dict):
+        return
+    if plan.get("possible"):
+        victims = ", ".join(f"{v.get('allocation_id')} (priority {v.get('priority')}, "
+                            f"GPUs {', '.join(v.get('gpus') or [])})" for v in plan.get("victims") or [])
+        typer.echo(f"  preemption plan: node {plan.get('node')}, GPUs {', '.join(plan.get('gpus') or [])}; "
+                   f"victims {victims}")
+    elif plan.get("reason"):
+        typer.echo(f"  no preemption: {plan['reason']}")
 
 
 def register(app: typer.Typer) -> None:

@@ -66,10 +66,14 @@ def check_strategy(name: str) -> None:
 
 def run_seed(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, strategy: str, seed: int,
              target: Workload) -> SeedRun:
-    """One fill-up run through ``process`` with a Scheduler whose target workload is ``target``."""
+    """One fill-up run through ``process`` with a Scheduler whose target workload is ``target``.
+
+    Preemption is off: the paper's simulator never evicts, and the trace's LS pods (QoS high)
+    would otherwise preempt BE pods (medium) once the cluster is full."""
     state = ClusterState.empty()
     scheduler = Scheduler(target=target)
-    process(state, ConfigurePool(intent_id="pool", pool=POOL, config=PoolConfig(placement=strategy)), NOW, scheduler)
+    config = PoolConfig(placement=strategy, preemption="off")
+    process(state, ConfigurePool(intent_id="pool", pool=POOL, config=config), NOW, scheduler)
     for intent in node_order(nodes, seed=seed):
         process(state, msgspec.structs.replace(intent, pool=POOL), NOW, scheduler)
     capacity = 1000 * len(state.gpus)

@@ -62,6 +62,10 @@ class Tracker:
                 self.state[aid] = "queued" if queued else "rejected"
                 if queued:
                     self.queued_at[aid] = now
+            case ev.AllocationPreempted(allocation_id=aid) if aid in self.pods:
+                if self.state.get(aid) == "granted":
+                    self.used_milli -= self.pods[aid].demand
+                self.state[aid] = "preempted"
             case ev.AllocationReleased(allocation_id=aid) if aid in self.pods:
                 if self.state.get(aid) == "granted":
                     self.used_milli -= self.pods[aid].demand

@@ -1,9 +1,11 @@
 """Publishing an intent and waiting for its decision, on the allocator's own NATS connection.
 
 One core subscription to ``gpuledger.event.>`` (made before the first publish) hands each
-relayed event to the waiter of the intent id in its ``Gpuledger-Intent-Id`` header; the first
-event of an intent is its decision (an intent's own events precede the queue grants it causes).
-Works on a standby too: every replica sees the relayed stream.
+relayed event to the waiter of the intent id in its ``Gpuledger-Intent-Id`` header. The decision
+of a request is the grant, queueing or rejection naming its allocation id (a preemption's
+AllocationPreempted events and the grants of other gang members come in the same decision); of
+any other intent, its first event that is not a preemption (an intent's own events precede the
+queue grants it causes). Works on a standby too: every replica sees the relayed stream.
 """
 
 from __future__ import annotations
@@ -33,11 +35,23 @@ def decision_view(event: decisions.AnyEvent, position: int | None) -> dict[str, 
     for name in ("allocation_id", "namespace", "pod", "pool", "node"):
         if not view.get(name) and isinstance(payload.get(name), str):
             view[name] = payload[name]
-    if isinstance(event, decisions.ResizeRejected | decisions.AllocationReleased):
+    if isinstance(event, decisions.ResizeRejected | decisions.AllocationReleased | decisions.AllocationPreempted):
         view["reason"] = event.reason
     if isinstance(event, decisions.AllocationResized | decisions.ResizeRejected):  # the new (or asked) sizes
         view.update(request=views.resources_view(event.request), limit=views.resources_view(event.limit))
     return {**view, "event": payload}
+
+
+_REQUEST_OUTCOMES = (decisions.AllocationGranted, decisions.AllocationQueued, decisions.AllocationRejected)
+
+
+def is_decision(intent: intents.AnyIntent, event: decisions.AnyEvent) -> bool:
+    """Whether ``event`` (relayed under ``intent``'s id) is that intent's decision (module docstring)."""
+    if isinstance(event, decisions.IntentRejected):
+        return True
+    if isinstance(intent, intents.RequestAllocation):
+        return isinstance(event, _REQUEST_OUTCOMES) and event.spec.allocation_id == intent.spec.allocation_id
+    return not isinstance(event, decisions.AllocationPreempted)
 
 
 class OutcomeWaiter:
@@ -45,7 +59,7 @@ class OutcomeWaiter:
 
     def __init__(self, nc: NATS) -> None:
         self._nc = nc
-        self._waiting: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._waiting: dict[str, tuple[intents.AnyIntent, asyncio.Future[dict[str, Any]]]] = {}
         self._sub: Any = None
         self._lock = asyncio.Lock()
 
@@ -64,14 +78,17 @@ class OutcomeWaiter:
 
     async def _on_event(self, msg: Msg) -> None:
         headers = msg.headers or {}
-        future = self._waiting.get(headers.get(INTENT_HEADER, ""))
-        if future is None or future.done():
+        waiting = self._waiting.get(headers.get(INTENT_HEADER, ""))
+        if waiting is None or waiting[1].done():
             return
+        intent, future = waiting
         try:
             event = codec.decode_event(msg.data)
             position = int(headers.get(POSITION_HEADER, "0"))
         except Exception as exc:  # not ours to judge: the relay wrote it; keep waiting
             log.warning("undecodable relayed event", error=repr(exc))
+            return
+        if not is_decision(intent, event):
             return
         future.set_result(decision_view(event, position))
 
@@ -80,7 +97,7 @@ class OutcomeWaiter:
         within ``timeout_s`` (it stays published: the allocator decides it later)."""
         await self.start()
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
-        self._waiting[intent.intent_id] = future
+        self._waiting[intent.intent_id] = (intent, future)
         try:
             await messaging.publish_intent(self._nc.jetstream(), intent)
             try:

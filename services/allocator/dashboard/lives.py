@@ -89,7 +89,8 @@ def describe(event: ev.AnyEvent) -> str:
         spec = event.spec
         where = f"granted on node {event.node}, GPUs {', '.join(event.gpus)}"
         wait = " (from the queue)" if event.from_queue else ""
-        return f"{where}{wait}: {spec.gpu_count} × request {_res(spec.request)}, QoS {spec.qos}"
+        took = f", preempting {', '.join(event.preempted)}" if event.preempted else ""
+        return f"{where}{wait}{took}: {spec.gpu_count} × request {_res(spec.request)}, QoS {spec.qos}"
     if isinstance(event, ev.AllocationQueued):
         quota = f" [quota {event.quota_dimension}]" if event.quota_dimension else ""
         return f"queued ({event.code}): {event.reason}{quota}"
@@ -99,6 +100,8 @@ def describe(event: ev.AnyEvent) -> str:
         return f"resized: request {_res(event.request)}, limit {_res(event.limit)}"
     if isinstance(event, ev.ResizeRejected):
         return f"resize rejected ({event.code}): {event.reason}; largest request that fits {_res(event.max_request)}"
+    if isinstance(event, ev.AllocationPreempted):
+        return f"preempted on {event.node} (GPUs {', '.join(event.gpus)}): {event.reason}"
     if isinstance(event, ev.AllocationReleased):
         what = "left the queue" if event.was_queued else f"released GPUs {', '.join(event.gpus)} on {event.node}"
         return f"{what}" + (f": {event.reason}" if event.reason else "")

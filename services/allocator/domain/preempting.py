@@ -43,7 +43,8 @@ def plan_events(spec: AllocationSpec, plan: Plan, now: datetime, *, from_queue: 
 def try_preempt(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Scheduler, *,
                 from_queue: bool) -> list[ev.AnyEvent] | NoPlan:
     """The events of the best plan for ``spec`` (which fits nowhere now), or why there is none.
-    A request that could never fit in its pool is not searched (``NoPlan`` code ``never``)."""
+    A request that could never fit in its pool finds no plan (the dry run runs every filter); the
+    caller rejects it (static pass)."""
     found = find(state, spec, now, scheduler)
     if isinstance(found, NoPlan):
         return found
@@ -55,7 +56,10 @@ def preemption_plan(state: ClusterState, spec: AllocationSpec, now: datetime, sc
     """The plan ``spec`` would get at ``now`` if it fit nowhere (victims, node, GPUs), or why there
     is none; for explanations (``why``, ``simulate``). Never mutates ``state``; without a
     ``scheduler`` a fresh one is built (one-off use)."""
-    return find(state, spec, now, scheduler or Scheduler())
+    scheduler = scheduler or Scheduler()
+    if not scheduler.static_pass(state, spec)[1]:
+        return NoPlan("never", f"can never fit in pool {spec.pool}")
+    return find(state, spec, now, scheduler)
 
 
 def explained(reason: str, no_plan: NoPlan) -> str:

@@ -19,8 +19,9 @@ priority, then the smallest sum of (priority + 2³¹), then the fewest victims; 
 first node in the Scheduler's node order (strategy score, then name). Branch and bound: the first
 node with a plan sets the bound; every other node gets a lower bound (lowest candidate priority;
 per GPU the fewest victims that could cover the deficit) and only those that could beat the best
-plan are searched, most promising first; so is a node the request could never fit
-(static pass), and a failed search is remembered (:class:`Memo`). Pure; never mutates the state.
+plan are searched, most promising first, up to kube-scheduler's candidate count
+(:data:`MIN_CANDIDATES`, :data:`CANDIDATE_PERCENT`); a failed search is remembered (:class:`Memo`). Pure;
+never mutates the state.
 """
 
 from __future__ import annotations
@@ -30,12 +31,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import NamedTuple
 
-import msgspec
-
 from events.values import AllocationSpec, Resources, priority_of
 from services.allocator.domain.model import AllocationState
-from services.allocator.domain.need import shape_key
 from services.allocator.domain.placement import charge_on
+from services.allocator.domain.plan_memo import Memo
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.trial import Fit, Trial
@@ -52,6 +51,13 @@ FIT_BUDGET = 512
 
 
 
+MIN_CANDIDATES = 100
+CANDIDATE_PERCENT = 10
+"""Once a plan exists, at most max(100, 10 % of the pool's nodes) further nodes that could beat it
+are searched, in node order (kube-scheduler DefaultPreemption: minCandidateNodesAbsolute 100,
+minCandidateNodesPercentage 10)."""
+
+
 class Plan(NamedTuple):
     """A preemption that makes the request fit: the node, its GPUs and charges, the victims
     (lowest priority first, then allocation id) and the plan's :data:`Key`."""
@@ -64,7 +70,8 @@ class Plan(NamedTuple):
 
 
 class NoPlan(NamedTuple):
-    """Why no preemption helps. ``code``: ``off`` (pool setting), ``never`` (the request can never
+    """Why no preemption helps. ``code``: ``off`` (pool setting), ``unsupported`` (a partitioned
+    request: its slots and templates are not dry-run), ``never`` (the request can never
     fit its pool: not searched), ``priority`` (nothing of lower
     priority in the pool), ``candidates`` (lower-priority work exists but none may be taken:
     protected or out of scope), ``fit`` (even without every candidate the request does not fit)."""
@@ -86,13 +93,12 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     config = state.pool_config(spec.pool)
     if config.preemption == "off":
         return NoPlan("off", f"preemption is off in pool {spec.pool}")
+    if spec.isolation == "partitioned":
+        return NoPlan("unsupported", "partitioned (MIG) requests do not preempt")
     priority = priority_of(spec)
     floor = scheduler.pool_floor(state, spec.pool)
     if floor is None or floor >= priority:
         return NoPlan("priority", f"no allocation in pool {spec.pool} has a priority below {priority}")
-    possible = scheduler.static_nodes(state, spec)
-    if not possible:
-        return NoPlan("never", f"can never fit in pool {spec.pool}")
     memo = Memo(state, spec, priority, config.preemption)
     touched = memo.touched(scheduler)
     need, chain = scheduler.prepare(spec)
@@ -102,10 +108,10 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     best: tuple[Plan, int] | None = None
     searched: set[str] = set()
     pending: list[tuple[Key, int, Trial, list[AllocationState]]] = []
+    limit = max(MIN_CANDIDATES, len(state.pool_nodes.get(spec.pool, ())) * CANDIDATE_PERCENT // 100)
     for at, name in enumerate(scheduler.node_order(state, spec.pool)):
         ranked = scheduler.ranked(state, name)
-        if not ranked or ranked[0][0] >= priority or name not in possible or (touched is not None
-                                                                                and name not in touched):
+        if not ranked or ranked[0][0] >= priority or (touched is not None and name not in touched):
             continue
         if best is not None and (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best[0].key:
             continue
@@ -118,8 +124,12 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
         if best is None:
             found = _on_node(trial, cands, None)
             best = None if found is None else (found, at)
+            if found is not None and found.key == (floor, floor + PRIORITY_OFFSET, 1):
+                break  # one victim of the pool's lowest priority: no node can do better
         elif trial.bound(cands) and (bound := _lower_bound(trial, cands)) < best[0].key:
             pending.append((bound, at, trial, cands))
+            if len(pending) >= limit:
+                break
     pending.sort(key=lambda p: (p[0], p[1]))
     for bound, at, trial, cands in pending:
         assert best is not None
@@ -134,49 +144,6 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     searched |= memo.searched_before(touched)
     memo.remember(scheduler, searched, refusals)
     return _why_not(spec, len(searched), refusals)
-
-
-class Memo:
-    """A failed search remembered by the Scheduler, so the next search for the same request shape,
-    priority, namespace and scope looks only at the nodes touched since (untouched nodes had no
-    plan then and have none now). Kept only when no protected or out-of-scope allocation took part
-    (time and scope do not change what such a search saw) and while the namespace's quota and
-    usage are unchanged (quota frees room on every node at once). The ReferenceScheduler keeps none."""
-
-    __slots__ = ("key", "mark", "previous", "validity")
-
-    def __init__(self, state: ClusterState, spec: AllocationSpec, priority: int, scope: str) -> None:
-        quota = state.quotas.get(spec.namespace)
-        usage = state.usage.get(spec.namespace)
-        self.key = (shape_key(spec), priority, spec.namespace, scope)
-        self.validity = (quota, None if quota is None or usage is None else msgspec.structs.astuple(usage))
-        self.mark = state.changes.seq
-        self.previous: tuple[int, object, frozenset[str]] | None = None
-
-    def touched(self, scheduler: Scheduler) -> set[str] | None:
-        """The nodes to search: those touched since the remembered failure, or None (all)."""
-        found = scheduler.failed_plan(self.key)
-        if found is None or found[1] != self.validity:
-            return None
-        self.previous = found
-        return set(scheduler.touched_since(found[0]))
-
-    def searched_before(self, touched: set[str] | None) -> frozenset[str]:
-        """Nodes the remembered search had candidates on that were not searched again."""
-        if self.previous is None or touched is None:
-            return frozenset()
-        return frozenset(n for n in self.previous[2] if n not in touched)
-
-    def remember(self, scheduler: Scheduler, searched: set[str], refusals: Refusals) -> None:
-        """Keep this failure (when protection and scope played no part)."""
-        if refusals.protected or refusals.out_of_scope:
-            scheduler.forget_failed_plan(self.key)
-        else:
-            scheduler.remember_failed_plan(self.key, (self.mark, self.validity, frozenset(searched)))
-
-    def forget(self, scheduler: Scheduler) -> None:
-        """Drop a remembered failure (a plan exists now)."""
-        scheduler.forget_failed_plan(self.key)
 
 
 def _why_not(spec: AllocationSpec, searched: int, refusals: Refusals) -> NoPlan:

@@ -106,10 +106,6 @@ class ReferenceScheduler(Scheduler):
     def remember_failed_plan(self, key: object, entry: tuple[int, object, frozenset[str]]) -> None:
         """Nothing is remembered."""
 
-    def static_nodes(self, state: ClusterState, spec: AllocationSpec) -> frozenset[str]:
-        """Computed afresh."""
-        return self.static_nodes_now(state, spec)
-
     def filter_pass(self, state: ClusterState, spec: AllocationSpec, *, static: bool = False
                     ) -> tuple[list[FilterCount], int]:
         """Every filter on every GPU of the pool."""

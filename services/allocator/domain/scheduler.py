@@ -63,7 +63,6 @@ class Scheduler:
         self._indexed: dict[type, bool] = {}
         self.ranks = RankCache()
         self._floors = PriorityIndex()
-        self._static_nodes: dict[ShapeKey, frozenset[str]] = {}
         self._no_plans: dict[object, tuple[int, object, frozenset[str]]] = {}
 
     def sync(self, state: ClusterState) -> None:
@@ -97,7 +96,6 @@ class Scheduler:
         if changes.inventory != self._inventory:
             self._inventory = changes.inventory
             self._static.clear()
-            self._static_nodes.clear()
             self._no_plans.clear()
         self._mark = changes.seq
 
@@ -262,27 +260,6 @@ class Scheduler:
         """Nodes evolve touched after change mark ``mark`` (of the state last synced)."""
         assert self._state is not None
         return self._state.changes.nodes_since(mark)
-
-    def static_nodes(self, state: ClusterState, spec: AllocationSpec) -> frozenset[str]:
-        """The nodes of ``spec``'s pool where it could ever fit (every filter in a static pass),
-        cached by request shape until the inventory changes (as :meth:`static_pass`)."""
-        self.sync(state)
-        key = shape_key(spec)
-        found = self._static_nodes.get(key)
-        if found is None:
-            if len(self._static_nodes) >= MEMO_LIMIT:
-                self._static_nodes.clear()
-            found = self._static_nodes[key] = self.static_nodes_now(state, spec)
-        return found
-
-    def static_nodes_now(self, state: ClusterState, spec: AllocationSpec) -> frozenset[str]:
-        """:meth:`static_nodes` computed from the records."""
-        need, chain = self.prepare(spec)
-        ctx = Context(state.pool_config(spec.pool), static=True)
-        return frozenset(
-            name for name in state.pool_nodes.get(spec.pool, ())
-            if chain.node_admits(state.nodes[name], need, ctx)
-            and len(chain.node_candidates(state.nodes[name], state.gpus, need, ctx)) >= need.count)
 
     def filter_pass(self, state: ClusterState, spec: AllocationSpec, *, static: bool = False
                     ) -> tuple[list[FilterCount], int]:

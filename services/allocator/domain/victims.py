@@ -52,7 +52,10 @@ def protected_until(allocation: AllocationState) -> datetime | None:
     seconds = parse_duration(raw) if raw else None
     if not seconds:
         return None
-    return allocation.requested_at + timedelta(seconds=seconds)
+    try:
+        return allocation.requested_at + timedelta(seconds=seconds)
+    except OverflowError:  # beyond year 9999: protected for good
+        return datetime.max.replace(tzinfo=allocation.requested_at.tzinfo)
 
 
 class Refusals:

@@ -32,7 +32,6 @@ from tests.unit.admission.builders import a_pod, a_review
 from .test_binder_and_watches import _stop, _ungated
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
-pytest.importorskip("services.allocator.domain.preemption", reason="the allocator's preemption (issue 16 item 2)")
 
 
 async def _admit(webhook: Any, kube_api: KubeApiServer, name: str, qos: str, **annotations: str) -> str:

@@ -49,3 +49,14 @@ async def test_simulate_shows_the_plan_and_why_shows_why_none(api: Api) -> None:
     status, body = await api.get("/api/v1/allocations/waits")
     assert status == 200 and body["explanation"]["preemption"]["code"] == "off"
     assert "preemption is off" in body["explanation"]["preemption"]["reason"]
+
+
+async def test_a_submit_that_preempts_answers_with_its_own_grant(api: Api) -> None:
+    """The decision that preempts starts with the victims' AllocationPreempted; the submit must
+    answer with the preemptor's grant (naming its victims), not the first event of the decision."""
+    await api.publish(register_node("n1", gpus=1))
+    await api.publish(_low("low", 100))
+    status, body = await api.send("POST", "/api/v1/allocations", pod("crit", tflops="50", qos="critical"))
+    assert status == 200, body
+    assert body["type"] == "allocation_granted" and body["allocation_id"] == "team-a/crit"
+    assert body["preempted"] == ["low"] and body["node"] == "n1"

@@ -209,3 +209,37 @@ def test_pool_preemption_setting(stack: Path) -> None:
     bad = cli(stack, "pool", "configure", "default", "--preemption", "sometimes", "--json")
     assert bad.returncode == 2 and as_json(bad)["field"] == "preemption"
     assert cli(stack, "pool", "configure", "default", "--preemption", "cluster").returncode == 0
+
+
+SHARED_POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: team-p
+  labels: {{tensor-fusion.ai/enabled: "true"}}
+  annotations: {{tensor-fusion.ai/tflops-request: "1", tensor-fusion.ai/vram-request: 1Gi,
+                 tensor-fusion.ai/isolation: shared, tensor-fusion.ai/qos: {qos}}}
+spec:
+  containers: [{{name: main, image: python:3.11}}]
+"""
+
+
+def test_simulate_and_submit_show_the_preemption(stack: Path) -> None:
+    """Three low pods take the three GPUs whole; a critical one is shown its plan by simulate and
+    the submit answers with its own grant naming the victim (not the victim's preemption)."""
+    files = {}
+    for name, qos in (("low-0", "low"), ("low-1", "low"), ("low-2", "low"), ("crit", "critical")):
+        files[name] = stack.parent / f"team-p-{name}.yaml"
+        files[name].write_text(SHARED_POD.format(name=name, qos=qos))
+    try:
+        for name in ("low-0", "low-1", "low-2"):
+            assert cli(stack, "submit", str(files[name])).returncode == 0
+        plan = cli(stack, "simulate", str(files["crit"]))
+        assert plan.returncode == 0 and "preemption plan: node" in plan.stdout and "team-p/low-" in plan.stdout
+        done = cli(stack, "submit", str(files["crit"]))
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert done.stdout.startswith("allocation_granted: team-p/crit") and "preempts team-p/low-" in done.stdout
+    finally:
+        for name in files:
+            cli(stack, "release", f"team-p/{name}")

@@ -11,6 +11,7 @@ from events import decisions as ev
 from events import intents as it
 from events.values import AllocationSpec
 from services.allocator.domain import digest
+from services.allocator.domain.victims import parse_duration
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_request
 
 PROTECT = "tensor-fusion.ai/eviction-protection"
@@ -207,3 +208,16 @@ def test_a_remembered_failed_search_looks_again_at_every_touched_node() -> None:
     events = ask(c, a_request("crit-2", 80, 8 * Gi, pool="p", qos="high"))
     assert isinstance(events[-1], ev.AllocationGranted) and events[-1].node == "n1"
     assert sorted(victims(events)) == ["n1-low", "n1-low2"]
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90s", 90.0), ("1h30m", 5400.0), ("1.5h", 5400.0), ("300ms", 0.3),
+                                               ("", None), ("10", None), ("1x", None), ("h", None)])
+def test_eviction_protection_durations_are_go_durations(text: str, seconds: float | None) -> None:
+    assert parse_duration(text) == seconds
+
+
+def test_an_absurdly_long_protection_protects_for_good_without_failing() -> None:
+    c = Cluster()
+    one_gpu_node(c)
+    c.request(a_request("holder", 100, 10 * Gi, pool="p", qos="low", attributes={PROTECT: "9" * 400 + "h"}))
+    assert isinstance(ask(c, a_request("crit", 10, Gi, pool="p", qos="critical"))[-1], ev.AllocationQueued)
