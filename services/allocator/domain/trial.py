@@ -3,7 +3,8 @@
 The node and the GPUs the victims hold are copied with the victims' recorded charges, CPU,
 memory and worker slots taken off (exactly what ``evolve`` would give back), and the request is
 put through the very filter chain (node, GPU and set filters), the topology-aware strategy pick
-and the quota check of a normal placement on that copy; the state itself is never touched.
+and the quota check of a normal placement on that copy; the state itself is never touched. The
+Dynamic isolation lock of a GPU is read from the allocations that stay on it.
 Fixes TensorFusion's dry run (FilterWithPreempt), which added requests back without clamping,
 ignored pool, affinity and max-workers filters, and
 subtracted victims of other namespaces from the preemptor's quota usage: here only victims of the

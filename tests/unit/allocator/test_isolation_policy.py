@@ -171,3 +171,13 @@ def test_a_dynamic_pool_never_mixes_modes_on_a_gpu_and_replays_its_locks(
         for a in c.state.allocations.values():
             assert all(locks[g] == a.spec.isolation for g in a.gpus)
     assert c.replayed_digest() == digest(c.state)
+
+
+def test_a_dynamic_pool_can_never_place_a_partitioned_request() -> None:
+    c = Cluster()
+    c.pool("p", isolation_policy="dynamic")
+    c.node("n", "p", a_gpu("g", 700, 80 * Gi, model="A100_SXM_80G"))
+    out = c.request(a_request("mig", 100, Gi, pool="p", isolation="partitioned"))
+    assert isinstance(out, ev.AllocationRejected) and "DynamicIsolationFilter removed 1" in out.reason
+    c.pool("p", isolation_policy="static")
+    assert isinstance(c.request(a_request("mig2", 100, Gi, pool="p", isolation="partitioned")), ev.AllocationGranted)
