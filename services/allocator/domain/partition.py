@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from events.quantity import format_bytes, format_milli
 from events.values import AllocationSpec, Partition, QuotaSpec, Resources
 from services.allocator.domain.model import GpuState, QuotaUsage
 from services.allocator.domain.need import Need
@@ -68,14 +69,21 @@ def support(gpu: GpuState, table: TemplateTable) -> MigFamily | str:
     return family
 
 
+
+def _vram_text(value: int) -> str:
+    """Bytes as a quantity, in decimal GB when whole (templates are sized in GB: 1g.10gb = 10G)."""
+    return f"{value // 10**9}G" if value and value % 10**9 == 0 else format_bytes(value)
+
 def judge(family: MigFamily, profile: MigProfile, capacity: Resources, need: Need) -> Option:
     """``profile`` against the request on a GPU of ``family`` with ``capacity``."""
     size = charge(family, profile, capacity)
     tflops, vram = wanted(need, capacity)
     if size.milli_tflops < tflops:
-        return Option(profile, size, None, 0.0, f"{profile.name}: {size.milli_tflops} < {tflops} milli-TFLOPS")
+        too_small = f"{format_milli(size.milli_tflops)} < {format_milli(tflops)} TFLOPS asked"
+        return Option(profile, size, None, 0.0, f"{profile.name}: {too_small}")
     if size.vram_bytes < vram:
-        return Option(profile, size, None, 0.0, f"{profile.name}: {size.vram_bytes} < {vram} bytes")
+        too_small = f"{_vram_text(size.vram_bytes)} < {_vram_text(vram)} VRAM asked"
+        return Option(profile, size, None, 0.0, f"{profile.name}: {too_small}")
     t_floor, v_floor = max(tflops, ONE_TFLOPS), max(vram, 1)
     key = TFLOPS_WEIGHT * (size.milli_tflops - tflops) * v_floor + VRAM_WEIGHT * (size.vram_bytes - vram) * t_floor
     score = key / (5 * t_floor * v_floor)

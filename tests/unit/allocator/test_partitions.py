@@ -64,7 +64,7 @@ def test_named_template_too_small_or_unknown_is_rejected_with_the_reason() -> No
     c = mig_cluster()
     small = c.request(part("a", 200, template="1g.10gb"))
     assert isinstance(small, ev.AllocationRejected) and small.code == "unschedulable"
-    assert "named template too small: 1g.10gb: 100000 < 200000 milli-TFLOPS" in small.reason
+    assert "named template too small: 1g.10gb: 100 < 200 TFLOPS asked" in small.reason
     unknown = c.request(part("b", template="9g.1gb"))
     assert isinstance(unknown, ev.AllocationRejected) and "has no template '9g.1gb'" in unknown.reason
 
@@ -97,7 +97,7 @@ def test_least_waste_reason_lists_the_templates_not_chosen() -> None:
     out = c.request(part("a", 30, 15 * GB))
     assert isinstance(out, ev.AllocationQueued)
     assert "template 1g.20gb (least waste 1.533; others: 2g.20gb: waste 3.533" in out.reason
-    assert "1g.10gb: 10000000000 < 15000000000 bytes" in out.reason
+    assert "1g.10gb: 10G < 15G VRAM asked" in out.reason
 
 
 def test_template_count_and_media_engine_limits() -> None:
