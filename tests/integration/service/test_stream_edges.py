@@ -55,6 +55,9 @@ async def test_sequences_deleted_while_no_leader_ran_are_skipped_not_looped_on(
         await messaging.publish_intent(jetstream, request("after"))
         await until(lambda: "req-after" in store.intents, what="the intent after the gaps decided")
         assert sorted(store.intents) == ["register-n1", "req-after", "req-p1", "req-p3"]
-        assert second.allocator.watchdog.gaps._value.get() == 2
+        # seqs[2], inside the run, is always skipped by the allocator; seqs[0], at the consumer's
+        # start, is skipped by the allocator or, when nats-server has already moved the durable's ack
+        # floor past the deleted head message, never delivered at all (seen under load in CI).
+        assert second.allocator.watchdog.gaps._value.get() in (1, 2)
     finally:
         await second.stop()
