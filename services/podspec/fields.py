@@ -13,22 +13,12 @@ from collections.abc import Mapping
 from decimal import Decimal
 
 from events import bounds, quantity
+from events.durations import go_duration_s
 from services.podspec.errors import PodSpecError
 
 _INT32 = (-(2**31), 2**31 - 1)
 _INT = re.compile(r"[+-]?[0-9]+")
 _INDEX = re.compile(r"[0-9]{1,4}")
-_DURATION = re.compile(r"^(?:(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h))+$")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-_SECONDS = {
-    "ns": Decimal("1e-9"),
-    "us": Decimal("1e-6"),
-    "µs": Decimal("1e-6"),
-    "ms": Decimal("1e-3"),
-    "s": Decimal(1),
-    "m": Decimal(60),
-    "h": Decimal(3600),
-}
 
 
 def read_quantity(annotations: Mapping[str, str], *, key: str, scale: int, most: int | None = None) -> int | None:
@@ -117,8 +107,9 @@ def parse_duration_s(raw: str) -> Decimal:
     if raw in ("0", ""):
         return Decimal(0)
     body = raw.lstrip("+")
-    if len(body) > 64 or not _DURATION.fullmatch(body):
+    seconds = go_duration_s(body) if len(body) <= 64 else None
+    if seconds is None:
         if re.fullmatch(r"[\d.]+", body):
             raise ValueError('a duration needs a unit (e.g. "30s", "5m", "1h")')
         raise ValueError('not a duration (e.g. "30s", "5m", "1h30m")')
-    return sum((Decimal(n) * _SECONDS[u] for n, u in _DURATION_PART.findall(body)), Decimal(0))
+    return seconds

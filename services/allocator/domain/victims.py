@@ -12,10 +12,10 @@ An unparseable duration protects nothing (as a missing annotation). Pure.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from datetime import datetime, timedelta
 
+from events.durations import go_duration_s
 from events.values import priority_of
 from services.allocator.domain.model import AllocationState, NodeState
 from services.allocator.domain.state import ClusterState
@@ -27,23 +27,11 @@ PRIORITY_OFFSET = 2**31
 """Added to each victim's priority in the sum kube-scheduler compares (pickOneNodeForPreemption:
 ``int64(priority) + MaxInt32 + 1``), so that every victim adds a positive amount."""
 
-_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
-
-
 def parse_duration(text: str) -> float | None:
-    """Seconds of a Go duration (``"90s"``, ``"1h30m"``, ``"1.5h"``), or None when malformed or negative."""
-    text = text.strip()
-    if not text:
-        return None
-    pos, total = 0, 0.0
-    while pos < len(text):
-        match = _PART.match(text, pos)
-        if match is None:
-            return None
-        total += float(match.group(1)) * _UNITS[match.group(2)]
-        pos = match.end()
-    return total
+    """Seconds of a Go duration (``"90s"``, ``"1h30m"``, ``"1.5h"``), or None when malformed or negative
+    (:func:`events.durations.go_duration_s`; an attribute from any producer, so no length bound)."""
+    seconds = go_duration_s(text.strip())
+    return None if seconds is None else float(seconds)
 
 
 def protected_until(allocation: AllocationState) -> datetime | None:
