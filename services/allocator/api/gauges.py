@@ -29,8 +29,9 @@ _RESOURCES = (
 )
 
 
-class PoolCollector(Collector):
-    """Yields the per-pool gauges of the projection ``state()`` returns (read at each scrape)."""
+class ProjectionCollector(Collector):
+    """Base of collectors whose gauge families are read from the projection ``state()`` returns at
+    each scrape (so nothing is described up front); subclasses implement ``collect``."""
 
     def __init__(self, state: Callable[[], ClusterState]) -> None:
         self._state = state
@@ -38,6 +39,10 @@ class PoolCollector(Collector):
     def describe(self) -> list[GaugeMetricFamily]:
         """No description up front: families are read at scrape time."""
         return []
+
+
+class PoolCollector(ProjectionCollector):
+    """Yields the per-pool gauges of the projection ``state()`` returns (read at each scrape)."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """The gauge families of the projection now."""

@@ -13,25 +13,17 @@ scrape: one pass over the namespaces with a quota.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
 
+from services.allocator.api.gauges import ProjectionCollector
 from services.allocator.domain.model import QuotaUsage
-from services.allocator.domain.state import ClusterState
 from services.allocator.quota_status import DIMENSIONS, quota_status
 
 
-class QuotaCollector(Collector):
+class QuotaCollector(ProjectionCollector):
     """Yields the quota gauges of the projection ``state()`` returns (read at each scrape)."""
-
-    def __init__(self, state: Callable[[], ClusterState]) -> None:
-        self._state = state
-
-    def describe(self) -> list[GaugeMetricFamily]:
-        """No description up front: families are read at scrape time."""
-        return []
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         """The quota gauge families of the projection now."""
