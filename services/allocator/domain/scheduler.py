@@ -89,10 +89,9 @@ class Scheduler:
                 self._floors.drop(name)
                 continue
             self._floors.refresh(state, node)
-            config = state.pool_config(node.pool)
             strategy = self.strategy(state, node.pool)
             score = strategy.node_gpu_score if self.indexed(strategy) else _zero  # type: ignore[union-attr]
-            self.index.refresh(node, state.gpus, score, config)
+            self.index.refresh(node, state.gpus, score, state.pool_config(node.pool))
         if changes.inventory != self._inventory:
             self._inventory = changes.inventory
             self._static.clear()
@@ -212,6 +211,8 @@ class Scheduler:
     def _scan(self, state: ClusterState, strategy: ScanStrategy, names: Iterable[str], spec: AllocationSpec,
               need: Need, chain: Chain, ctx: Context) -> Found | None:
         aid = spec.allocation_id
+        if strategy.rank_by_name:
+            return self._first_by_name(state, strategy, names, need, chain, ctx, aid)
         best: tuple[tuple[float, ...], NodeState, list[GpuState], list[GpuState]] | None = None
         for name in names:
             cands = self.node_fit(state, name, need, chain, ctx)
@@ -226,6 +227,20 @@ class Scheduler:
             return None
         _, node, members, cands = best
         return node, pick_scan(strategy, node, members, cands, need, ctx.config, aid)
+
+    def _first_by_name(self, state: ClusterState, strategy: ScanStrategy, names: Iterable[str], need: Need,
+                       chain: Chain, ctx: Context, aid: str) -> Found | None:
+        """:meth:`_scan` for a ``rank_by_name`` strategy: rank every node, then filter best first
+        (a stable sort keeps the scan's tie order) and stop at the first feasible node."""
+        nodes = [state.nodes[n] for n in names]
+        ranks = [strategy.rank(node, (), (), need, ctx.config, aid) for node in nodes]
+        for i in sorted(range(len(nodes)), key=ranks.__getitem__, reverse=True):
+            node = nodes[i]
+            cands = self.node_fit(state, node.name, need, chain, ctx)
+            if cands is not None:
+                return node, pick_scan(strategy, node, [state.gpus[g] for g in node.gpus], cands, need,
+                                       ctx.config, aid)
+        return None
 
     def node_order(self, state: ClusterState, pool: str) -> Iterable[str]:
         """Every node of ``pool`` in the index's order (the indexed strategy's node score, best

@@ -65,11 +65,16 @@ class ScanStrategy(Protocol):
     that passed every filter); the highest rank wins, ties to the first node in name order.
     ``pick`` chooses the GPUs on the winning node. ``per_request`` says the rank reads the
     allocation id (no caching across requests); otherwise a rank may be cached per request
-    shape until the node changes. ``with_workload`` binds the target workload M of the pool
-    (strategies with ``targets_workload``; others return themselves)."""
+    shape until the node changes. ``rank_by_name`` says the rank reads nothing but the node's
+    name and the allocation id (random-fit): the scheduler then ranks the nodes first, with
+    empty ``members`` and ``candidates``, and checks feasibility best first, stopping at the
+    first feasible node (the same answer as ranking every feasible node). ``with_workload``
+    binds the target workload M of the pool (strategies with ``targets_workload``; others
+    return themselves)."""
 
     name: ClassVar[str]
     per_request: ClassVar[bool]
+    rank_by_name: ClassVar[bool]
     targets_workload: ClassVar[bool]
 
     def rank(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,

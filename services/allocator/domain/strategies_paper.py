@@ -86,6 +86,7 @@ class PaperStrategy:
     workload, the default GPU pick (:func:`pick_default`)."""
 
     per_request: ClassVar[bool] = False
+    rank_by_name: ClassVar[bool] = False
     targets_workload: ClassVar[bool] = False
 
     def pick(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,
@@ -120,6 +121,7 @@ class RandomFit(PaperStrategy):
 
     name: ClassVar[str] = "random"
     per_request: ClassVar[bool] = True
+    rank_by_name: ClassVar[bool] = True
 
     def rank(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,
              config: PoolConfig, allocation_id: str) -> tuple[float, ...]:
