@@ -22,14 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from services.trace import experiment, openb
 
 TRACES = ("default", "cpu050", "gpushare40", "multigpu20", "gpuspec10")
-SCAN = ("fgd", "frag-cpu", "best-fit", "random")
+SCAN = ("fgd", "fgd-strand", "frag-cpu", "best-fit", "random")
 INDEXED = ("compact-first", "low-load-first", "node-compact-gpu-low-load")
 
 
 def plan(seeds: int, indexed_seeds: int) -> list[tuple[str, str, int]]:
-    """Work items in priority order: FGD and frag-cpu everywhere, then best-fit, the indexed
-    TensorFusion strategies and random (the slowest to compute)."""
-    groups = [("fgd", "frag-cpu"), ("best-fit",), INDEXED, ("random",)]
+    """Work items in priority order: FGD, fgd-strand and frag-cpu everywhere, then best-fit, the
+    indexed TensorFusion strategies and random."""
+    groups = [("fgd", "fgd-strand", "frag-cpu"), ("best-fit",), INDEXED, ("random",)]
     items = []
     for group in groups:
         count = indexed_seeds if group is INDEXED else seeds
@@ -74,7 +74,8 @@ PAPER = {  # Weng et al., ATC'23, Fig. 7-9 data: (mean at 100, sd at 100, mean a
     ("gpuspec10", "random"): (13.74, 0.25, 13.14, 12.57), ("gpuspec10", "best-fit"): (6.90, 0.21, 6.83, 6.70),
     ("gpuspec10", "fgd"): (5.34, 0.19, 5.16, 5.05),
 }
-ORDER = ("random", "compact-first", "low-load-first", "node-compact-gpu-low-load", "best-fit", "fgd", "frag-cpu")
+ORDER = ("random", "compact-first", "low-load-first", "node-compact-gpu-low-load", "best-fit", "fgd", "fgd-strand",
+         "frag-cpu")
 
 
 def markdown(path: Path) -> None:
@@ -98,16 +99,17 @@ def markdown(path: Path) -> None:
             print(f"| {trace} | {strategy} | {len(by_seed)} | {statistics.fmean(at['100']):.2f} ± {sd:.2f} | {p100} | "
                   f"{statistics.fmean(at['110']):.2f} / {p110} | {statistics.fmean(at['130']):.2f} / {p130} |")
     print()
-    print("| trace | seeds paired | frag-cpu − fgd at 100 % (mean, min, max) | seeds frag-cpu better "
+    print("| trace | strategy | seeds paired | strategy − fgd at 100 % (mean, min, max) | seeds better / worse "
           "| GPUs saved (×62.12) |")
-    print("|---|---|---|---|---|")
-    for trace in TRACES:
-        ours, fgd = cells.get((trace, "frag-cpu"), {}), cells.get((trace, "fgd"), {})
-        diffs = [ours[s]["100"] - fgd[s]["100"] for s in sorted(set(ours) & set(fgd))]
-        if diffs:
-            mean = statistics.fmean(diffs)
-            print(f"| {trace} | {len(diffs)} | {mean:+.2f} ({min(diffs):+.2f} … {max(diffs):+.2f}) | "
-                  f"{sum(d < 0 for d in diffs)}/{len(diffs)} | {-mean * 62.12:.0f} |")
+    print("|---|---|---|---|---|---|")
+    for strategy in ("fgd-strand", "frag-cpu"):
+        for trace in TRACES:
+            ours, fgd = cells.get((trace, strategy), {}), cells.get((trace, "fgd"), {})
+            diffs = [ours[s]["100"] - fgd[s]["100"] for s in sorted(set(ours) & set(fgd))]
+            if diffs:
+                mean = statistics.fmean(diffs)
+                print(f"| {trace} | {strategy} | {len(diffs)} | {mean:+.2f} ({min(diffs):+.2f} … {max(diffs):+.2f}) | "
+                      f"{sum(d < 0 for d in diffs)} / {sum(d > 0 for d in diffs)} | {-mean * 62.12:.0f} |")
 
 
 def main() -> None:
