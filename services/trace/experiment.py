@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
 import msgspec
 
 from events.decisions import AllocationGranted
 from events.intents import ConfigurePool, RegisterNode, RequestAllocation
-from events.values import PoolConfig
+from events.values import AllocationSpec, PoolConfig
 from services.allocator.domain import ClusterState, Scheduler, process, profile
 from services.allocator.domain.plugins.fragmentation import Workload
 from services.trace.metric import REPORT_POINTS, unallocated_curve
@@ -65,8 +65,9 @@ def check_strategy(name: str) -> None:
 
 
 def run_seed(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, strategy: str, seed: int,
-             target: Workload) -> SeedRun:
-    """One fill-up run through ``process`` with a Scheduler whose target workload is ``target``.
+             target: Workload, before: Callable[[ClusterState, AllocationSpec], None] | None = None) -> SeedRun:
+    """One fill-up run through ``process`` with a Scheduler whose target workload is ``target``;
+    ``before`` (a benchmark's probe) sees the state and each request just before it is decided.
 
     Preemption is off: the paper's simulator never evicts, and the trace's LS pods (QoS high)
     would otherwise preempt BE pods (medium) once the cluster is full."""
@@ -83,6 +84,8 @@ def run_seed(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, strateg
     started = time.perf_counter()
     for i, pod in enumerate(tune(pods, capacity_milli=capacity, seed=seed)):
         spec = pod.spec(pool=POOL, allocation_id=f"{i}-{pod.name}")
+        if before is not None:
+            before(state, spec)
         events = process(state, RequestAllocation(intent_id=f"r{i}", spec=spec), NOW, scheduler)
         arrived_total += pod.demand
         if isinstance(events[0], AllocationGranted):
