@@ -12,7 +12,13 @@ from hypothesis import strategies as st
 from services.allocator.domain import profile
 from services.allocator.domain.framework import Context
 from services.allocator.domain.plugins.fgd import sigmoid_score
-from services.allocator.domain.plugins.fgd_strand import WEIGHT_SCALE, FgdStrand, integer_weights, stranded
+from services.allocator.domain.plugins.fgd_strand import (
+    WEIGHT_SCALE,
+    FgdStrand,
+    StrandCache,
+    integer_weights,
+    stranded,
+)
 from services.allocator.domain.plugins.fragmentation import TaskClass
 from services.allocator.domain.reference import ReferenceScheduler
 from services.trace.openb import TracePod
@@ -46,6 +52,22 @@ def test_stranded_per_class_rules() -> None:
     t4 = stranded(free, cpu_free=cpu, model="T4", workload=MIXED, weights=w)
     assert t4 == want + round(0.1 * WEIGHT_SCALE) * 3000
     assert stranded(list(reversed(free)), cpu_free=cpu, model="P100", workload=MIXED, weights=w) == want
+
+
+TASKS = st.builds(TaskClass, weight=st.floats(0.0, 1.0), milli=st.sampled_from([0, 1, 50, 250, 333, 500, 1000]),
+                  count=st.sampled_from([0, 1, 1, 2, 4, 8]), cpu_milli=st.sampled_from([0, 1000, 4000, 16_000]),
+                  models=st.sampled_from([(), ("T4",), ("P100", "V100")]))
+
+
+@given(workload=st.lists(TASKS, min_size=1, max_size=12),
+       free=st.lists(st.sampled_from([0, 0, 1, 49, 50, 333, 500, 999, 1000]), max_size=8),
+       cpu=st.integers(0, 100_000), model=st.sampled_from(["T4", "P100", "A100"]))
+def test_the_cached_table_measure_equals_the_definition(workload: list[TaskClass], free: list[int], cpu: int,
+                                                        model: str) -> None:
+    cache = StrandCache(tuple(workload))
+    want = stranded(free, cpu_free=cpu, model=model, workload=tuple(workload), weights=cache.weights)
+    assert cache.get(free, cpu_free=cpu, model=model) == want
+    assert cache.get(list(reversed(free)), cpu_free=cpu, model=model) == want  # the memoised entry
 
 
 def test_fgd_strand_breaks_fgds_tie_towards_the_node_that_strands_nothing() -> None:

@@ -33,7 +33,7 @@ from typing import ClassVar
 from events.values import PoolConfig
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need
-from services.allocator.domain.plugins.fgd import Fgd, sigmoid_score
+from services.allocator.domain.plugins.fgd import NODE_MEMO_LIMIT, Fgd, NodeFrag, sigmoid_score
 from services.allocator.domain.plugins.fragmentation import Workload
 from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD
 from services.allocator.domain.strategies_paper import cpu_only, share_milli
@@ -61,26 +61,58 @@ def stranded(free: Sequence[int], *, cpu_free: int, model: str, workload: Worklo
     return total
 
 
-class StrandCache:
-    """Memoised :func:`stranded` keyed by (model, free CPU, sorted free milli); cleared at ``limit``."""
+StrandRow = tuple[int, int, int, int, tuple[str, ...]]
+"""A GPU class for the hot loop: (integer weight · k · d, index of its share in the table's
+shares, k, cpu_milli, models)."""
+StrandTable = tuple[tuple[int, ...], tuple[StrandRow, ...]]
+"""The distinct per-GPU shares max(d, 1) of a workload's GPU classes, and its GPU classes as rows."""
 
-    __slots__ = ("_cache", "limit", "weights", "workload")
+
+def strand_table(workload: Workload, weights: Sequence[int]) -> StrandTable:
+    """The :data:`StrandTable` of ``workload`` (CPU-only and zero-weight classes add nothing to S)."""
+    gpu = [(t, w) for t, w in zip(workload, weights, strict=True) if t.count and w]
+    shares = tuple(sorted({max(t.milli, 1) for t, _ in gpu}))
+    rows = tuple((w * t.count * t.milli, shares.index(max(t.milli, 1)), t.count, t.cpu_milli, t.models) for t, w in gpu)
+    return shares, rows
+
+
+def stranded_by_table(free: Sequence[int], cpu_free: int, model: str, table: StrandTable) -> int:
+    """:func:`stranded` over a :data:`StrandTable`, equal to it (integers throughout): Σ_g ⌊R_g/d⌋
+    once per distinct share d instead of once per class."""
+    shares, rows = table
+    fill = [sum(r // d for r in free) for d in shares]
+    total = 0
+    for scale, j, count, cpu, models in rows:
+        if models and model not in models:
+            continue
+        by_gpu = fill[j] // count
+        by_cpu = cpu_free // cpu if cpu > 0 else by_gpu
+        if by_gpu > by_cpu:
+            total += scale * (by_gpu - by_cpu)
+    return total
+
+
+class StrandCache:
+    """Memoised :func:`stranded` keyed by (model, free CPU, sorted non-zero free milli: a full GPU
+    adds nothing to S); cleared at ``limit``."""
+
+    __slots__ = ("_cache", "limit", "table", "weights", "workload")
 
     def __init__(self, workload: Workload, *, limit: int = 200_000) -> None:
         self.workload = workload
         self.weights = integer_weights(workload)
+        self.table = strand_table(workload, self.weights)
         self.limit = limit
         self._cache: dict[tuple[str, int, tuple[int, ...]], int] = {}
 
     def get(self, free: Sequence[int], *, cpu_free: int, model: str) -> int:
         """S_n(M) of the node state, computed at most once per distinct state."""
-        key = (model, cpu_free, tuple(sorted(free)))
+        key = (model, cpu_free, tuple(sorted(r for r in free if r)))
         value = self._cache.get(key)
         if value is None:
             if len(self._cache) >= self.limit:
                 self._cache.clear()
-            value = stranded(key[2], cpu_free=cpu_free, model=model, workload=self.workload,
-                             weights=self.weights)
+            value = stranded_by_table(key[2], cpu_free, model, self.table)
             self._cache[key] = value
         return value
 
@@ -93,13 +125,28 @@ class FgdStrand(Fgd):
     def __init__(self, workload: Workload = DEFAULT_WORKLOAD) -> None:
         super().__init__(workload)
         self.strand = StrandCache(self.workload)
+        self._before: dict[str, tuple[NodeFrag, int]] = {}
+        """Node name -> (the NodeFrag S_n(M) was computed for, S_n(M)): a node's S while FGD's
+        per-version memo returns the same NodeFrag (plugins/fgd.py)."""
+
+    def node_stranded(self, node: NodeState, members: Sequence[GpuState]) -> int:
+        """S_n(M) of ``node`` now, memoised per node version like FGD's :class:`NodeFrag`."""
+        frag = self.node_frag(node, members)
+        found = self._before.get(node.name)
+        if found is not None and found[0] is frag:
+            return found[1]
+        if len(self._before) >= NODE_MEMO_LIMIT:
+            self._before.clear()
+        value = self.strand.get(frag.free, cpu_free=frag.cpu, model=frag.model)
+        self._before[node.name] = (frag, value)
+        return value
 
     def stranding_delta(self, node: NodeState, members: Sequence[GpuState], chosen: Sequence[GpuState],
                         need: Need) -> int:
         """S_n′(M) − S_n(M) (milli-GPU × 2²⁰) when ``need`` takes ``chosen`` GPUs and its CPU on ``node``."""
+        before = self.node_stranded(node, members)
         frag = self.node_frag(node, members)
         free, model, cpu = list(frag.free), frag.model, frag.cpu
-        before = self.strand.get(free, cpu_free=cpu, model=model)
         if not cpu_only(need):
             for g in chosen:
                 free[frag.position[g.spec.name]] -= share_milli(need, g)
