@@ -137,6 +137,7 @@ allocations = Table(
     Column("preempted_by", Text, nullable=True),
     Index("ix_allocations_open", "allocation_id", unique=True,
           postgresql_where=text("status IN ('queued', 'granted')")),
+    Index("ix_allocations_lives", "allocation_id", "id"),
     Index("ix_allocations_namespace_requested", "namespace", "requested_at"),
     Index("ix_allocations_pod", "pod"),
     Index("ix_allocations_node_granted", "node", "granted_at"),

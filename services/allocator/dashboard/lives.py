@@ -25,7 +25,8 @@ from services.allocator.ports import EventStore, StoredEvent
 MAX_STEPS = 500
 """At most this many events of one allocation are shown (the oldest first)."""
 
-_LIVES = "SELECT id, last_position FROM allocations WHERE allocation_id = $1 ORDER BY id"
+LIVES = "SELECT id, last_position FROM allocations WHERE allocation_id = $1 ORDER BY id"
+"""Every life of an allocation id in order (served by ``ix_allocations_lives``)."""
 _COLUMNS = "SELECT position, recorded_at, epoch, intent_id, type, data::text FROM events"
 _EVENTS = f"""{_COLUMNS}
 WHERE position BETWEEN $2 AND $3
@@ -72,7 +73,7 @@ async def events_of(store: EventStore, allocation_id: str, *, limit: int = MAX_S
 async def _pg_events(store: PostgresEventStore, allocation_id: str, limit: int) -> list[StoredEvent]:
     rows: dict[int, Any] = {}
     async with store.pool.acquire() as conn:
-        for life in await conn.fetch(_LIVES, allocation_id):
+        for life in await conn.fetch(LIVES, allocation_id):
             found = await conn.fetch(_EVENTS, allocation_id, int(life["id"]), int(life["last_position"]), limit)
             rows.update((int(row[0]), row) for row in found)
         rows.update((int(row[0]), row) for row in await conn.fetch(_RESIZES, allocation_id, limit))

@@ -5,7 +5,8 @@ it is analyzed when 1 % of its 1,000 lives are open, then 3,000 open lives are a
 believes ~40 rows are open. The patch statement must still reach each open life through
 ``ix_allocations_open`` and the primary key (a join on the open rows would hash or loop over
 all 3,000 of them: seen at 9 ms and 290 ms for 256 patches), and the ``gpus`` update must use its
-primary key under the append's planner settings.
+primary key under the append's planner settings. How an ended allocation went (the API's 404 body,
+``gpuledger why``) is looked up through ``ix_allocations_lives``, not by reading every life.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from events import decisions as ev
 from events.values import AllocationSpec, Resources
 from services.allocator.adapters import pg_projection
 from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
+from services.allocator.dashboard import lives
 from services.allocator.domain import evolve
 from services.allocator.domain.state import ClusterState
 from services.allocator.ports import DecidedIntent
@@ -80,6 +82,7 @@ async def test_patch_and_gpu_updates_use_indexes_on_a_grown_table_with_stale_sta
         async with pool.acquire() as conn:
             patch_plan = await _plan(conn, pg_projection.PATCH_ALLOCATIONS, patches.decode())
             gpu_plan = await _plan(conn, pg_projection.UPDATE_GPUS, names.decode())
+            ended_plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + lives.LIVES, "a17"))
     finally:
         await pool.close()
     assert "Index Scan using ix_allocations_open" in patch_plan, patch_plan
@@ -87,3 +90,5 @@ async def test_patch_and_gpu_updates_use_indexes_on_a_grown_table_with_stale_sta
     for whole_table in ("Seq Scan on allocations", "Hash", "Materialize", "Join Filter"):
         assert whole_table not in patch_plan, patch_plan
     assert "Index Scan using gpus_pkey" in gpu_plan and "Seq Scan" not in gpu_plan, gpu_plan
+    # an ended life (a17 was released) is found through its index, not by reading every life
+    assert "ix_allocations_lives" in ended_plan and "Seq Scan" not in ended_plan, ended_plan
