@@ -105,9 +105,9 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     searched: set[str] = set()
     pending: list[tuple[Key, int, Trial, list[AllocationState]]] = []
     limit = max(MIN_CANDIDATES, len(state.pool_nodes.get(spec.pool, ())) * CANDIDATE_PERCENT // 100)
-    for at, name in enumerate(scheduler.node_order(state, spec.pool)):
+    for at, name in enumerate(scheduler.node_order(state, spec.pool, among=touched)):
         ranked = scheduler.ranked(state, name)
-        if not ranked or ranked[0][0] >= priority or (touched is not None and name not in touched):
+        if not ranked or ranked[0][0] >= priority:
             continue
         if best is not None and (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best[0].key:
             continue

@@ -78,8 +78,9 @@ class ReferenceScheduler(Scheduler):
         members = [state.gpus[g] for g in node.gpus]
         return node, pick_scan(scan, node, members, cands, need, config, spec.allocation_id)
 
-    def node_order(self, state: ClusterState, pool: str) -> Iterable[str]:
-        """The pool's nodes by the strategy's node score computed afresh (0 for scan strategies), then name."""
+    def node_order(self, state: ClusterState, pool: str, among: Iterable[str] | None = None) -> Iterable[str]:
+        """The pool's nodes (or those of ``among``) by the strategy's node score computed afresh (0
+        for scan strategies), then name."""
         strategy = self.strategy(state, pool)
         config = state.pool_config(pool)
 
@@ -88,7 +89,8 @@ class ReferenceScheduler(Scheduler):
                 return 0
             members = [state.gpus[g] for g in state.nodes[name].gpus]
             return sum(strategy.node_gpu_score(g, config) for g in members) // len(members) if members else 0
-        return sorted(state.pool_nodes.get(pool, ()), key=lambda n: (-score(n), n))
+        names = state.pool_nodes.get(pool, set()) if among is None else set(among) & state.pool_nodes.get(pool, set())
+        return sorted(names, key=lambda n: (-score(n), n))
 
     def ranked(self, state: ClusterState, node: str) -> Ranked:
         """Computed from the node's allocations."""

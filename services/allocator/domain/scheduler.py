@@ -153,8 +153,7 @@ class Scheduler:
         """The candidates of node ``name`` when at least ``need.count`` pass every filter, else None."""
         if not self.may_fit(name, need):
             return None
-        node = state.nodes[name]
-        if not chain.node_admits(node, need, ctx):
+        if not chain.node_admits(node := state.nodes[name], need, ctx):
             return None
         candidates = chain.node_candidates(node, state.gpus, need, ctx)
         return candidates if chain.fits(node, candidates, need, ctx) else None
@@ -242,11 +241,13 @@ class Scheduler:
                                        ctx.config, aid)
         return None
 
-    def node_order(self, state: ClusterState, pool: str) -> Iterable[str]:
-        """Every node of ``pool`` in the index's order (the indexed strategy's node score, best
-        first, then name; name alone for scan strategies): preemption's tie-break between nodes."""
+    def node_order(self, state: ClusterState, pool: str, among: Iterable[str] | None = None) -> Iterable[str]:
+        """The nodes of ``pool`` (or of ``among``) in the index's order (indexed strategies' node score,
+        best first, then name; name alone for scan strategies): preemption's tie-break between nodes."""
         self.sync(state)
-        return self.index.ordered(pool)
+        if among is None:
+            return self.index.ordered(pool)
+        return sorted((n for n in among if n in state.nodes and state.nodes[n].pool == pool), key=self.index.sort_key)
 
     def ranked(self, state: ClusterState, node: str) -> Ranked:
         """``node``'s granted allocations as (effective priority, id), ascending; kept per node and
@@ -260,8 +261,7 @@ class Scheduler:
         return self._floors.pool(pool)
 
     def failed_plan(self, key: object) -> tuple[int, object, frozenset[str]] | None:
-        """A remembered failed preemption search (domain/preemption.py ``Memo``): (change mark,
-        validity, nodes searched)."""
+        """A remembered failed preemption search (preemption.py ``Memo``): (mark, validity, searched)."""
         return self._no_plans.get(key)
 
     def remember_failed_plan(self, key: object, entry: tuple[int, object, frozenset[str]]) -> None:
