@@ -48,7 +48,7 @@ class Memo:
         """Nodes the remembered search had candidates on that were not searched again."""
         if self.previous is None or touched is None:
             return frozenset()
-        return frozenset(n for n in self.previous[2] if n not in touched)
+        return self.previous[2] - touched
 
     def remember(self, scheduler: Scheduler, searched: set[str], refusals: Refusals) -> None:
         """Keep this failure (when protection and scope played no part)."""
