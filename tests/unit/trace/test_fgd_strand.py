@@ -87,15 +87,6 @@ def test_fgd_strand_keeps_fgds_node_when_it_strands_nothing_more() -> None:
     assert request(cluster("fgd-strand", *nodes, target=(WHOLE,)), light) == ("a", ("a-gpu-0",))
 
 
-def test_a_cpu_only_request_goes_where_fgd_puts_it_even_if_that_strands_gpu() -> None:
-    nodes = (node("a", gpus=4, cpu=40_000), node("b", gpus=4, cpu=100_000))
-    cpu_pod = pod("c", milli=0, count=0, cpu=25_000)
-    # a keeps 4 GPUs but 15 cores (1 pod of WHOLE): the CPU-only pod strands 3 GPUs there, none on b;
-    # FGD ties a and b (Δ = 0) and takes a: so does fgd-strand (CPU-only requests are FGD's)
-    assert request(cluster("fgd", *nodes, target=(WHOLE,)), cpu_pod) == ("a", ("a-gpu-0",))
-    assert request(cluster("fgd-strand", *nodes, target=(WHOLE,)), cpu_pod)[0] == "a"
-
-
 def test_fgd_strand_never_trades_fgds_score_for_less_stranding() -> None:
     share = (TaskClass(weight=1.0, milli=500, count=1, cpu_milli=1000),)
     w = integer_weights(share)
@@ -148,7 +139,7 @@ def test_every_choice_has_fgds_best_score_and_is_fgds_unless_that_strands_gpu(no
             n = sim.state.nodes[name]
             members = [sim.state.gpus[g] for g in n.gpus]
             opt = mine.option(n, members, cands, need)
-            harm = 0 if not p.count else max(0, mine.stranding_delta(n, members, opt.gpus, need))
+            harm = max(0, mine.stranding_delta(n, members, opt.gpus, need))
             rows.append((name, sigmoid_score(opt.delta), harm, tuple(g.spec.name for g in opt.gpus)))
         got = request(sim, msgspec.structs.replace(p, name=f"{i}-{p.name}"))
         if not rows:
@@ -161,7 +152,7 @@ def test_every_choice_has_fgds_best_score_and_is_fgds_unless_that_strands_gpu(no
         chosen = next(r for r in rows if r[0] == got[0])
         assert chosen[1] == best  # never a node FGD scores lower
         assert chosen[2] == min(r[2] for r in tied)
-        if fgd[2] == chosen[2]:  # FGD's node strands no more than the tied ones (or CPU-only): FGD's choice
+        if fgd[2] == chosen[2]:  # FGD's node strands no more than the tied ones: FGD's choice
             assert got == (fgd[0], fgd[3])
         else:
             assert chosen[2] < fgd[2]

@@ -1,17 +1,14 @@
 """fgd-strand: gpuledger's robust fragmentation-aware strategy — FGD, except that among the nodes
-FGD scores equal it places a GPU request where it strands the least GPU behind CPU.
+FGD scores equal it avoids those where the placement strands GPU behind CPU.
 
 Node choice is lexicographic: (1) FGD's own integer score ⌊100·sigmoid(−Δ/1000)⌋ (plugins/fgd.py,
-Weng et al., ATC'23), highest first; (2) for a request that takes GPU, among the nodes FGD scores
-equal, the least *stranding increase* max(0, S_n′(M) − S_n(M)), with S defined below; (3) node
-order, as FGD. The GPUs inside the chosen node are FGD's choice, and a CPU-only request goes
-exactly where FGD puts it. Hence fgd-strand never picks a node FGD scores lower, and it picks
-exactly FGD's node whenever that node's placement does not increase stranding: it only vetoes
-FGD's arbitrary tie-break when a GPU placement would leave more GPU unusable for lack of CPU, and
-it never chases a stranding *decrease* (that concentrated load and lost to FGD where CPU is
-slack). A CPU-only request has no GPU placement to weigh: steering it off a node only spends the
-CPU of another node whose GPUs still need it, which lost to FGD where CPU-only pods exhaust the
-pool's CPU (docs/placement.md).
+Weng et al., ATC'23), highest first; (2) among the nodes FGD scores equal, the least *stranding
+increase* max(0, S_n′(M) − S_n(M)), with S defined below; (3) node order, as FGD. The GPUs inside
+the chosen node are FGD's choice. Hence fgd-strand never picks a node FGD scores lower, and it
+picks exactly FGD's node whenever that node's placement does not increase stranding: it only
+vetoes FGD's arbitrary tie-break when that would leave more GPU unusable for lack of CPU, and it
+never chases a stranding *decrease* (that concentrated load and lost to FGD where CPU is slack:
+docs/placement.md).
 
 Stranded GPU of node n for task class m of the target workload M (per-GPU share d milli-GPU,
 k GPUs, c CPU millicores, allowed models T): the GPU milli that m could still fill by GPU but
@@ -157,10 +154,7 @@ class FgdStrand(Fgd):
 
     def rank(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,
              config: PoolConfig, allocation_id: str) -> tuple[float, ...]:
-        """(FGD's integer score, −max(0, stranding increase)), the increase 0 for a CPU-only request:
-        higher first, ties to node order."""
+        """(FGD's integer score, −max(0, stranding increase)): higher first, ties to node order."""
         opt = self.option(node, members, candidates, need)
-        if cpu_only(need):
-            return (sigmoid_score(opt.delta), 0)
         harm = max(0, self.stranding_delta(node, members, opt.gpus, need))
         return (sigmoid_score(opt.delta), -harm)
