@@ -3,17 +3,13 @@ appended from a gang story decided by the domain: a gang placed then degraded, a
 
 from __future__ import annotations
 
-import asyncio
 import re
-from datetime import UTC, datetime
 
 import pytest
 
 from events import intents as it
-from services.allocator.adapters import database
-from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
 from services.allocator.ports import DecidedIntent
-from tests.fixtures.postgres import fresh_database
+from tests.integration.log.logged import logged_database
 from tests.integration.log.test_history_sql import DOC, Rows, run
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu
 from tests.unit.allocator.test_gang import member
@@ -30,7 +26,6 @@ def gang_queries() -> dict[str, str]:
 @pytest.fixture(scope="module")
 def populated(postgres_admin_url: str, postgres_template: str) -> str:
     """A database holding the gang story, one intent per append, then the timeout."""
-    _name, url = fresh_database(postgres_admin_url, template=postgres_template)
     c = Cluster()
     batches: list[DecidedIntent] = []
 
@@ -48,18 +43,7 @@ def populated(postgres_admin_url: str, postgres_template: str) -> str:
     c.tick(61)
     send(it.CheckHeartbeats(intent_id="h"))
 
-    async def fill() -> None:
-        pool = await database.create_pool(url)
-        try:
-            lease = await PostgresLeaseStore(pool).acquire("allocator", holder="t", ttl_s=60, now=datetime.now(UTC))
-            assert lease is not None
-            store = PostgresEventStore(pool)
-            await store.append(batches, lease="allocator", epoch=lease.epoch, state=c.state)
-        finally:
-            await pool.close()
-
-    asyncio.run(fill())
-    return url
+    return logged_database(postgres_admin_url, postgres_template, batches)
 
 
 def test_the_doc_has_the_gang_queries() -> None:

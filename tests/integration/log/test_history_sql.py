@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -15,10 +14,8 @@ import psycopg
 import pytest
 
 from services.allocator.adapters import database
-from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
-from services.allocator.domain.state import ClusterState
 from tests.contract import scenario
-from tests.fixtures.postgres import fresh_database
+from tests.integration.log.logged import logged_database
 
 pytestmark = pytest.mark.integration
 DOC = Path(__file__).resolve().parents[3] / "docs" / "sql.md"
@@ -44,21 +41,7 @@ def run(url: str, sql: str) -> Rows:
 @pytest.fixture(scope="module")
 def populated(postgres_admin_url: str, postgres_template: str) -> str:
     """A database holding the scenario story, appended one intent per transaction."""
-    _name, url = fresh_database(postgres_admin_url, template=postgres_template)
-    async def fill() -> None:
-        pool = await database.create_pool(url)
-        try:
-            lease = await PostgresLeaseStore(pool).acquire("allocator", holder="t", ttl_s=60, now=datetime.now(UTC))
-            assert lease is not None
-            state, store = ClusterState.empty(), PostgresEventStore(pool)
-            for decided in scenario.story():
-                state = scenario.fold_batch(state, [decided])
-                await store.append([decided], lease="allocator", epoch=lease.epoch, state=state)
-        finally:
-            await pool.close()
-
-    asyncio.run(fill())
-    return url
+    return logged_database(postgres_admin_url, postgres_template, scenario.story())
 
 
 def _gpu_hours(rows: Rows) -> None:

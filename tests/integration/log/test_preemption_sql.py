@@ -5,18 +5,16 @@ The log is written by the real append from decisions of the domain (critical ove
 from __future__ import annotations
 
 import asyncio
-from datetime import UTC, datetime
 
 import pytest
 
 from events import intents as it
 from services.allocator.adapters import database
 from services.allocator.adapters.history import HistoryFilter, allocations
-from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
+from services.allocator.adapters.postgres import PostgresEventStore
 from services.allocator.adapters.verify import verify
-from services.allocator.domain import evolve
 from services.allocator.ports import DecidedIntent
-from tests.fixtures.postgres import fresh_database
+from tests.integration.log.logged import logged_database
 from tests.integration.log.test_history_sql import doc_queries, run
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request
 
@@ -37,24 +35,7 @@ def _decisions() -> list[DecidedIntent]:
 
 @pytest.fixture(scope="module")
 def preempted_db(postgres_admin_url: str, postgres_template: str) -> str:
-    _name, url = fresh_database(postgres_admin_url, template=postgres_template)
-
-    async def fill() -> None:
-        pool = await database.create_pool(url)
-        try:
-            lease = await PostgresLeaseStore(pool).acquire("allocator", holder="t", ttl_s=60, now=datetime.now(UTC))
-            assert lease is not None
-            c = Cluster()
-            store = PostgresEventStore(pool)
-            for decided in _decisions():
-                for event in decided.events:
-                    evolve(c.state, event)
-                await store.append([decided], lease="allocator", epoch=lease.epoch, state=c.state)
-        finally:
-            await pool.close()
-
-    asyncio.run(fill())
-    return url
+    return logged_database(postgres_admin_url, postgres_template, _decisions())
 
 
 def test_doc_query_shows_each_preemption_with_both_sides(preempted_db: str) -> None:
