@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import jsonpatch
@@ -51,9 +52,11 @@ def _gpu_ids(kube_api: KubeApiServer, name: str) -> str:
     return str(pod.get("metadata", {}).get("annotations", {}).get(keys.GPU_IDS, ""))
 
 
-async def test_a_critical_pod_preempts_a_low_one_through_the_eviction_api(
-        kube_api: KubeApiServer, jetstream: JetStreamContext, nats_url: str,
-        start_webhook: Callable[..., Any]) -> None:
+@asynccontextmanager
+async def _stack(kube_api: KubeApiServer, jetstream: JetStreamContext, nats_url: str,
+                 start_webhook: Callable[..., Any], **binder: Any) -> AsyncIterator[tuple[Any, InMemoryEventStore]]:
+    """The webhook, an allocator replica on an in-memory log with one 1-GPU node, and a running binder
+    against the in-test API server; yields (webhook, the replica's log) and stops binder and replica."""
     async def publish(intent: Any) -> int:
         return await messaging.publish_intent(jetstream, intent, timeout=2.0)
 
@@ -63,24 +66,31 @@ async def test_a_critical_pod_preempts_a_low_one_through_the_eviction_api(
     replica = await start_replica(nats_url, store=store, leases=leases)
     await publish(register_node("node-1", gpus=1, tflops=100, vram_gib=16))
     async with await kube.api_client(url=kube_api.url) as api:
-        binder = Binder(api, publish=publish, view=ClusterView(), eviction_retry_s=0.05)
-        task = asyncio.create_task(binder.run(jetstream))
+        task = asyncio.create_task(Binder(api, publish=publish, view=ClusterView(), **binder).run(jetstream))
         try:
-            low = await _admit(webhook, kube_api, "low", "low")
-            await until(lambda: _ungated(kube_api, "low") is not None, what="the low pod bound")
-            critical = await _admit(webhook, kube_api, "critical", "critical")
-            await until(lambda: bool(kube_api.evictions.requests), what="the low pod evicted")
-            await until(lambda: bool(_gpu_ids(kube_api, "critical")), what="the critical pod pinned")
-            assert _ungated(kube_api, "critical") is None  # the low pod still terminates on the GPU
-            assert _gpu_ids(kube_api, "critical") == _gpu_ids(kube_api, "low") == "node-1-gpu0"
-            kube_api.delete("pods", "low", namespace="default")  # its grace period is over
-            await until(lambda: _ungated(kube_api, "critical") is not None, what="the critical pod ungated")
-            # a release of the preempted allocation (a binder that had not seen the preemption) is harmless
-            await publish(intents.ReleaseAllocation(intent_id="late-release", allocation_id=low, reason="test"))
-            await until(lambda: "late-release" in store.intents, what="the late release decided")
+            yield webhook, store
         finally:
             await _stop(task)
             await replica.stop()
+
+
+async def test_a_critical_pod_preempts_a_low_one_through_the_eviction_api(
+        kube_api: KubeApiServer, jetstream: JetStreamContext, nats_url: str,
+        start_webhook: Callable[..., Any]) -> None:
+    async with _stack(kube_api, jetstream, nats_url, start_webhook, eviction_retry_s=0.05) as (webhook, store):
+        low = await _admit(webhook, kube_api, "low", "low")
+        await until(lambda: _ungated(kube_api, "low") is not None, what="the low pod bound")
+        critical = await _admit(webhook, kube_api, "critical", "critical")
+        await until(lambda: bool(kube_api.evictions.requests), what="the low pod evicted")
+        await until(lambda: bool(_gpu_ids(kube_api, "critical")), what="the critical pod pinned")
+        assert _ungated(kube_api, "critical") is None  # the low pod still terminates on the GPU
+        assert _gpu_ids(kube_api, "critical") == _gpu_ids(kube_api, "low") == "node-1-gpu0"
+        kube_api.delete("pods", "low", namespace="default")  # its grace period is over
+        await until(lambda: _ungated(kube_api, "critical") is not None, what="the critical pod ungated")
+        # a release of the preempted allocation (a binder that had not seen the preemption) is harmless
+        release = intents.ReleaseAllocation(intent_id="late-release", allocation_id=low, reason="test")
+        await messaging.publish_intent(jetstream, release, timeout=2.0)
+        await until(lambda: "late-release" in store.intents, what="the late release decided")
     (namespace, name, body), = kube_api.evictions.requests
     assert (namespace, name, body["kind"], body["apiVersion"]) == ("default", "low", "Eviction", "policy/v1")
     events = [p.event for p in await published_events(jetstream._nc)]
@@ -99,25 +109,11 @@ async def test_a_critical_pod_preempts_a_low_one_through_the_eviction_api(
 async def test_an_eviction_protected_pod_is_not_preempted(
         kube_api: KubeApiServer, jetstream: JetStreamContext, nats_url: str,
         start_webhook: Callable[..., Any]) -> None:
-    async def publish(intent: Any) -> int:
-        return await messaging.publish_intent(jetstream, intent, timeout=2.0)
-
-    webhook = await start_webhook(publish, view=ClusterView(pool=PoolDefaults(name="default")))
-    leases = InMemoryLeaseStore()
-    store = InMemoryEventStore(leases)
-    replica = await start_replica(nats_url, store=store, leases=leases)
-    await publish(register_node("node-1", gpus=1, tflops=100, vram_gib=16))
-    async with await kube.api_client(url=kube_api.url) as api:
-        binder = Binder(api, publish=publish, view=ClusterView())
-        task = asyncio.create_task(binder.run(jetstream))
-        try:
-            await _admit(webhook, kube_api, "low", "low", **{"eviction-protection": "1h"})
-            await until(lambda: _ungated(kube_api, "low") is not None, what="the low pod bound")
-            critical = await _admit(webhook, kube_api, "critical", "critical")
-            await until(lambda: f"admit-{critical}" in store.intents, what="the critical request decided")
-        finally:
-            await _stop(task)
-            await replica.stop()
+    async with _stack(kube_api, jetstream, nats_url, start_webhook) as (webhook, store):
+        await _admit(webhook, kube_api, "low", "low", **{"eviction-protection": "1h"})
+        await until(lambda: _ungated(kube_api, "low") is not None, what="the low pod bound")
+        critical = await _admit(webhook, kube_api, "critical", "critical")
+        await until(lambda: f"admit-{critical}" in store.intents, what="the critical request decided")
     decided = [row.type for row in store.rows if row.intent_id == f"admit-{critical}"]
     assert decided == ["allocation_queued"] and not kube_api.evictions.requests
     assert _ungated(kube_api, "critical") is None
