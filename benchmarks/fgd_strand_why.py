@@ -23,6 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks.fgd_strand_eval import load
+from events.intents import RegisterNode
 from events.values import AllocationSpec
 from services.allocator.domain import ClusterState, Scheduler, profile
 from services.allocator.domain.plugins.fgd import Fgd
@@ -55,18 +56,14 @@ def failed(pods: list[TracePod], run: experiment.SeedRun) -> collections.Counter
     return out
 
 
-def capacity() -> int:
-    """Milli-GPU of the openb cluster."""
-    return 1000 * sum(len(n.gpus) for n in openb.nodes())
-
-
-def departures(pods: list[TracePod], seed: int) -> tuple[collections.Counter[str], collections.Counter[str]]:
+def departures(nodes: list[RegisterNode], pods: list[TracePod], seed: int
+               ) -> tuple[collections.Counter[str], collections.Counter[str]]:
     """(requests where fgd-strand's node differs from FGD's, all requests), by class, up to 100 %
     arrived (the probe stops counting past it)."""
     target = typical(pods)
     fgd = Scheduler(profile.DEFAULT_PROFILE._replace(strategies={**profile.STRATEGIES, STRAND: Fgd}), target=target)
     strand = Scheduler(target=target)
-    cap = capacity()
+    cap = 1000 * sum(len(n.gpus) for n in nodes)
     by_id = {f"{i}-{p.name}": p for i, p in enumerate(tune(pods, capacity_milli=cap, seed=seed))}
     differ: collections.Counter[str] = collections.Counter()
     total: collections.Counter[str] = collections.Counter()
@@ -83,7 +80,7 @@ def departures(pods: list[TracePod], seed: int) -> tuple[collections.Counter[str
         if mine is not None and theirs is not None and mine[0].name != theirs[0].name:
             differ[name] += 1
 
-    experiment.run_seed(openb.nodes(), pods, strategy=STRAND, seed=seed, target=target, before=probe)
+    experiment.run_seed(nodes, pods, strategy=STRAND, seed=seed, target=target, before=probe)
     return differ, total
 
 
@@ -92,15 +89,17 @@ def main() -> None:
     parser.add_argument("--traces", nargs="+", default=["heldout:multi50"])
     parser.add_argument("--seeds", type=int, default=3)
     args = parser.parse_args()
+    nodes = openb.nodes()
+    cap = 1000 * sum(len(n.gpus) for n in nodes)
     for trace in args.traces:
         pods = load(trace)
         target = typical(pods)
         for seed in range(42, 42 + args.seeds):
-            tuned = tune(pods, capacity_milli=capacity(), seed=seed)
-            runs = {s: experiment.run_seed(openb.nodes(), pods, strategy=s, seed=seed, target=target)
+            tuned = tune(pods, capacity_milli=cap, seed=seed)
+            runs = {s: experiment.run_seed(nodes, pods, strategy=s, seed=seed, target=target)
                     for s in ("fgd", STRAND)}
             lost = {s: failed(tuned, r) for s, r in runs.items()}
-            differ, total = departures(pods, seed)
+            differ, total = departures(nodes, pods, seed)
             print(f"## {trace} seed {seed}")
             print("| class | requests | fgd-strand departs from FGD | failed milli-GPU FGD | fgd-strand |")
             print("|---|---|---|---|---|")
