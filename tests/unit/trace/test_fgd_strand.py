@@ -1,7 +1,8 @@
 """fgd-strand (plugins/fgd_strand.py): the stranded-GPU measure by hand, the lexicographic choice
-through ``process``, and FGD's score never given up and FGD's node kept unless it strands GPU
-(hypothesis). That the optimised Scheduler decides fgd-strand like the ReferenceScheduler is
-checked with every registered strategy in test_strategies.py and allocator/test_scheduler.py."""
+through ``process`` for GPU and CPU-only requests, and FGD's score never given up and FGD's node
+kept unless the tie-break prefers another (hypothesis). That the optimised Scheduler decides
+fgd-strand like the ReferenceScheduler is checked with every registered strategy in
+test_strategies.py and allocator/test_scheduler.py."""
 
 from __future__ import annotations
 
@@ -101,6 +102,22 @@ def test_fgd_strand_never_trades_fgds_score_for_less_stranding() -> None:
     assert stranded([1000, 1000], cpu_free=4000, model="P100", workload=share, weights=w) == 0
 
 
+def test_a_cpu_only_pod_goes_where_no_gpu_class_can_use_the_free_gpu() -> None:
+    nodes = (node("a", gpus=2, cpu=100_000), node("b", gpus=1, cpu=100_000, model="T4"))
+    cpu_pod = pod("cpu", milli=0, count=0, cpu=8000)
+    for strategy, want in (("fgd", "a"), ("fgd-strand", "b")):
+        state = cluster(strategy, *nodes, target=(WHOLE,))
+        assert request(state, pod("pin", milli=1000, models=("T4",))) == ("b", ("b-gpu-0",))
+        # CPU is ample on both, so FGD ties them (Δ = 0) and takes a, whose two free GPUs still
+        # want CPU; fgd-strand spends b's CPU, which no GPU class can use any more
+        assert (request(state, cpu_pod) or ("",))[0] == want, strategy
+    # while a GPU class still fits b, b is no better than a: FGD's node
+    half = (TaskClass(weight=1.0, milli=500, count=1, cpu_milli=1000),)
+    state = cluster("fgd-strand", *nodes, target=half)
+    assert request(state, pod("pin", milli=400, models=("T4",))) == ("b", ("b-gpu-0",))
+    assert (request(state, cpu_pod) or ("",))[0] == "a"
+
+
 def test_fgd_strand_is_selectable_and_the_default_stays_tensorfusions() -> None:
     assert profile.DEFAULT_STRATEGY == "node-compact-gpu-low-load"
     assert profile.DEFAULT_PROFILE.strategy_class("fgd-strand") is FgdStrand
@@ -122,7 +139,8 @@ def _trace(pods: list[tuple[int, int, int, tuple[str, ...]]]) -> list[TracePod]:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nodes=st.lists(NODE_SHAPES, min_size=2, max_size=8), pods=st.lists(POD_SHAPES, min_size=1, max_size=60))
-def test_every_choice_has_fgds_best_score_and_is_fgds_unless_that_strands_gpu(nodes: list, pods: list) -> None:  # type: ignore[type-arg]
+def test_every_choice_has_fgds_best_score_and_is_fgds_unless_the_tie_break_prefers_another(
+        nodes: list, pods: list) -> None:  # type: ignore[type-arg]
     ref = ReferenceScheduler(target=MIXED)
     sim = cluster("fgd-strand", *[node(f"n{i}", gpus=g, cpu=c, model=m) for i, (g, c, m) in enumerate(nodes)],
                   scheduler=ref)
@@ -131,7 +149,7 @@ def test_every_choice_has_fgds_best_score_and_is_fgds_unless_that_strands_gpu(no
         spec = p.spec(pool=POOL)
         need, chain = ref.prepare(spec)
         ctx = Context(sim.state.pool_config(POOL))
-        rows = []  # (name, FGD score, stranding increase clipped at 0, FGD's GPUs), in node order
+        rows = []  # (name, FGD score, tie-break: higher is better, FGD's GPUs), in node order
         for name in sorted(sim.state.pool_nodes.get(POOL, ())):
             cands = ref.node_fit(sim.state, name, need, chain, ctx)
             if cands is None:
@@ -139,8 +157,14 @@ def test_every_choice_has_fgds_best_score_and_is_fgds_unless_that_strands_gpu(no
             n = sim.state.nodes[name]
             members = [sim.state.gpus[g] for g in n.gpus]
             opt = mine.option(n, members, cands, need)
-            harm = max(0, mine.stranding_delta(n, members, opt.gpus, need))
-            rows.append((name, sigmoid_score(opt.delta), harm, tuple(g.spec.name for g in opt.gpus)))
+            if p.count == 0:  # CPU-only: a node whose free GPU no GPU class of M can still use
+                frag = mine.node_frag(n, members)  # FGD's free milli per GPU and model
+                fits = any(c.count and sum(r // max(c.milli, 1) for r in frag.free) >= c.count
+                           and (not c.models or frag.model in c.models) for c in MIXED)
+                tie = -1 if fits else 0
+            else:  # a GPU request: the least stranding increase, clipped at 0
+                tie = -max(0, mine.stranding_delta(n, members, opt.gpus, need))
+            rows.append((name, sigmoid_score(opt.delta), tie, tuple(g.spec.name for g in opt.gpus)))
         got = request(sim, msgspec.structs.replace(p, name=f"{i}-{p.name}"))
         if not rows:
             assert got is None
@@ -151,9 +175,8 @@ def test_every_choice_has_fgds_best_score_and_is_fgds_unless_that_strands_gpu(no
         assert got is not None
         chosen = next(r for r in rows if r[0] == got[0])
         assert chosen[1] == best  # never a node FGD scores lower
-        assert chosen[2] == min(r[2] for r in tied)
-        if fgd[2] == chosen[2]:  # FGD's node strands no more than the tied ones: FGD's choice
+        assert chosen[2] == max(r[2] for r in tied)
+        if fgd[2] == chosen[2]:  # the tie-break does not prefer another node: FGD's choice
             assert got == (fgd[0], fgd[3])
         else:
-            assert chosen[2] < fgd[2]
-
+            assert chosen[2] > fgd[2]

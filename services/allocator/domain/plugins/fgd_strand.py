@@ -2,12 +2,16 @@
 FGD scores equal it avoids those where the placement strands GPU behind CPU.
 
 Node choice is lexicographic: (1) FGD's own integer score ⌊100·sigmoid(−Δ/1000)⌋ (plugins/fgd.py,
-Weng et al., ATC'23), highest first; (2) among the nodes FGD scores equal, the least *stranding
-increase* max(0, S_n′(M) − S_n(M)), with S defined below; (3) node order, as FGD. The GPUs inside
-the chosen node are FGD's choice. Hence fgd-strand never picks a node FGD scores lower, and it
-picks exactly FGD's node whenever that node's placement does not increase stranding: it only
-vetoes FGD's arbitrary tie-break when that would leave more GPU unusable for lack of CPU, and it
-never chases a stranding *decrease* (that concentrated load and lost to FGD where CPU is slack:
+Weng et al., ATC'23), highest first; (2) among the nodes FGD scores equal, a tie-break that
+depends on the request: for a request that takes GPU, the least *stranding increase*
+max(0, S_n′(M) − S_n(M)), with S defined below; for a CPU-only request, a node whose free GPU no
+GPU class of M can use any more (its CPU is then worth nothing to GPU pods) before one whose free
+GPU still hosts a class; (3) node order, as FGD. The GPUs inside the chosen node are FGD's choice.
+Hence fgd-strand never picks a node FGD scores lower, and it picks exactly FGD's node whenever the
+tie-break does not prefer another of FGD's equal nodes: it only vetoes FGD's arbitrary tie-break,
+and it never chases a stranding *decrease* (that concentrated load and lost to FGD where CPU is
+slack), nor moves a CPU-only pod for a stranding it causes *now* (that spent the CPU cushion of
+nodes whose GPUs are still free and lost to FGD where CPU-only pods are 30 % or more of the pods:
 docs/placement.md).
 
 Stranded GPU of node n for task class m of the target workload M (per-GPU share d milli-GPU,
@@ -18,11 +22,12 @@ not by CPU,
     S_n(m) = k·d·max(0, pods_gpu − pods_cpu)     (0 for CPU-only classes and models not in T),
 
 and S_n(M) = Σ_m w_m·S_n(m) with w_m the class weight in units of 2⁻²⁰ (integers, so the sum is
-exact). No constant is fitted to a trace: M is FGD's target workload (the pool's learned mix, or
-the trace's typical pods in the experiment) and the rule has no weight. As a scan strategy
-(strategies.ScanStrategy) the lexicographic choice is the rank tuple (FGD score, −increase); the
-rank reads only the node and the request shape, so the Scheduler may cache it like FGD's. Why
-this generalises: docs/placement.md.
+exact). A node's free GPU hosts class m when pods_gpu ≥ 1 and its model is in T. No constant is
+fitted to a trace: M is FGD's target workload (the pool's learned mix, or the trace's typical pods
+in the experiment) and the rule has no weight. As a scan strategy (strategies.ScanStrategy) the
+lexicographic choice is the rank tuple (FGD score, tie-break); the rank reads only the node and
+the request shape, so the Scheduler may cache it like FGD's. Why this generalises:
+docs/placement.md.
 """
 
 from __future__ import annotations
@@ -117,29 +122,47 @@ class StrandCache:
         return value
 
 
+def hosts_gpu_class(free: Sequence[int], model: str, table: StrandTable) -> bool:
+    """Whether one pod of some GPU class of the table fits the free GPU milli ``free`` of a node of
+    ``model`` by GPU alone (Σ_g ⌊R_g/d⌋ ≥ k, model allowed); CPU is not looked at."""
+    shares, rows = table
+    fill = [sum(r // d for r in free) for d in shares]
+    return any(fill[j] >= count and not (models and model not in models) for _, j, count, _, models in rows)
+
+
 class FgdStrand(Fgd):
-    """FGD's node score; on ties the least stranding increase (clipped at 0), then node order."""
+    """FGD's node score; on ties, for a GPU request the least stranding increase (clipped at 0),
+    for a CPU-only request a node whose free GPU no class of M can use; then node order."""
 
     name: ClassVar[str] = "fgd-strand"
 
     def __init__(self, workload: Workload = DEFAULT_WORKLOAD) -> None:
         super().__init__(workload)
         self.strand = StrandCache(self.workload)
-        self._before: dict[str, tuple[NodeFrag, int]] = {}
-        """Node name -> (the NodeFrag S_n(M) was computed for, S_n(M)): a node's S while FGD's
-        per-version memo returns the same NodeFrag (plugins/fgd.py)."""
+        self._before: dict[str, tuple[NodeFrag, int, bool]] = {}
+        """Node name -> (the NodeFrag it was computed for, S_n(M), whether the node's free GPU hosts
+        a GPU class of M): valid while FGD's per-version memo returns the same NodeFrag (plugins/fgd.py)."""
 
-    def node_stranded(self, node: NodeState, members: Sequence[GpuState]) -> int:
-        """S_n(M) of ``node`` now, memoised per node version like FGD's :class:`NodeFrag`."""
+    def _node_facts(self, node: NodeState, members: Sequence[GpuState]) -> tuple[NodeFrag, int, bool]:
         frag = self.node_frag(node, members)
         found = self._before.get(node.name)
         if found is not None and found[0] is frag:
-            return found[1]
+            return found
         if len(self._before) >= NODE_MEMO_LIMIT:
             self._before.clear()
-        value = self.strand.get(frag.free, cpu_free=frag.cpu, model=frag.model)
-        self._before[node.name] = (frag, value)
-        return value
+        facts = (frag, self.strand.get(frag.free, cpu_free=frag.cpu, model=frag.model),
+                 hosts_gpu_class(frag.free, frag.model, self.strand.table))
+        self._before[node.name] = facts
+        return facts
+
+    def node_stranded(self, node: NodeState, members: Sequence[GpuState]) -> int:
+        """S_n(M) of ``node`` now, memoised per node version like FGD's :class:`NodeFrag`."""
+        return self._node_facts(node, members)[1]
+
+    def gpu_usable(self, node: NodeState, members: Sequence[GpuState]) -> bool:
+        """Whether some GPU class of M still fits the node's free GPU (:func:`hosts_gpu_class`),
+        memoised per node version."""
+        return self._node_facts(node, members)[2]
 
     def stranding_delta(self, node: NodeState, members: Sequence[GpuState], chosen: Sequence[GpuState],
                         need: Need) -> int:
@@ -154,7 +177,11 @@ class FgdStrand(Fgd):
 
     def rank(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,
              config: PoolConfig, allocation_id: str) -> tuple[float, ...]:
-        """(FGD's integer score, −max(0, stranding increase)): higher first, ties to node order."""
+        """(FGD's integer score, tie-break): higher first, ties to node order. The tie-break is
+        −max(0, stranding increase) for a GPU request, and for a CPU-only request 0 on a node whose
+        free GPU no class of M can use, −1 elsewhere."""
         opt = self.option(node, members, candidates, need)
+        if cpu_only(need):
+            return (sigmoid_score(opt.delta), -1 if self.gpu_usable(node, members) else 0)
         harm = max(0, self.stranding_delta(node, members, opt.gpus, need))
         return (sigmoid_score(opt.delta), -harm)
