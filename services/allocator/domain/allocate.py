@@ -65,6 +65,22 @@ def summarize(filters: list[FilterCount], total: int, pool: str) -> str:
     return f"0/{total} GPUs fit in pool {pool}: " + (", ".join(parts) or "no candidates")
 
 
+def never_fits(state: ClusterState, spec: AllocationSpec, static_filters: list[FilterCount],
+               scheduler: Scheduler) -> str:
+    """The reason of a request no GPU of its pool can ever hold: the filter counts, then what the
+    request asked of a filter that removed GPUs for a property they cannot change (the GPU models
+    asked and those the pool has; the partition template, docs/partitions.md)."""
+    reason = "can never fit: " + summarize(static_filters, sum(f.removed for f in static_filters), spec.pool)
+    if spec.gpu_models and any(f.name == "GPUModelFilter" and f.removed for f in static_filters):
+        have = sorted({state.gpus[g].spec.model for n in state.pool_nodes.get(spec.pool, ())
+                       for g in state.nodes[n].gpus})
+        reason += (f"; GPU models asked: {', '.join(spec.gpu_models)}; pool {spec.pool} has: "
+                   f"{', '.join(have) or 'no GPUs'} (exact names, as `gpuledger nodes show` lists them)")
+    if spec.isolation == "partitioned":
+        reason += "; " + describe(state, spec, scheduler.prepare(spec)[0], scheduler.profile.templates)
+    return reason
+
+
 def granted(spec: AllocationSpec, grant: Grant, *, now: datetime, from_queue: bool) -> ev.AllocationGranted:
     """The event for a successful attempt."""
     return ev.AllocationGranted(
@@ -121,9 +137,7 @@ def _not_now(state: ClusterState, spec: AllocationSpec, blocked: Blocked, now: d
     if blocked.code == "capacity":
         static_filters, static_fit = scheduler.static_pass(state, spec)
         if static_fit == 0:
-            reason = "can never fit: " + summarize(static_filters, total, spec.pool)
-            if spec.isolation == "partitioned":
-                reason += "; " + describe(state, spec, scheduler.prepare(spec)[0], scheduler.profile.templates)
+            reason = never_fits(state, spec, static_filters, scheduler)
             return ev.AllocationRejected(at=now, spec=spec, code="unschedulable", reason=reason,
                                          filters=tuple(static_filters))
         reason = summarize(filters, total, spec.pool)

@@ -23,7 +23,7 @@ from typing import Protocol
 from events import decisions as ev
 from events.bounds import MAX_GANG_MEMBERS
 from events.values import AllocationSpec, GangSpec
-from services.allocator.domain.allocate import summarize
+from services.allocator.domain.allocate import never_fits
 from services.allocator.domain.evolve import evolve
 from services.allocator.domain.gang_index import GangMembers
 from services.allocator.domain.gang_place import Failed, Placed, place
@@ -114,9 +114,8 @@ def decide_member(state: ClusterState, spec: AllocationSpec, now: datetime, sche
         return None
     static_filters, static_fit = scheduler.static_pass(state, spec)
     if static_fit == 0:
-        total = sum(f.removed for f in static_filters)
         return [ev.AllocationRejected(at=now, spec=spec, code="unschedulable", filters=tuple(static_filters),
-                                      reason="can never fit: " + summarize(static_filters, total, spec.pool))]
+                                      reason=never_fits(state, spec, static_filters, scheduler))]
     waiting = _waiting(state, gang.key, spec)
     if len(waiting) < gang.quorum:
         return [ev.AllocationQueued(at=now, spec=spec, code=GANG, reason=presence(gang, len(waiting)))]

@@ -135,3 +135,15 @@ def test_max_workers_per_node_caps_granted_allocations() -> None:
     assert {f.name: f.removed for f in out.filters}["MaxWorkersPerNodeFilter"] == 2
     grants = c.release("a")
     assert isinstance(grants[-1], ev.AllocationGranted) and grants[-1].spec.allocation_id == "b"
+
+
+def test_a_request_for_a_model_the_pool_lacks_is_told_the_models_the_pool_has() -> None:
+    c = Cluster()
+    c.node("n1", "p", a_gpu("g0", 100, 16 * Gi, model="H100_SXM"), a_gpu("g1", 100, 16 * Gi, model="A100_SXM_80G"))
+    c.node("other", "q", a_gpu("q0", 100, 16 * Gi, model="L4"))
+    out = c.request(a_request("x", 10, Gi, pool="p", gpu_models=("A100_SXM4_80GB",)))
+    assert isinstance(out, ev.AllocationRejected) and out.code == "unschedulable"
+    assert out.reason.startswith("can never fit: 0/2 GPUs fit in pool p: GPUModelFilter removed 2; ")
+    assert "GPU models asked: A100_SXM4_80GB; pool p has: A100_SXM_80G, H100_SXM " in out.reason  # not q's L4
+    # a request the models do not stop is not told about them
+    assert "GPU models" not in c.request(a_request("y", 500, Gi, pool="p")).reason  # type: ignore[union-attr]
