@@ -81,11 +81,16 @@ def strand_table(workload: Workload, weights: Sequence[int]) -> StrandTable:
     return shares, rows
 
 
+def share_fill(free: Sequence[int], shares: Sequence[int]) -> list[int]:
+    """Σ_g ⌊R_g/d⌋ per share d: how many pods of each per-GPU share the free milli ``free`` hold."""
+    return [sum(r // d for r in free) for d in shares]
+
+
 def stranded_by_table(free: Sequence[int], cpu_free: int, model: str, table: StrandTable) -> int:
     """:func:`stranded` over a :data:`StrandTable`, equal to it (integers throughout): Σ_g ⌊R_g/d⌋
     once per distinct share d instead of once per class."""
     shares, rows = table
-    fill = [sum(r // d for r in free) for d in shares]
+    fill = share_fill(free, shares)
     total = 0
     for scale, j, count, cpu, models in rows:
         if models and model not in models:
@@ -126,7 +131,7 @@ def hosts_gpu_class(free: Sequence[int], model: str, table: StrandTable) -> bool
     """Whether one pod of some GPU class of the table fits the free GPU milli ``free`` of a node of
     ``model`` by GPU alone (Σ_g ⌊R_g/d⌋ ≥ k, model allowed); CPU is not looked at."""
     shares, rows = table
-    fill = [sum(r // d for r in free) for d in shares]
+    fill = share_fill(free, shares)
     return any(fill[j] >= count and not (models and model not in models) for _, j, count, _, models in rows)
 
 
@@ -139,30 +144,27 @@ class FgdStrand(Fgd):
     def __init__(self, workload: Workload = DEFAULT_WORKLOAD) -> None:
         super().__init__(workload)
         self.strand = StrandCache(self.workload)
-        self._before: dict[str, tuple[NodeFrag, int, bool]] = {}
-        """Node name -> (the NodeFrag it was computed for, S_n(M), whether the node's free GPU hosts
-        a GPU class of M): valid while FGD's per-version memo returns the same NodeFrag (plugins/fgd.py)."""
-
-    def _node_facts(self, node: NodeState, members: Sequence[GpuState]) -> tuple[NodeFrag, int, bool]:
-        frag = self.node_frag(node, members)
-        found = self._before.get(node.name)
-        if found is not None and found[0] is frag:
-            return found
-        if len(self._before) >= NODE_MEMO_LIMIT:
-            self._before.clear()
-        facts = (frag, self.strand.get(frag.free, cpu_free=frag.cpu, model=frag.model),
-                 hosts_gpu_class(frag.free, frag.model, self.strand.table))
-        self._before[node.name] = facts
-        return facts
+        self._before: dict[str, tuple[NodeFrag, int]] = {}
+        """Node name -> (the NodeFrag S_n(M) was computed for, S_n(M)): a node's S while FGD's
+        per-version memo returns the same NodeFrag (plugins/fgd.py)."""
 
     def node_stranded(self, node: NodeState, members: Sequence[GpuState]) -> int:
         """S_n(M) of ``node`` now, memoised per node version like FGD's :class:`NodeFrag`."""
-        return self._node_facts(node, members)[1]
+        frag = self.node_frag(node, members)
+        found = self._before.get(node.name)
+        if found is not None and found[0] is frag:
+            return found[1]
+        if len(self._before) >= NODE_MEMO_LIMIT:
+            self._before.clear()
+        value = self.strand.get(frag.free, cpu_free=frag.cpu, model=frag.model)
+        self._before[node.name] = (frag, value)
+        return value
 
     def gpu_usable(self, node: NodeState, members: Sequence[GpuState]) -> bool:
-        """Whether some GPU class of M still fits the node's free GPU (:func:`hosts_gpu_class`),
-        memoised per node version."""
-        return self._node_facts(node, members)[2]
+        """Whether some GPU class of M still fits the node's free GPU (:func:`hosts_gpu_class`);
+        asked only for CPU-only requests, whose ranks the Scheduler caches per node version."""
+        frag = self.node_frag(node, members)
+        return hosts_gpu_class(frag.free, frag.model, self.strand.table)
 
     def stranding_delta(self, node: NodeState, members: Sequence[GpuState], chosen: Sequence[GpuState],
                         need: Need) -> int:
