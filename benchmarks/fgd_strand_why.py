@@ -56,15 +56,15 @@ def failed(pods: list[TracePod], run: experiment.SeedRun) -> collections.Counter
     return out
 
 
-def departures(nodes: list[RegisterNode], pods: list[TracePod], seed: int
+def departures(nodes: list[RegisterNode], pods: list[TracePod], tuned: list[TracePod], seed: int, *, cap: int
                ) -> tuple[collections.Counter[str], collections.Counter[str]]:
     """(requests where fgd-strand's node differs from FGD's, all requests), by class, up to 100 %
-    arrived (the probe stops counting past it)."""
+    arrived (the probe stops counting past it); ``tuned`` is the seed's arrival order of ``pods``
+    for capacity ``cap`` milli-GPU (services.trace.workload.tune)."""
     target = typical(pods)
     fgd = Scheduler(profile.DEFAULT_PROFILE._replace(strategies={**profile.STRATEGIES, STRAND: Fgd}), target=target)
     strand = Scheduler(target=target)
-    cap = 1000 * sum(len(n.gpus) for n in nodes)
-    by_id = {f"{i}-{p.name}": p for i, p in enumerate(tune(pods, capacity_milli=cap, seed=seed))}
+    by_id = {f"{i}-{p.name}": p for i, p in enumerate(tuned)}
     differ: collections.Counter[str] = collections.Counter()
     total: collections.Counter[str] = collections.Counter()
     arrived = [0]
@@ -99,7 +99,7 @@ def main() -> None:
             runs = {s: experiment.run_seed(nodes, pods, strategy=s, seed=seed, target=target)
                     for s in ("fgd", STRAND)}
             lost = {s: failed(tuned, r) for s, r in runs.items()}
-            differ, total = departures(nodes, pods, seed)
+            differ, total = departures(nodes, pods, tuned, seed, cap=cap)
             print(f"## {trace} seed {seed}")
             print("| class | requests | fgd-strand departs from FGD | failed milli-GPU FGD | fgd-strand |")
             print("|---|---|---|---|---|")

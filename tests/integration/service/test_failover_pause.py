@@ -36,9 +36,16 @@ middle of a statement, where a paused client blocks the statement itself (Postgr
 neither statement_timeout nor idle_in_transaction_session_timeout there)."""
 
 
-async def publish(js: JetStreamContext, sent: list[intents.AnyIntent]) -> None:
-    for intent in sent:
+async def publish_until(js: JetStreamContext, sent: list[intents.AnyIntent], stop: asyncio.Event,
+                        most: int = 5000) -> None:
+    """Publish requests (appending each to ``sent``) until ``stop`` is set or ``most`` are out, so
+    the leader always has work and is often inside its append transaction when it is paused."""
+    for i in range(most):
+        if stop.is_set():
+            return
+        intent = request(f"p{i:05}", tflops=5 + i % 20, namespace=f"ns{i % 5}")
         await messaging.publish_intent(js, intent)
+        sent.append(intent)
 
 
 async def wait_for(pool: asyncpg.Pool, sql: str, *args: object, what: str, timeout_s: float = 60.0) -> object:
@@ -70,13 +77,15 @@ async def test_a_leader_paused_inside_its_append_is_replaced_and_once_resumed_wr
     b = AllocatorProcess("b", nats_url=nats_url, database_url=database_url, log_dir=tmp_path, GPULEDGER_HOLDER="same")
     pool = await database.create_pool(database_url)
     sent: list[intents.AnyIntent] = [register_node(f"n{i:02}", gpus=8) for i in range(20)]
-    sent += [request(f"p{i:04}", tflops=5 + i % 20, namespace=f"ns{i % 5}") for i in range(600)]
+    stop = asyncio.Event()
     try:
         leader = await one_leader(a, b)
         standby = b if leader is a else a
         holders = {(await asyncio.to_thread(r.get, "/readyz"))["holder"] for r in (a, b)}
         assert len(holders) == 2 and all(h.startswith("same-") for h in holders)
-        publisher = asyncio.create_task(publish(jetstream, sent))
+        for node in sent:
+            await messaging.publish_intent(jetstream, node)
+        publisher = asyncio.create_task(publish_until(jetstream, sent, stop))
         await wait_for(pool, "SELECT count(*) >= 50 FROM processed_intents", what="50 intents decided")
         state = await pause_holding_the_append_lock(leader, pool)
         paused_at = time.time()
@@ -89,6 +98,7 @@ async def test_a_leader_paused_inside_its_append_is_replaced_and_once_resumed_wr
             print(f"takeover: standby committed {first.timestamp() - paused_at:.2f} s after SIGSTOP ({state})")
             written_by_old = await pool.fetchval("SELECT count(*) FROM events WHERE epoch = $1", old_epoch)
         finally:
+            stop.set()
             leader.resume()
         await publisher
         sent.append(request("after-pause"))
@@ -98,6 +108,7 @@ async def test_a_leader_paused_inside_its_append_is_replaced_and_once_resumed_wr
         await check_state_equals_replay(pool, standby)
         await check_relay_has_every_position(jetstream, pool)
     finally:
+        stop.set()
         await pool.close()
         for replica in (a, b):
             if replica.process.poll() is None:

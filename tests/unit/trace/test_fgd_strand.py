@@ -17,6 +17,8 @@ from services.allocator.domain.plugins.fgd_strand import (
     WEIGHT_SCALE,
     FgdStrand,
     StrandCache,
+    cpu_classes,
+    cpu_fragment,
     integer_weights,
     stranded,
 )
@@ -118,6 +120,38 @@ def test_a_cpu_only_pod_goes_where_no_gpu_class_can_use_the_free_gpu() -> None:
     assert (request(state, cpu_pod) or ("",))[0] == "a"
 
 
+def test_cpu_fragment_is_the_free_cpu_that_a_larger_cpu_only_class_cannot_use() -> None:
+    w = integer_weights(MIXED)
+    classes = cpu_classes(MIXED, w)
+    assert classes == ((8000, round(0.2 * WEIGHT_SCALE)),)  # only the CPU-only class counts
+    assert cpu_fragment(20_000, classes) == 0  # 8 cores fit: nothing is fragment
+    assert cpu_fragment(8000, classes) == 0
+    assert cpu_fragment(5000, classes) == 5000 * round(0.2 * WEIGHT_SCALE)
+    assert cpu_fragment(0, classes) == 0  # no CPU left, no fragment
+    two = (TaskClass(weight=0.5, milli=0, count=0, cpu_milli=4000),
+           TaskClass(weight=0.5, milli=0, count=0, cpu_milli=32_000))
+    both = cpu_classes(two, integer_weights(two))
+    assert cpu_fragment(3000, both) == 3000 * WEIGHT_SCALE  # neither fits
+    assert cpu_fragment(10_000, both) == 10_000 * (WEIGHT_SCALE // 2)  # only the 32-core class misses it
+
+
+def test_a_cpu_only_pod_does_not_cut_a_used_up_nodes_cpu_into_unusable_pieces() -> None:
+    big = (TaskClass(weight=0.5, milli=1000, count=1, cpu_milli=4000),
+           TaskClass(weight=0.5, milli=0, count=0, cpu_milli=32_000))
+    nodes = (node("a", gpus=2, cpu=100_000), node("b", gpus=1, cpu=40_000, model="T4"),
+             node("c", gpus=1, cpu=48_000, model="T4"))
+    state = cluster("fgd-strand", *nodes, target=big)
+    pinned = {(request(state, pod(f"pin-{i}", milli=1000, models=("T4",), cpu=1000)) or ("",))[0] for i in range(2)}
+    assert pinned == {"b", "c"}
+    # b (39 cores) and c (47) have no free GPU; 12 cores on b leave 27, which a 32-core pod cannot
+    # use (fragment 0 → 27 cores); on c they leave 35 (still none): c
+    assert (request(state, pod("cpu", milli=0, count=0, cpu=12_000)) or ("",))[0] == "c"
+    # c now has 35 cores: 12 more leave 23 on c and 27 on b, fragments either way: FGD's node (a)
+    assert (request(state, pod("cpu2", milli=0, count=0, cpu=12_000)) or ("",))[0] == "a"
+    # 7 cores on b leave 32: b was 39 cores, all usable; 32 is still usable: spare, so b
+    assert (request(state, pod("cpu3", milli=0, count=0, cpu=7000)) or ("",))[0] == "b"
+
+
 def test_fgd_strand_is_selectable_and_the_default_stays_tensorfusions() -> None:
     assert profile.DEFAULT_STRATEGY == "node-compact-gpu-low-load"
     assert profile.DEFAULT_PROFILE.strategy_class("fgd-strand") is FgdStrand
@@ -161,7 +195,10 @@ def test_every_choice_has_fgds_best_score_and_is_fgds_unless_the_tie_break_prefe
                 frag = mine.node_frag(n, members)  # FGD's free milli per GPU and model
                 fits = any(c.count and sum(r // max(c.milli, 1) for r in frag.free) >= c.count
                            and (not c.models or frag.model in c.models) for c in MIXED)
-                tie = -1 if fits else 0
+                # ... and where the CPU left is no more fragmented for M's CPU-only class (8 cores)
+                left = frag.cpu - need.cpu_milli
+                worse = 0 < left < 8000 <= frag.cpu
+                tie = -1 if fits or worse else 0
             else:  # a GPU request: the least stranding increase, clipped at 0
                 tie = -max(0, mine.stranding_delta(n, members, opt.gpus, need))
             rows.append((name, sigmoid_score(opt.delta), tie, tuple(g.spec.name for g in opt.gpus)))

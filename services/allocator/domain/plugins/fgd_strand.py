@@ -4,15 +4,18 @@ FGD scores equal it avoids those where the placement strands GPU behind CPU.
 Node choice is lexicographic: (1) FGD's own integer score ⌊100·sigmoid(−Δ/1000)⌋ (plugins/fgd.py,
 Weng et al., ATC'23), highest first; (2) among the nodes FGD scores equal, a tie-break that
 depends on the request: for a request that takes GPU, the least *stranding increase*
-max(0, S_n′(M) − S_n(M)), with S defined below; for a CPU-only request, a node whose free GPU no
-GPU class of M can use any more (its CPU is then worth nothing to GPU pods) before one whose free
-GPU still hosts a class; (3) node order, as FGD. The GPUs inside the chosen node are FGD's choice.
+max(0, S_n′(M) − S_n(M)), with S defined below; for a CPU-only request, a node whose CPU is
+spare — its free GPU hosts no GPU class of M any more (its CPU is worth nothing to GPU pods) and
+the CPU the pod leaves is no more fragmented for M's CPU-only classes (FGD's measure applied to
+CPU, :func:`cpu_fragment`) — before any other node; (3) node order, as FGD. The GPUs inside the
+chosen node are FGD's choice.
 Hence fgd-strand never picks a node FGD scores lower, and it picks exactly FGD's node whenever the
 tie-break does not prefer another of FGD's equal nodes: it only vetoes FGD's arbitrary tie-break,
 and it never chases a stranding *decrease* (that concentrated load and lost to FGD where CPU is
 slack), nor moves a CPU-only pod for a stranding it causes *now* (that spent the CPU cushion of
-nodes whose GPUs are still free and lost to FGD where CPU-only pods are 30 % or more of the pods:
-docs/placement.md).
+nodes whose GPUs are still free and lost to FGD where CPU-only pods are 30 % or more of the pods),
+nor onto a used-up node where it would cut the CPU left there into pieces too small for later
+CPU-only pods (that lost to FGD with 25 % CPU-only pods: docs/placement.md).
 
 Stranded GPU of node n for task class m of the target workload M (per-GPU share d milli-GPU,
 k GPUs, c CPU millicores, allowed models T): the GPU milli that m could still fill by GPU but
@@ -135,15 +138,33 @@ def hosts_gpu_class(free: Sequence[int], model: str, table: StrandTable) -> bool
     return any(fill[j] >= count and not (models and model not in models) for _, j, count, _, models in rows)
 
 
+CpuClasses = tuple[tuple[int, int], ...]
+"""M's CPU-only classes as (CPU millicores c_m, integer weight), for :func:`cpu_fragment`."""
+
+
+def cpu_classes(workload: Workload, weights: Sequence[int]) -> CpuClasses:
+    """The CPU-only classes (k = 0) of ``workload`` that ask for CPU, with their integer weights."""
+    return tuple((t.cpu_milli, w) for t, w in zip(workload, weights, strict=True)
+                 if t.count == 0 and t.cpu_milli > 0 and w)
+
+
+def cpu_fragment(cpu_free: int, classes: CpuClasses) -> int:
+    """FGD's fragment measure applied to CPU for CPU-only classes: the free CPU (millicores) that a
+    class cannot use because it asks for more, Σ_m w_m · cpu_free over the classes with c_m > cpu_free
+    (millicores × 2²⁰; FGD's F_n(m) with CPU in place of GPU, Weng et al., ATC'23)."""
+    return cpu_free * sum(w for cpu, w in classes if cpu > cpu_free)
+
+
 class FgdStrand(Fgd):
     """FGD's node score; on ties, for a GPU request the least stranding increase (clipped at 0),
-    for a CPU-only request a node whose free GPU no class of M can use; then node order."""
+    for a CPU-only request a node whose CPU is spare (:meth:`spare_cpu`); then node order."""
 
     name: ClassVar[str] = "fgd-strand"
 
     def __init__(self, workload: Workload = DEFAULT_WORKLOAD) -> None:
         super().__init__(workload)
         self.strand = StrandCache(self.workload)
+        self.cpu_classes = cpu_classes(self.workload, self.strand.weights)
         self._before: dict[str, tuple[NodeFrag, int]] = {}
         """Node name -> (the NodeFrag S_n(M) was computed for, S_n(M)): a node's S while FGD's
         per-version memo returns the same NodeFrag (plugins/fgd.py)."""
@@ -177,13 +198,21 @@ class FgdStrand(Fgd):
                 free[frag.position[g.spec.name]] -= share_milli(need, g)
         return self.strand.get(free, cpu_free=cpu - need.cpu_milli, model=model) - before
 
+    def spare_cpu(self, node: NodeState, members: Sequence[GpuState], need: Need) -> bool:
+        """Whether a CPU-only ``need`` spends CPU that nobody in M would miss: the node's free GPU
+        hosts no GPU class of M (:meth:`gpu_usable`) and the CPU it leaves is no more fragmented for
+        M's CPU-only classes than before (:func:`cpu_fragment` does not grow)."""
+        cpu = self.node_frag(node, members).cpu
+        after = cpu_fragment(cpu - need.cpu_milli, self.cpu_classes)
+        return after <= cpu_fragment(cpu, self.cpu_classes) and not self.gpu_usable(node, members)
+
     def rank(self, node: NodeState, members: Sequence[GpuState], candidates: Sequence[GpuState], need: Need,
              config: PoolConfig, allocation_id: str) -> tuple[float, ...]:
         """(FGD's integer score, tie-break): higher first, ties to node order. The tie-break is
-        −max(0, stranding increase) for a GPU request, and for a CPU-only request 0 on a node whose
-        free GPU no class of M can use, −1 elsewhere."""
+        −max(0, stranding increase) for a GPU request, and for a CPU-only request 0 on a node
+        whose CPU it spends is spare (:meth:`spare_cpu`), −1 elsewhere."""
         opt = self.option(node, members, candidates, need)
         if cpu_only(need):
-            return (sigmoid_score(opt.delta), -1 if self.gpu_usable(node, members) else 0)
+            return (sigmoid_score(opt.delta), 0 if self.spare_cpu(node, members, need) else -1)
         harm = max(0, self.stranding_delta(node, members, opt.gpus, need))
         return (sigmoid_score(opt.delta), -harm)
