@@ -84,7 +84,8 @@ def _arrived(state: ClusterState, spec: AllocationSpec) -> None:
         recent = state.recent[spec.pool] = RecentRequests()
     recent.arrivals += 1
     recent.shapes.append(RequestShape(spec.cpu_milli, spec.request.milli_tflops, spec.request.compute_milli_percent,
-                                      spec.gpu_count, spec.gpu_models))
+                                      spec.gpu_count, spec.gpu_models, spec.request.vram_bytes,
+                                      spec.isolation == "shared"))
     if len(recent.shapes) > WINDOW:
         del recent.shapes[0]
     if recent.arrivals % EPOCH == 0:

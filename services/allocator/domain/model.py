@@ -126,13 +126,17 @@ class AllocationState(msgspec.Struct, kw_only=True):
 
 class RequestShape(msgspec.Struct, frozen=True, array_like=True):
     """What one arriving request asked per GPU: CPU millicores, milli-TFLOPS or milli-percent,
-    GPU count and allowed models (the inputs of a pool's learned target workload)."""
+    GPU count, allowed models, VRAM bytes and whether it takes whole GPUs (``shared`` isolation):
+    the inputs of a pool's learned target workload (domain/target.py ``pod_key``). The last two
+    were added later; shapes from older snapshots decode with their defaults."""
 
     cpu_milli: int
     milli_tflops: int
     milli_percent: int
     count: int
     models: tuple[str, ...] = ()
+    vram_bytes: int = 0
+    whole: bool = False
 
 
 class RecentRequests(msgspec.Struct, kw_only=True):

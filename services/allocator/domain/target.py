@@ -6,7 +6,7 @@ Rule (a record of the projection, so replays and restarts from a snapshot decide
 queued; :class:`~services.allocator.domain.model.RecentRequests`, the last :data:`WINDOW`).
 Each time the pool's arrival count reaches a multiple of :data:`EPOCH`, the typical pods of the
 window (``plugins.workload.typical_workload``, the simulator's rule; a share in milli-TFLOPS is
-converted to milli-GPU with the pool's most common GPU capacity) are compared with the pool's
+converted to milli-GPU with the pool's most common GPU capacity; ``pod_key``) are compared with the pool's
 current M, and adopted when they moved by more than :data:`SHIFT` (total variation distance,
 the share of the load that changed class). So sampling noise of a steady workload does not
 reshuffle every cached rank, while a real shift is followed within one epoch. Until a mix is
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from events.values import Resources
 from services.allocator.domain.model import RecentRequests, RequestShape
 from services.allocator.domain.plugins.fragmentation import MILLI_GPU, Workload
 from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD, PodKey, typical_workload
@@ -31,24 +32,42 @@ SHIFT = 0.15
 re-ranks every cached request shape of the pool (one scan each), so noise must not trigger it."""
 
 
-def pod_key(shape: RequestShape, capacity_milli_tflops: int) -> PodKey:
-    """(cpu_milli, per-GPU milli-GPU, GPU count, models) of one request; a request with no GPU
-    amount at all is CPU-only (count 0), like the trace's ``num_gpu = 0``."""
-    if shape.milli_percent:
-        milli = min(MILLI_GPU, -(-shape.milli_percent // 100))
-    elif shape.milli_tflops and capacity_milli_tflops > 0:
-        milli = min(MILLI_GPU, -(-shape.milli_tflops * MILLI_GPU // capacity_milli_tflops))
+def pod_key(shape: RequestShape, capacity: Resources) -> PodKey:
+    """(cpu_milli, per-GPU milli-GPU, GPU count, models) of one request, measured against
+    ``capacity``, the pool's most common GPU (milli-TFLOPS, bytes).
+
+    The share is the compute asked (milli-percent, or milli-TFLOPS over the capacity); a request
+    asking VRAM only takes its VRAM over the capacity's; ``shared`` isolation takes whole GPUs.
+    Shares are rounded up to the next milli-GPU and capped at one GPU; an amount the capacity
+    cannot measure (0) counts as a whole GPU. A request with no GPU amount at all is CPU-only
+    (count 0), like the trace's ``num_gpu = 0`` and the strategies' ``cpu_only`` test.
+    """
+    if shape.whole:
+        milli = MILLI_GPU
+    elif shape.milli_percent:
+        milli = _share(shape.milli_percent, 100 * MILLI_GPU)
+    elif shape.milli_tflops:
+        milli = _share(shape.milli_tflops, capacity.milli_tflops)
+    elif shape.vram_bytes:
+        milli = _share(shape.vram_bytes, capacity.vram_bytes)
     else:
-        milli = MILLI_GPU if shape.milli_tflops else 0
+        milli = 0
     count = shape.count if milli else 0
     return (shape.cpu_milli, milli, count, shape.models)
 
 
-def common_capacity(state: ClusterState, pool: str) -> int:
-    """The most common GPU TFLOPS capacity among the pool's GPUs (milli-TFLOPS; the largest on ties; 0: none)."""
-    counts = Counter(state.gpus[g].spec.capacity.milli_tflops
+def _share(asked: int, capacity: int) -> int:
+    """``asked`` of ``capacity`` in milli-GPU, rounded up, in [1, MILLI_GPU] (MILLI_GPU: no capacity)."""
+    return min(MILLI_GPU, -(-asked * MILLI_GPU // capacity)) if capacity > 0 else MILLI_GPU
+
+
+def common_capacity(state: ClusterState, pool: str) -> Resources:
+    """The most common GPU capacity among the pool's GPUs (the largest on ties; zero: no GPU)."""
+    counts = Counter(state.gpus[g].spec.capacity
                      for n in state.pool_nodes.get(pool, ()) for g in state.nodes[n].gpus)
-    return max(counts, key=lambda c: (counts[c], c)) if counts else 0
+    if not counts:
+        return Resources()
+    return max(counts, key=lambda c: (counts[c], c.milli_tflops, c.vram_bytes))
 
 
 def distance(a: Workload, b: Workload) -> float:

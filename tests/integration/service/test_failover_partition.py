@@ -21,9 +21,15 @@ from .factory import register_node, request
 from .partition import PartitionProxy
 from .processes import AllocatorProcess, wait_ready
 from .test_failover import check_exactly_once, check_relay_has_every_position
-from .test_failover_pause import publish, wait_for
+from .test_failover_pause import wait_for
 
 pytestmark = pytest.mark.integration
+
+
+async def publish(js: JetStreamContext, sent: list[intents.AnyIntent]) -> None:
+    """Publish ``sent`` in order."""
+    for intent in sent:
+        await messaging.publish_intent(js, intent)
 
 
 async def test_a_leader_partitioned_from_postgresql_is_replaced_and_after_healing_writes_nothing(

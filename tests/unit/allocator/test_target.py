@@ -3,13 +3,22 @@ pool's requests moved away from the current mix, part of the snapshot, and what 
 
 from __future__ import annotations
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from events import decisions as ev
-from events.values import PoolConfig
+from events.values import AllocationSpec, PoolConfig, Resources
 from services.allocator.domain import ClusterState, Scheduler, decode_snapshot, digest, encode_snapshot, evolve
+from services.allocator.domain.model import RequestShape
+from services.allocator.domain.need import Need
 from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD
-from services.allocator.domain.target import EPOCH, WINDOW, distance, mix_of
+from services.allocator.domain.strategies_paper import cpu_only
+from services.allocator.domain.target import EPOCH, WINDOW, distance, mix_of, pod_key
 from services.allocator.domain.taskclass import TaskClass
-from tests.unit.allocator.builders import T0, a_request
+from tests.unit.allocator.builders import T0, Cluster, a_gpu, a_request
+
+GIB = 1 << 30
+H100 = Resources(milli_tflops=989_000, vram_bytes=80 * GIB)
 
 
 def _arrive(state: ClusterState, n: int, *, percent: float, cpu: int, pool: str = "p") -> None:
@@ -54,3 +63,38 @@ def test_the_scheduler_scores_with_the_adopted_mix() -> None:
     assert scheduler.strategy(state, "p").workload is DEFAULT_WORKLOAD  # type: ignore[union-attr]
     _arrive(state, EPOCH, percent=30, cpu=2000)
     assert scheduler.strategy(state, "p").workload is mix_of(state, "p")  # type: ignore[union-attr]
+
+
+def _shape_of(spec: AllocationSpec) -> tuple[int, int, int, tuple[str, ...]]:
+    """The class ``spec`` counts as in M, through the shape evolve records."""
+    state = ClusterState.empty()
+    evolve(state, ev.AllocationQueued(at=T0, spec=spec, code="capacity", reason="test"))
+    return pod_key(state.recent[spec.pool].shapes[-1], H100)
+
+
+def test_the_share_is_compute_else_vram_and_shared_takes_whole_gpus() -> None:
+    assert _shape_of(a_request("t", 98.9, 0, pool="p"))[1:3] == (100, 1)
+    assert _shape_of(a_request("v", 0, 20 * GIB, count=2, pool="p"))[1:3] == (250, 2)
+    assert _shape_of(a_request("s", 98.9, GIB, pool="p", isolation="shared"))[1:3] == (1000, 1)
+    assert _shape_of(a_request("c", pool="p", cpu_milli=4000)) == (4000, 0, 0, ())
+    unmeasured = RequestShape(0, 0, 0, 1, (), GIB)
+    assert pod_key(unmeasured, Resources())[1:3] == (1000, 1)  # a pool with no GPU yet: a whole GPU
+
+
+@given(tflops=st.sampled_from([0, 0.001, 10, 2000]), vram=st.sampled_from([0, 1, GIB, 200 * GIB]),
+       percent=st.sampled_from([0, 0.001, 50, 100]), isolation=st.sampled_from(["soft", "hard", "shared"]))
+def test_a_request_is_cpu_only_in_m_exactly_when_the_strategies_call_it_cpu_only(
+        tflops: float, vram: int, percent: float, isolation: str) -> None:
+    spec = a_request("x", 0 if percent else tflops, vram, percent=percent, pool="p", isolation=isolation)
+    _, milli, count, _ = _shape_of(spec)
+    assert (count == 0) == cpu_only(Need(spec))
+    assert 0 <= milli <= 1000 and (milli == 0) == (count == 0)
+
+
+def test_the_learned_mix_measures_vram_only_requests_against_the_pools_gpus() -> None:
+    cluster = Cluster()
+    cluster.node("n1", "p", *(a_gpu(f"g{i}", 100, 16 * GIB) for i in range(2)))
+    for i in range(EPOCH):
+        evolve(cluster.state, ev.AllocationQueued(at=T0, spec=a_request(f"v{i}", 0, 4 * GIB, pool="p"),
+                                                  code="capacity", reason="test"))
+    assert [(t.milli, t.count) for t in mix_of(cluster.state, "p")] == [(250, 1)]
