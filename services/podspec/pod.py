@@ -55,10 +55,15 @@ def native_gpus(pod: Mapping[str, Any], *, resource_names: tuple[str, ...]) -> N
 
 
 def _quantity(raw: object, *, field: str, scale: int) -> int:
+    """A resource request in millicores (``scale`` 1000) or units; PodSpecError naming ``field`` when
+    it is not a quantity or is negative (the API server's rule: requests must be >= 0)."""
     try:
-        return quantity.to_milli(str(raw)) if scale == 1000 else quantity.to_value(str(raw))
+        value = quantity.to_milli(str(raw)) if scale == 1000 else quantity.to_value(str(raw))
     except quantity.QuantityError:
         raise PodSpecError(f"{field}={raw!r}: not a Kubernetes quantity", field=field, value=str(raw)) from None
+    if value < 0:
+        raise PodSpecError(f"{field}={raw!r}: must be greater than or equal to 0", field=field, value=str(raw))
+    return value
 
 
 def _requests(pod: Mapping[str, Any], kind: str, name: str, *, scale: int) -> list[int]:

@@ -31,6 +31,20 @@ def test_bad_container_quantity_names_the_container_field() -> None:
     assert caught.value.field == "spec.containers[0].resources.requests.cpu" and caught.value.value == "lots"
 
 
+@pytest.mark.parametrize(("where", "name", "value"), [
+    ("containers", "cpu", "-1"), ("containers", "memory", "-1Gi"), ("initContainers", "cpu", "-500m")])
+def test_a_negative_request_is_refused_not_subtracted(where: str, name: str, value: str) -> None:
+    pod = a_pod(RES)
+    pod["spec"]["containers"] = [{"name": "a", "resources": {"requests": {"cpu": "3", "memory": "2Gi"}}}]
+    pod["spec"].setdefault(where, [{"name": "x"}])
+    pod["spec"][where].append({"name": "neg", "resources": {"requests": {name: value}}})
+    index = len(pod["spec"][where]) - 1
+    pod["metadata"]["annotations"][keys.INJECT_CONTAINER] = "a"
+    with pytest.raises(PodSpecError, match="greater than or equal to 0") as caught:
+        compose(pod, pool_defaults=MOCK_POOL)
+    assert caught.value.field == f"spec.{where}[{index}].resources.requests.{name}" and caught.value.value == value
+
+
 def test_profile_affinity_pod_affinity_and_node_selector_are_anded() -> None:
     zone = {"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a", "b"]}]}
     gpu = {"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}
