@@ -57,6 +57,9 @@ class AutoscalerRuntime:
                              tensorfusion_vram_timing=settings.autoscaler_tensorfusion_vram_timing)
         self.engine.tracker.retry_after = timedelta(seconds=settings.autoscaler_retry_after_s)
         self.caught_up = asyncio.Event()
+        self.stopping = asyncio.Event()
+        """Set when the runtime stops: the event follower ends on it even if its cancellation was
+        lost (Python 3.11's ``asyncio.wait_for``, which nats-py's requests use, can swallow one)."""
         self.published = 0
         self._target_seq = 0
 
@@ -69,14 +72,15 @@ class AutoscalerRuntime:
                      tflops=intent.request.milli_tflops, vram=intent.request.vram_bytes)
 
     async def follow_events(self) -> None:
-        """Replay then tail GPULEDGER_EVENTS; sets ``caught_up`` once the replay reached the end."""
+        """Replay then tail GPULEDGER_EVENTS until ``stopping`` is set; sets ``caught_up`` once the
+        replay reached the end (at once, once subscribed, when the stream is empty)."""
         info = await self.js.stream_info(subjects.EVENT_STREAM)
         self._target_seq = info.state.last_seq
+        sub = await messaging.subscribe_events(self.js, cb=self._on_event_msg)
         if self._target_seq == 0:
             self.caught_up.set()
-        sub = await messaging.subscribe_events(self.js, cb=self._on_event_msg)
         try:
-            await asyncio.Future()
+            await self.stopping.wait()
         finally:
             await sub.unsubscribe()
 
@@ -206,5 +210,6 @@ async def _start(runtime: AutoscalerRuntime, stop: asyncio.Event, loaded: int,
     try:
         await lifecycle.supervise(stop, *loops)
     finally:
+        runtime.stopping.set()
         follower.cancel()
         await asyncio.gather(follower, return_exceptions=True)

@@ -49,11 +49,13 @@ is run as a task; a module that is not installed is skipped."""
 
 
 class UpOptions(msgspec.Struct, kw_only=True):
-    """Options of ``gpuledger up``: data dir, inventory file (None: the demo), allocator HTTP port."""
+    """Options of ``gpuledger up``: data dir, inventory file (None: the demo), allocator HTTP port,
+    and the inventory's nodes when the caller read it already (None: read at load time)."""
 
     data_dir: Path
     inventory: Path | None = None
     http_port: int = 0
+    nodes: list[intents.RegisterNode] | None = None
 
 
 def ensure_database(server: PgServer, name: str = DATABASE) -> str:
@@ -184,7 +186,7 @@ async def _load_demo(allocator: Allocator, options: UpOptions, found: endpoints.
                      console: Console) -> None:
     path = options.inventory or DEFAULT_INVENTORY
     try:
-        nodes = load_inventory(path)
+        nodes = options.nodes if options.nodes is not None else load_inventory(path)
     except ImportError:
         log.info("inventory loader (services.discovery.static) not available; no inventory loaded")
         return

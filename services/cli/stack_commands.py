@@ -106,18 +106,34 @@ def up(data_dir: Path = typer.Option(endpoints.DEFAULT_DATA_DIR, "--data-dir", h
 
     if inventory is not None and not inventory.is_file():
         fail(f"inventory file {inventory} not found", field="inventory", code=2, as_json=False)
+    nodes = _read_inventory(inventory) if inventory is not None else None
     lock = DataDirLock(data_dir.resolve())
     try:
         lock.acquire()
     except DataDirLocked as exc:
         fail(str(exc), field="data_dir", code=output.BAD_INPUT, as_json=False)
     try:
-        _run_up(data_dir, inventory, http_port)
+        _run_up(data_dir, inventory, http_port, nodes)
     finally:
         lock.release()
 
 
-def _run_up(data_dir: Path, inventory: Path | None, http_port: int) -> None:
+def _read_inventory(path: Path) -> list[Any] | None:
+    """The RegisterNode intents of ``--inventory``, read before anything starts, so a bad file
+    exits 2 naming its field instead of starting and stopping the stack; None when the loader
+    (the discovery area) is not installed."""
+    from services.cli import stack
+
+    try:
+        return stack.load_inventory(path)
+    except ImportError:
+        return None
+    except (ValueError, OSError) as exc:  # InventoryError is a ValueError; a bad encoding too
+        where = getattr(exc, "field", "")
+        fail(str(exc), field=f"inventory {where}".strip(), code=2, as_json=False)
+
+
+def _run_up(data_dir: Path, inventory: Path | None, http_port: int, nodes: list[Any] | None) -> None:
     import asyncio
 
     from rich.console import Console
@@ -127,7 +143,7 @@ def _run_up(data_dir: Path, inventory: Path | None, http_port: int) -> None:
 
     logs.setup("warning")
     console = Console()
-    options = stack.UpOptions(data_dir=data_dir, inventory=inventory, http_port=http_port)
+    options = stack.UpOptions(data_dir=data_dir, inventory=inventory, http_port=http_port, nodes=nodes)
 
     async def main(stop: asyncio.Event) -> None:
         await stack.run_up(options, stop, console=console)

@@ -45,7 +45,7 @@ class InventoryError(ValueError):
     """A malformed inventory file; ``field`` names the offending field (``nodes[3].gpus[0].count``)."""
 
     def __init__(self, path: str | Path, field: str, problem: str) -> None:
-        super().__init__(f"{path}: {field}: {bounds.echo(problem, 1024)}")
+        super().__init__(f"{path}: {field + ': ' if field else ''}{bounds.echo(problem, 1024)}")
         self.field = field
 
 

@@ -9,6 +9,7 @@ import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
+import msgspec
 import pytest
 from nats.js import JetStreamContext
 from typer.testing import CliRunner
@@ -18,10 +19,13 @@ from events.metrics import UsageSample, encode_sample
 from events.subjects import metrics_subject
 from events.values import AllocationSpec, GpuSpec, Resources
 from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
+from services.autoscaler import checkpoint
+from services.autoscaler.service import AutoscalerRuntime
+from services.autoscaler.settings import AutoscalerSettings
 from services.cli.autoscaler_commands import ask
 from services.cli.main import app
 from services.shared import messaging
-from tests.integration.autoscaler.runner import start_autoscaler
+from tests.integration.autoscaler.runner import FAST, start_autoscaler
 from tests.integration.service.harness import Replica, start_replica, until
 
 pytestmark = pytest.mark.integration
@@ -87,3 +91,24 @@ async def test_checkpoint_survives_restart_and_recommend_answers(nats_url: str, 
         assert missing.exit_code == 2 and json.loads(missing.output)["field"] == "workload"
     finally:
         await second.stop()
+
+
+async def test_the_event_follower_ends_on_stopping_even_if_its_cancellation_is_lost(
+        nats_url: str, jetstream: JetStreamContext) -> None:
+    """``gpuledger up`` stopped right after start (a bad inventory) waited 15 s for the autoscaler:
+    its follower's cancellation was lost inside nats-py's subscribe (Python 3.11 ``wait_for``), and
+    it waited on a bare future. The follower now also ends when ``stopping`` is set, uncancelled."""
+    settings = msgspec.convert({**FAST, "nats_url": nats_url}, AutoscalerSettings)
+    await messaging.ensure_streams(jetstream)
+    nc = await messaging.connect(nats_url, name="follower-test")
+    try:
+        js = nc.jetstream()
+        kv = await checkpoint.open_bucket(js, settings.autoscaler_checkpoint_bucket)
+        runtime = AutoscalerRuntime(settings, nc=nc, js=js, kv=kv)
+        follower = asyncio.create_task(runtime.follow_events())
+        await asyncio.wait_for(runtime.caught_up.wait(), 30)
+        assert not follower.done()
+        runtime.stopping.set()
+        await asyncio.wait_for(follower, 30)  # a liveness bound: before, it never ended
+    finally:
+        await nc.close()

@@ -127,3 +127,24 @@ def test_up_serves_submit_status_simulate_and_stops_on_ctrl_c(tmp_path: Path, da
         assert resumed["position"] >= status["position"]
     finally:
         assert again.interrupt() == 0
+
+
+@pytest.mark.parametrize(("content", "field"), [
+    ("nodes:\n  - name: n1\n    gpus: [H100_SXM]\n", "nodes[0].gpus[0].model"),
+    ("nodes: 3\n", "nodes"),
+    (b"\x7fELF\x02\x01\x01\x00\xff\xfe", "inventory"),
+])
+def test_a_bad_inventory_exits_2_naming_the_field_before_anything_starts(
+        tmp_path: Path, content: str | bytes, field: str) -> None:
+    inventory = tmp_path / "inv.yaml"
+    if isinstance(content, bytes):
+        inventory.write_bytes(content)
+    else:
+        inventory.write_text(content)
+    data_dir = tmp_path / "d"
+    done = subprocess.run([*CLI, "up", "--data-dir", str(data_dir), "--inventory", str(inventory)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert f"(field: inventory{' ' + field if field != 'inventory' else ''})" in done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert not (data_dir / "postgres").exists() and not (data_dir / "nats").exists()
