@@ -10,8 +10,10 @@ import pytest
 
 from events import codec
 from events import decisions as ev
+from events.values import PoolConfig
 from services.allocator.adapters import allocation_table, projection
-from services.allocator.domain.state import ClusterState, digest
+from services.allocator.domain import state as state_module
+from services.allocator.domain.state import ClusterState, decode_snapshot, digest, encode_snapshot
 from services.allocator.ports import (
     CorruptEventError,
     DecidedIntent,
@@ -149,6 +151,27 @@ async def test_load_state_is_newest_snapshot_plus_tail_and_equals_a_full_replay(
     assert digest(loaded) == digest(state)
     latest = await backend.events.latest_snapshot()
     assert latest is not None and latest[0] == 5
+
+
+@pytest.mark.parametrize("stale", [True, False])
+async def test_a_snapshot_of_other_projection_rules_is_not_resumed_from(
+        backend: Backend, stale: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot written under another PROJECTION_VERSION holds what older rules folded: loading
+    rebuilds from the log instead. The snapshot saved here is tampered (a pool the log never
+    configured), so resuming from it shows; with the current version it is resumed from (the control)."""
+    epoch = await _leader(backend)
+    story = scenario.story()
+    state = await _append_story(backend, epoch, [story[:4]])
+    tampered = decode_snapshot(encode_snapshot(state))
+    tampered.pools["ghost"] = PoolConfig()
+    with monkeypatch.context() as patch:
+        if stale:
+            patch.setattr(state_module, "PROJECTION_VERSION", state_module.PROJECTION_VERSION - 1)
+        await backend.events.save_snapshot(tampered)
+    loaded = await backend.events.load_state()
+    assert ("ghost" in loaded.pools) is not stale
+    if stale:
+        assert digest(loaded) == digest(state) and loaded.position == state.position
 
 
 async def _append_story_from(backend: Backend, epoch: int, state: ClusterState,

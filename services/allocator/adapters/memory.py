@@ -16,7 +16,7 @@ import msgspec
 from events import codec
 from services.allocator.adapters import allocation_table, projection
 from services.allocator.adapters.replay import decode_row, encode_for_log, fold
-from services.allocator.domain.state import ClusterState, decode_snapshot, encode_snapshot
+from services.allocator.domain.state import ClusterState, encode_snapshot, resume_from
 from services.allocator.ports import (
     DecidedIntent,
     DuplicateIntentError,
@@ -144,8 +144,9 @@ class InMemoryEventStore:
         self.snapshots[state.position] = encode_snapshot(state)
 
     async def load_state(self) -> ClusterState:
-        """Newest snapshot plus the events after it (empty state when there is no snapshot)."""
-        state = decode_snapshot(self.snapshots[max(self.snapshots)]) if self.snapshots else ClusterState.empty()
+        """Newest snapshot plus the events after it (from the empty state when there is none or it is
+        of another projection version: ``state.resume_from``)."""
+        state = resume_from(self.snapshots[max(self.snapshots)] if self.snapshots else None)
         return await fold(state, self.read(after=state.position))
 
     async def relay_position(self, name: str) -> int | None:

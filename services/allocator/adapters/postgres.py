@@ -28,7 +28,7 @@ import asyncpg
 from events import codec
 from services.allocator.adapters import pg_projection, pg_replay, projection
 from services.allocator.adapters.replay import decode_row, encode_for_log
-from services.allocator.domain.state import ClusterState, decode_snapshot, encode_snapshot
+from services.allocator.domain.state import ClusterState, encode_snapshot, resume_from
 from services.allocator.ports import DecidedIntent, DuplicateIntentError, FencedError, Lease, StoredEvent
 
 READ_PAGE = 20_000
@@ -177,9 +177,10 @@ class PostgresEventStore:
         return None if row is None else (int(row[0]), bytes(row[1]))
 
     async def load_state(self) -> ClusterState:
-        """Newest snapshot plus a replay of the events after it (empty state when none)."""
+        """Newest snapshot plus a replay of the events after it (from the empty state when there is
+        none or it is of another projection version: ``state.resume_from``)."""
         latest = await self.latest_snapshot()
-        state = ClusterState.empty() if latest is None else decode_snapshot(latest[1])
+        state = resume_from(None if latest is None else latest[1])
         return await pg_replay.replay_tail(self.pool, state)
 
     async def read_models(self) -> projection.ReadModels:

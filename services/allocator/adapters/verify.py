@@ -18,7 +18,7 @@ import msgspec
 from services.allocator import reasons
 from services.allocator.adapters import allocation_table, projection
 from services.allocator.adapters.replay import fold, no_cyclic_gc
-from services.allocator.domain.state import ClusterState, decode_snapshot, digest
+from services.allocator.domain.state import ClusterState, StaleSnapshot, decode_snapshot, digest
 from services.allocator.ports import EventStore, StoredEvent
 
 CHUNK = 10_000
@@ -122,6 +122,8 @@ async def _snapshot_problems(store: VerifiableStore, state: ClusterState) -> lis
         return [f"snapshot at {position} is ahead of the log ({state.position})"]
     try:
         snap = decode_snapshot(data)
+    except StaleSnapshot:
+        return []  # written by other projection rules: the allocator rebuilds instead of resuming from it
     except (msgspec.DecodeError, msgspec.ValidationError) as exc:
         return [f"snapshot at {position} cannot be decoded: {exc}"]
     snap = await fold(snap, store.read(after=position, limit=state.position - position))

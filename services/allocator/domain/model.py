@@ -149,8 +149,12 @@ class RecentRequests(msgspec.Struct, kw_only=True):
 
 
 class StateSnapshot(msgspec.Struct, kw_only=True):
-    """The serialisable whole of :class:`ClusterState` (what ``snapshots`` stores), minus indexes."""
+    """The serialisable whole of :class:`ClusterState` (what ``snapshots`` stores), minus indexes.
 
+    ``version``: the projection rules that wrote it (``state.PROJECTION_VERSION``; 0 for snapshots
+    written before the field existed)."""
+
+    version: int = 0
     position: int = 0
     gpus: dict[str, GpuState] = {}
     nodes: dict[str, NodeState] = {}

@@ -28,6 +28,16 @@ from services.allocator.domain.queue import RequestQueue
 
 _snapshot_encoder = msgspec.msgpack.Encoder()
 _snapshot_decoder = msgspec.msgpack.Decoder(StateSnapshot)
+
+PROJECTION_VERSION = 1
+"""The version of what a snapshot holds for a given log prefix. Bump it whenever ``evolve`` folds
+the same events into a different state, or the snapshot gains a field whose value old snapshots
+cannot supply (1: request shapes record VRAM and whole-GPU isolation). A snapshot of another
+version is never resumed from: the state is rebuilt from the log (:func:`resume_from`)."""
+
+
+class StaleSnapshot(ValueError):
+    """A snapshot written under another :data:`PROJECTION_VERSION` than this code's."""
 _digest_encoder = msgspec.json.Encoder(order="sorted")
 
 
@@ -128,6 +138,7 @@ class ClusterState:
     def to_snapshot(self) -> StateSnapshot:
         """The state as a serialisable value (shares records with the live state; encode it at once)."""
         return StateSnapshot(
+            version=PROJECTION_VERSION,
             position=self.position,
             gpus=self.gpus,
             nodes=self.nodes,
@@ -167,8 +178,24 @@ def encode_snapshot(state: ClusterState) -> bytes:
 
 
 def decode_snapshot(data: bytes) -> ClusterState:
-    """Inverse of :func:`encode_snapshot`; raises msgspec.DecodeError on corrupt bytes."""
-    return ClusterState.from_snapshot(_snapshot_decoder.decode(data))
+    """Inverse of :func:`encode_snapshot`; raises msgspec.DecodeError on corrupt bytes and
+    :class:`StaleSnapshot` on one written under another :data:`PROJECTION_VERSION`."""
+    snapshot = _snapshot_decoder.decode(data)
+    if snapshot.version != PROJECTION_VERSION:
+        raise StaleSnapshot(f"snapshot at {snapshot.position} has projection version {snapshot.version}, "
+                            f"this code folds version {PROJECTION_VERSION}")
+    return ClusterState.from_snapshot(snapshot)
+
+
+def resume_from(data: bytes | None) -> ClusterState:
+    """The state to fold the log's tail onto: the snapshot ``data`` decoded, or the empty state
+    (a replay of the whole log) when there is none or it is stale."""
+    if data is None:
+        return ClusterState.empty()
+    try:
+        return decode_snapshot(data)
+    except StaleSnapshot:
+        return ClusterState.empty()
 
 
 def digest(state: ClusterState) -> str:

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from services.allocator.adapters import database
 from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
+from services.allocator.domain import state as state_module
 from services.allocator.domain.state import ClusterState, digest
 from services.cli.main import app
 from tests.contract import scenario
@@ -74,6 +75,20 @@ def test_replay_verify_fails_on_a_snapshot_that_disagrees_with_the_log(database_
     code, out = _invoke("replay", "--verify", "--json", "--database-url", database_url)
     assert code == 1 and isinstance(out, dict)
     assert any("snapshot at 4" in p for p in out["problems"])  # type: ignore[union-attr]
+
+
+def test_replay_verify_does_not_compare_a_snapshot_of_other_projection_rules(
+        database_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The case above with the snapshot written under an older PROJECTION_VERSION: the allocator
+    never resumes from such a snapshot, so it is not held against the log."""
+    with monkeypatch.context() as patch:
+        patch.setattr(state_module, "PROJECTION_VERSION", state_module.PROJECTION_VERSION - 1)
+        asyncio.run(_fill(database_url, snapshot_after=2))
+    _sql(database_url, "UPDATE events SET data = jsonb_set(data, '{gpus,0,capacity,milli_tflops}', '90000') "
+                       "WHERE position = 1")
+    code, out = _invoke("replay", "--verify", "--json", "--database-url", database_url)
+    assert code == 1 and isinstance(out, dict) and out["problems"]
+    assert not any("snapshot at" in p for p in out["problems"])  # type: ignore[union-attr]
 
 
 def test_replay_stops_on_an_undecodable_event_naming_it(database_url: str) -> None:
