@@ -34,7 +34,10 @@ class NotLive(BadInput):
 
 
 def find_allocation(api: client.Api, target: str) -> dict[str, Any]:
-    """The live allocation named by ``target`` (an id, or ``NAMESPACE/POD``); NotLive when none."""
+    """The live allocation named by ``target`` (an id, or ``NAMESPACE/POD``); NotLive when none,
+    BadInput when ``target`` is blank or a half of ``NAMESPACE/POD`` is missing."""
+    if not target.strip():
+        raise BadInput("expected an allocation id or NAMESPACE/POD, got an empty value", field="ALLOCATION")
     if "/" in target:
         namespace, _, pod = target.partition("/")
         if not namespace or not pod:

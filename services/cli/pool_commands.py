@@ -76,13 +76,18 @@ def pool_configure(
             raise BadInput("give at least one of --strategy, --vram-weight, --tflops-weight, --max-workers-per-node, "
                            "--preemption, --isolation-policy, --topology, --max-topology-tier", field="strategy")
         api = client.connect(data_dir)
-        current = next((p.get("config") or {} for p in api.items("/api/v1/pools") if p.get("name") == pool), {})
+        pools = {str(p.get("name")): p for p in api.items("/api/v1/pools")}
+        current = (pools.get(pool) or {}).get("config") or {}
         config = {key: current[key] for key in POOL_KEYS if key in current} | changes
         answer: Any = api.request("PUT", f"/api/v1/pools/{client.quoted(pool)}", body=config)
         if as_json:
             output.emit_json(answer)
         else:
             typer.echo(f"pool {pool} configured: " + ", ".join(f"{k} {v}" for k, v in changes.items()))
+        if not (pools.get(pool) or {}).get("nodes"):
+            with_nodes = sorted(name for name, p in pools.items() if p.get("nodes"))
+            typer.echo(f"note: pool {pool!r} has no nodes yet (pools with nodes: {', '.join(with_nodes) or 'none'}); "
+                       "the settings apply to the nodes that join it", err=True)
         if isinstance(answer, dict) and str(answer.get("type", "")).endswith("_rejected"):
             raise typer.Exit(output.REJECTED)
 

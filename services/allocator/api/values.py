@@ -10,6 +10,7 @@ publishing. Every refusal is ApiError(400) naming the field.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
@@ -35,6 +36,18 @@ def name(text: str, *, field: str, limit: int) -> str:
     """A non-empty printable name of at most ``limit`` characters."""
     if not text or len(text) > limit or not text.isprintable():
         raise ApiError(400, f"{field} must be 1 to {limit} printable characters", field=field)
+    return text
+
+
+_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def namespace(text: str, *, field: str = "namespace") -> str:
+    """``text`` when it is a Kubernetes namespace name (an RFC 1123 DNS label: lowercase letters,
+    digits and '-', 1 to 63 characters, starting and ending with a letter or digit); else 400."""
+    if not _NAMESPACE.fullmatch(text):
+        raise ApiError(400, f"{field} {text[:80]!r} is not a Kubernetes namespace name (lowercase letters, digits "
+                       "and '-', 1 to 63 characters, starting and ending with a letter or digit)", field=field)
     return text
 
 

@@ -151,9 +151,10 @@ def _kept(raw: Any, parsed: Resources, current: Resources | None) -> Resources:
 
 
 async def set_quota(request: web.Request) -> web.Response:
-    """PUT /api/v1/quotas/{namespace}?wait=: body in the ``quota`` shape of GET /api/v1/quotas."""
+    """PUT /api/v1/quotas/{namespace}?wait=: body in the ``quota`` shape of GET /api/v1/quotas;
+    ``namespace`` must be a Kubernetes namespace name (a quota on any other name could never apply)."""
     params = paging.query(request, allowed=("wait",))
-    namespace = values.name(request.match_info["namespace"], field="namespace", limit=MAX_LABEL_VALUE_LENGTH)
+    namespace = values.namespace(request.match_info["namespace"])
     spec = values.quota(await guard.read_object(request))
     return await _decide(request, intents.SetQuota(intent_id=_intent_id("quota"), namespace=namespace, spec=spec),
                          _wait_of(params))

@@ -106,6 +106,9 @@ async def test_quota_set_list_remove_and_pool_configure(api: Api) -> None:
     assert item["quota"]["total_requests"] == {"tflops": "50", "vram": "10Gi"} and item["quota"]["max_workers"] == 3
     _, refused = await api.send("POST", "/api/v1/allocations", pod("big", tflops="60"))
     assert refused["type"] in ("allocation_rejected", "allocation_queued") and "quota" in refused["reason"]
+    for bad_namespace in ("Team-A", "team_a", "-team", "x" * 64):
+        status, bad = await api.send("PUT", f"/api/v1/quotas/{bad_namespace}", quota)
+        assert status == 400 and bad["field"] == "namespace" and "namespace name" in bad["error"], bad
     status, removed = await api.send("DELETE", "/api/v1/quotas/team-a")
     assert status == 200 and removed["type"] == "quota_removed"
     assert (await api.get("/api/v1/quotas", namespace="team-a"))[1]["items"] == [] or \

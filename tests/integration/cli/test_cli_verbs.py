@@ -79,6 +79,9 @@ def test_rejected_and_bad_input_exit_codes(stack: Path) -> None:
     assert unknown.returncode == 2 and as_json(unknown)["field"] == "strategy"
     missing = cli(stack, "release", "team-a/nobody", "--json")
     assert missing.returncode == 2 and as_json(missing)["field"] == "ALLOCATION"
+    for verb in ("why", "release"):
+        blank = cli(stack, verb, " ", "--json")
+        assert blank.returncode == 2 and "empty value" in as_json(blank)["error"], blank.stdout
 
 
 def test_quota_queue_why_resize_release(stack: Path) -> None:
@@ -127,6 +130,9 @@ def test_pools_and_nodes(stack: Path) -> None:
         "node-compact-gpu-low-load", "dynamic", "hard", 1)
     assert cli(stack, "pool", "configure", "default", "--isolation-policy", "static", "--topology", "soft",
                "--max-topology-tier", "3").returncode == 0  # the module's stack is shared: back to the defaults
+    typo = cli(stack, "pool", "configure", "defualt", "--max-workers-per-node", "3")
+    assert typo.returncode == 0 and "pool 'defualt' has no nodes yet (pools with nodes: default)" in typo.stderr
+    assert "no nodes yet" not in cli(stack, "pool", "configure", "default", "--max-workers-per-node", "0").stderr
     nodes = as_json(cli(stack, "nodes", "--json"))
     assert [n["name"] for n in nodes] == ["node-a", "node-b"]
     node = as_json(cli(stack, "nodes", "show", "node-a", "--json"))
