@@ -16,7 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from events import bounds
-from events.quantity import QuantityError, parse
+from events.quantity import QuantityError, format_bytes, format_milli, parse
 from events.values import (
     ISOLATION_POLICIES,
     MAX_TOPOLOGY_TIER,
@@ -71,7 +71,8 @@ def quantity(raw: Any, *, field: str, scale: int, bound: int) -> int:
         raise ApiError(400, f"{field} must be a finite non-negative quantity, got {str(raw)[:64]!r}", field=field)
     scaled = int((value * scale).to_integral_value(rounding="ROUND_CEILING"))
     if scaled > bound:
-        raise ApiError(400, f"{field} {str(raw)[:64]!r} is above the bound {bound} once scaled", field=field)
+        most = format_bytes(bound) if scale == 1 else format_milli(bound - bound % scale)
+        raise ApiError(400, f"{field} {str(raw)[:64]!r} is above gpuledger's bound of {most}", field=field)
     return scaled
 
 

@@ -106,6 +106,8 @@ async def test_quota_set_list_remove_and_pool_configure(api: Api) -> None:
     assert item["quota"]["total_requests"] == {"tflops": "50", "vram": "10Gi"} and item["quota"]["max_workers"] == 3
     _, refused = await api.send("POST", "/api/v1/allocations", pod("big", tflops="60"))
     assert refused["type"] in ("allocation_rejected", "allocation_queued") and "quota" in refused["reason"]
+    status, bad = await api.send("PUT", "/api/v1/quotas/team-a", {"total_requests": {"vram": "8Ei"}})
+    assert status == 400 and bad["field"] == "total_requests.vram" and "bound of 4Ei" in bad["error"], bad
     for bad_namespace in ("Team-A", "team_a", "-team", "x" * 64):
         status, bad = await api.send("PUT", f"/api/v1/quotas/{bad_namespace}", quota)
         assert status == 400 and bad["field"] == "namespace" and "namespace name" in bad["error"], bad
