@@ -84,11 +84,11 @@ def pool_configure(
             output.emit_json(answer)
         else:
             typer.echo(f"pool {pool} configured: " + ", ".join(f"{k} {v}" for k, v in changes.items()))
+        if isinstance(answer, dict) and str(answer.get("type", "")).endswith("_rejected"):
+            raise typer.Exit(output.REJECTED)
         if not (pools.get(pool) or {}).get("nodes"):
             with_nodes = sorted(name for name, p in pools.items() if p.get("nodes"))
             typer.echo(f"note: pool {pool!r} has no nodes yet (pools with nodes: {', '.join(with_nodes) or 'none'}); "
                        "the settings apply to the nodes that join it", err=True)
-        if isinstance(answer, dict) and str(answer.get("type", "")).endswith("_rejected"):
-            raise typer.Exit(output.REJECTED)
 
     guarded(as_json, body)

@@ -28,6 +28,7 @@ from services.allocator.domain.queue import RequestQueue
 
 _snapshot_encoder = msgspec.msgpack.Encoder()
 _snapshot_decoder = msgspec.msgpack.Decoder(StateSnapshot)
+_digest_encoder = msgspec.json.Encoder(order="sorted")
 
 PROJECTION_VERSION = 1
 """The version of what a snapshot holds for a given log prefix. Bump it whenever ``evolve`` folds
@@ -38,7 +39,6 @@ version is never resumed from: the state is rebuilt from the log (:func:`resume_
 
 class StaleSnapshot(ValueError):
     """A snapshot written under another :data:`PROJECTION_VERSION` than this code's."""
-_digest_encoder = msgspec.json.Encoder(order="sorted")
 
 
 LOG_LIMIT = 1 << 16
