@@ -36,7 +36,7 @@ from events.values import AllocationSpec, GpuSpec, Resources
 from services.allocator.adapters import database
 from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
 from services.allocator.adapters.replay import fold
-from services.allocator.adapters.verify import verify
+from services.allocator.api.verify import verify
 from services.allocator.domain import Scheduler, evolve, process
 from services.allocator.domain.state import ClusterState, decode_snapshot, encode_snapshot
 from services.allocator.ports import DecidedIntent, StoredEvent

@@ -29,7 +29,7 @@ from benchmarks import openb
 from events import codec, intents
 from services.allocator.adapters import database
 from services.allocator.adapters.relay import INTENT_HEADER
-from services.allocator.views import OUTCOME_TYPES
+from services.allocator.api.views import OUTCOME_TYPES
 from services.shared import messaging
 from services.shared.natsserver import NatsServer, free_port
 from services.shared.pgserver import PgServer

@@ -1,4 +1,4 @@
-"""Benchmark: the cost of keeping queued requests' reasons current (services.allocator.reasons).
+"""Benchmark: the cost of keeping queued requests' reasons current (services.allocator.api.reasons).
 
 Builds one pool of ``--nodes`` nodes with 8 GPUs of 100 TFLOPS / 80 GiB each, fills every GPU to
 90 % TFLOPS, queues ``--queued`` requests of 20 TFLOPS (they wait for capacity), then times
@@ -22,7 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from events import intents
 from events.values import AllocationSpec, GpuSpec, Resources
-from services.allocator import domain, reasons
+from services.allocator import domain
+from services.allocator.api import reasons
 from services.allocator.domain.state import ClusterState
 from services.shared import lifecycle
 

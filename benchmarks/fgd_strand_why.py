@@ -26,7 +26,7 @@ from benchmarks.fgd_strand_eval import load
 from events.intents import RegisterNode
 from events.values import AllocationSpec
 from services.allocator.domain import ClusterState, Scheduler, profile
-from services.allocator.domain.plugins.fgd import Fgd
+from services.allocator.domain.strategies.fgd import Fgd
 from services.trace import experiment, openb
 from services.trace.openb import TracePod
 from services.trace.workload import tune, typical

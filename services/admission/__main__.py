@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from services.admission.service import run_admission
 from services.admission.settings import load_settings
+from services.admission.wiring import run_admission
 from services.shared import lifecycle
 
 

@@ -12,8 +12,8 @@ import asyncio
 import os
 from typing import Any
 
-from services.admission.service import run_admission
 from services.admission.settings import load_settings
+from services.admission.wiring import run_admission
 
 
 async def run(stop: asyncio.Event, *, endpoints: Any, ready: asyncio.Future[dict[str, str]]) -> None:

@@ -1,7 +1,7 @@
 """GPUResourceQuota status: the admission side writes the allocator's quota status to the objects.
 
 Usage and the status arithmetic belong to the allocator (its projection,
-services/allocator/quota_status.py, served as ``status`` in ``GET /api/v1/quotas``); this module
+services/allocator/api/quota_status.py, served as ``status`` in ``GET /api/v1/quotas``); this module
 only reads that document and writes it in TensorFusion's shape (api/v1/gpuresourcequota_types.go
 ``GPUResourceQuotaStatus``; internal/quota/quota_store.go ``SyncQuotasToK8s``): ``status.used``
 (``requests``/``limits`` ``{tflops, vram}`` quantities, ``workers``), ``status.availablePercent``

@@ -23,8 +23,8 @@ from services.allocator.adapters.consumer import IntentConsumer
 from services.allocator.adapters.leader import LeaseKeeper
 from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
 from services.allocator.adapters.relay import EventRelay
+from services.allocator.loop.leader import Allocator
 from services.allocator.ports import EventStore, LeaseStore
-from services.allocator.service import Allocator
 from services.allocator.settings import AllocatorSettings
 from services.shared import lifecycle, messaging
 

@@ -7,7 +7,7 @@ the writes (submit, release, resize, quota set/remove, pool configure) that publ
 each. When ``GPULEDGER_API_TOKEN`` (or ``GPULEDGER_API_TOKEN_FILE``) is set, every route but the
 four open ones (:data:`OPEN_PATHS`) needs ``Authorization: Bearer <token>`` (401 otherwise; compared
 in constant time). Every refusal
-is ``{"error", "field"}`` with a 4xx status; bodies are bounded (services.allocator.api.guard).
+is ``{"error", "field"}`` with a 4xx status; bodies are bounded (services.allocator.api.bounds).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from services.allocator import dashboard
-from services.allocator.api import context, gauges, guard, openapi, probes, quota_gauges, reads, writes
+from services.allocator.api import bounds, context, gauges, openapi, probes, quota_gauges, reads, writes
 from services.allocator.api.keeper import ReasonKeeper
 from services.allocator.api.outcomes import OutcomeWaiter
+from services.allocator.loop.leader import Allocator
 from services.allocator.ports import StoredEvent
-from services.allocator.service import Allocator
 
 log = structlog.get_logger(__name__)
 
@@ -112,7 +112,7 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
     """ApiError -> its 4xx JSON; aiohttp's own 4xx as JSON; anything else is logged (a bug) -> 500."""
     try:
         return await handler(request)
-    except guard.ApiError as exc:
+    except bounds.ApiError as exc:
         return exc.response()
     except web.HTTPException as exc:
         if exc.status < 400:
@@ -140,7 +140,7 @@ def build_app(allocator: Allocator, *, token: str = "") -> web.Application:
     """The aiohttp application serving ``allocator``; ``token`` non-empty requires it on /api/."""
     # normalize_path: `/ui` (no slash, as people type it) -> 308 to `/ui/`, before authentication
     slash = web.normalize_path_middleware(append_slash=True, merge_slashes=False)
-    app = web.Application(client_max_size=guard.MAX_BODY_BYTES,
+    app = web.Application(client_max_size=bounds.MAX_BODY_BYTES,
                           middlewares=[_errors, slash, _auth_middleware(token)])
     app[context.ALLOCATOR_KEY] = allocator
     keeper = ReasonKeeper(allocator)

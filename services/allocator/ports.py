@@ -14,6 +14,20 @@ import msgspec
 from events.decisions import AnyEvent
 from services.allocator.domain.state import ClusterState
 
+ACK = "ack"
+"""Settle a delivery as done (its outcome is in the log)."""
+TERM = "term"
+"""Settle a delivery as never to be redelivered (poison, decided as IntentRejected)."""
+
+
+class Delivery(msgspec.Struct, frozen=True, kw_only=True, gc=False):
+    """One message as JetStream delivered it: stream sequence, subject, payload, ``Nats-Msg-Id``."""
+
+    stream_seq: int
+    subject: str
+    data: bytes
+    msg_id: str = ""
+
 
 class DecidedIntent(msgspec.Struct, frozen=True, kw_only=True, gc=False):
     """One decided intent ready to append: its id, NATS stream sequence (0 if none), its events."""

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-from services.autoscaler.service import run_autoscaler
 from services.autoscaler.settings import AutoscalerSettings
+from services.autoscaler.wiring import run_autoscaler
 from services.shared import lifecycle, logs
 from services.shared import settings as shared_settings
 

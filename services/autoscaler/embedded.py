@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from services.autoscaler.service import AutoscalerRuntime, run_autoscaler
 from services.autoscaler.settings import AutoscalerSettings
+from services.autoscaler.wiring import AutoscalerRuntime, run_autoscaler
 from services.shared import settings as shared_settings
 
 

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from services.cli import client, output
-from services.cli.guard import DataDir, JsonOut, guarded
+from services.cli.exits import DataDir, JsonOut, guarded
 from services.cli.output import BadInput
 from services.cli.pool_commands import STRATEGIES_HELP, pool_configure
 from services.cli.pool_commands import STRATEGY_NAMES as STRATEGY_NAMES

@@ -29,8 +29,8 @@ def admission(
     as_json: bool = typer.Option(False, "--json", help="Print the ready line as JSON."),
 ) -> None:
     """Serve the TensorFusion-compatible mutating webhook (POST /mutate-v1-pod) and the binder."""
-    from services.admission.service import run_admission
     from services.admission.settings import load_settings
+    from services.admission.wiring import run_admission
     from services.shared import lifecycle
     from services.shared.settings import SettingsError
 

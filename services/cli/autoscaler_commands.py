@@ -144,8 +144,8 @@ def autoscaler(data_dir: Path | None = typer.Option(None, "--data-dir", help="Da
     """Run the autoscaler with settings from GPULEDGER_* variables (until SIGTERM)."""
     import msgspec
 
-    from services.autoscaler.service import run_autoscaler
     from services.autoscaler.settings import AutoscalerSettings
+    from services.autoscaler.wiring import run_autoscaler
     from services.shared import lifecycle, logs
     from services.shared import settings as shared_settings
 

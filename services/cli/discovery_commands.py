@@ -85,7 +85,7 @@ def discovery(
     """Discover GPU nodes and publish them to the allocator (RegisterNode intents, then heartbeats)."""
     import msgspec
 
-    from services.discovery import service, settings
+    from services.discovery import settings, wiring
     from services.discovery.catalog import CatalogError
     from services.discovery.static import InventoryError
     from services.shared import kube, lifecycle, logs
@@ -103,7 +103,7 @@ def discovery(
     publish = _printer if print_only else None
 
     async def run(stop: asyncio.Event) -> None:
-        inventory = await service.run_discovery(config, publish=publish, once=once, stop=stop)
+        inventory = await wiring.run_discovery(config, publish=publish, once=once, stop=stop)
         if as_json and not print_only:
             typer.echo(json.dumps(_summary(inventory, config.source)))
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 
 from services.cli import endpoints, output
-from services.cli.guard import DataDir, JsonOut, guarded
+from services.cli.exits import DataDir, JsonOut, guarded
 from services.cli.output import BadInput
 
 POSITION_HEADER = "Gpuledger-Position"

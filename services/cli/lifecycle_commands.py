@@ -17,7 +17,7 @@ from typing import Annotated, Any
 import typer
 
 from services.cli import client, output
-from services.cli.guard import DataDir, JsonOut, guarded
+from services.cli.exits import DataDir, JsonOut, guarded
 from services.cli.output import BadInput
 
 Target = Annotated[str, typer.Argument(metavar="ALLOCATION|NAMESPACE/POD",

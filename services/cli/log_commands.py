@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 
 from services.cli import endpoints, output
-from services.cli.guard import DataDir, JsonOut, guarded
+from services.cli.exits import DataDir, JsonOut, guarded
 from services.cli.output import BadInput
 
 if TYPE_CHECKING:
@@ -179,7 +179,7 @@ def replay(
 
     def body() -> None:
         from services.allocator.adapters.postgres import PostgresEventStore
-        from services.allocator.adapters.verify import rebuild_only, verify
+        from services.allocator.api.verify import rebuild_only, verify
         from services.cli.progress import Ticker
 
         url = resolve_database_url(database_url, data_dir)

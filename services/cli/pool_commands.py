@@ -12,7 +12,7 @@ from typing import Annotated, Any
 import typer
 
 from services.cli import client, output
-from services.cli.guard import DataDir, JsonOut, guarded
+from services.cli.exits import DataDir, JsonOut, guarded
 from services.cli.output import BadInput
 
 STRATEGY_NAMES = ("best-fit", "compact-first", "fgd", "fgd-strand", "frag-cpu", "low-load-first",

@@ -24,7 +24,7 @@ from rich.console import Console
 from events import intents
 from services.allocator import bootstrap
 from services.allocator.adapters import database
-from services.allocator.service import Allocator
+from services.allocator.loop.leader import Allocator
 from services.allocator.settings import AllocatorSettings
 from services.cli import endpoints
 from services.shared import lifecycle, messaging, secretfile

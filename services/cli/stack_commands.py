@@ -14,7 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from services.cli import client, endpoints, output
-from services.cli.guard import DataDir, JsonOut, guarded
+from services.cli.exits import DataDir, JsonOut, guarded
 from services.cli.output import BadInput, fail
 
 ENABLED_LABEL = "tensor-fusion.ai/enabled"

@@ -1,7 +1,7 @@
 """Node discovery: GPU inventory from Kubernetes (GFD labels), NVML or a file, published as intents.
 
 Sources: ``kubernetes`` (watch Nodes), ``nvml`` (node agent), ``static`` (YAML / Alibaba CSV).
-Entry points: :func:`services.discovery.service.run_discovery`, :func:`services.discovery.static.load_inventory`,
+Entry points: :func:`services.discovery.wiring.run_discovery`, :func:`services.discovery.static.load_inventory`,
 ``python -m services.discovery`` and ``gpuledger discovery``.
 """
 
@@ -11,7 +11,7 @@ from typing import Any
 def __getattr__(name: str) -> Any:
     """Lazy ``services.discovery.run_discovery`` (keeps ``import services.discovery.static`` light)."""
     if name == "run_discovery":
-        from services.discovery.service import run_discovery
+        from services.discovery.wiring import run_discovery
 
         return run_discovery
     raise AttributeError(f"module 'services.discovery' has no attribute {name!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from services.discovery import service, settings
+from services.discovery import settings, wiring
 from services.shared import lifecycle, logs
 
 
@@ -14,7 +14,7 @@ def main() -> None:
     logs.setup(config.log_level, json=config.log_json)
 
     async def run(stop: asyncio.Event) -> None:
-        await service.run_discovery(config, stop=stop)
+        await wiring.run_discovery(config, stop=stop)
 
     lifecycle.run_service(run)
 

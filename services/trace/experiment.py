@@ -21,7 +21,7 @@ from events.decisions import AllocationGranted
 from events.intents import ConfigurePool, RegisterNode, RequestAllocation
 from events.values import AllocationSpec, PoolConfig
 from services.allocator.domain import ClusterState, Scheduler, process, profile
-from services.allocator.domain.plugins.fragmentation import Workload
+from services.allocator.domain.strategies.fragmentation import Workload
 from services.trace.metric import REPORT_POINTS, unallocated_curve
 from services.trace.openb import TracePod
 from services.trace.workload import node_order, tune, typical

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 import msgspec
 
-from services.allocator.domain.plugins.fragmentation import Workload, node_fragment
 from services.allocator.domain.state import ClusterState
-from services.allocator.domain.strategies_paper import cpu_free, free_milli
+from services.allocator.domain.strategies.fragmentation import Workload, node_fragment
+from services.allocator.domain.strategies.paper import cpu_free, free_milli
 
 REPORT_POINTS = (100, 110, 130)
 """Arrived percentages reported by ``trace experiment``."""
@@ -63,7 +63,7 @@ def unallocated_curve(arrived: Sequence[int], used: Sequence[int], *, capacity_m
 
 
 def cluster_fragmentation(state: ClusterState, workload: Workload) -> Fragmentation:
-    """F(M) of every node in ``state`` against ``workload`` (plugins/fragmentation.py)."""
+    """F(M) of every node in ``state`` against ``workload`` (strategies/fragmentation.py)."""
     frag = 0.0
     idle = 0
     capacity = 0

@@ -5,7 +5,7 @@ Pods arrive at their creation_time and leave at their deletion_time, both compre
 published with ``publish_intent``. Outcomes are read from the allocator's event subjects
 (``gpuledger.event.>``, each message carrying the deciding intent id), so releases, queueing
 and grants from the queue happen for real. At the end the log is verified
-(``services.allocator.adapters.verify.verify``: rebuild = snapshot = read models) and the
+(``services.allocator.api.verify.verify``: rebuild = snapshot = read models) and the
 report carries its digest.
 
 Isolation: the replay has its own pool (``trace``), namespace (``trace``) and node and GPU names
@@ -31,7 +31,7 @@ from events.intents import RegisterNode, ReleaseAllocation, RequestAllocation
 from services.allocator.adapters import database
 from services.allocator.adapters.postgres import PostgresEventStore
 from services.allocator.adapters.relay import INTENT_HEADER
-from services.allocator.adapters.verify import verify
+from services.allocator.api.verify import verify
 from services.shared import messaging
 from services.trace.openb import TracePod
 from services.trace.replay_report import ReplayReport, Tracker, percentiles

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 import msgspec
 
 from events.intents import RegisterNode
-from services.allocator.domain.plugins.fragmentation import Workload
-from services.allocator.domain.plugins.workload import typical_workload
+from services.allocator.domain.strategies.fragmentation import Workload
+from services.allocator.domain.strategies.workload import typical_workload
 from services.trace.openb import TracePod
 
 TUNE_RATIO = 1.3

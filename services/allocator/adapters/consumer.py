@@ -23,7 +23,7 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import FetchTimeoutError, NotFoundError
 
 from events import subjects
-from services.allocator.batch import TERM, Delivery
+from services.allocator.ports import TERM, Delivery
 
 log = structlog.get_logger(__name__)
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from services.allocator import reasons
-from services.allocator.api.guard import ApiError
+from services.allocator.api import reasons
+from services.allocator.api.bounds import ApiError
 from services.allocator.api.keeper import ReasonKeeper
 from services.allocator.api.outcomes import OutcomeWaiter
 from services.allocator.domain.model import AllocationState
-from services.allocator.service import Allocator
+from services.allocator.loop.leader import Allocator
 
 ALLOCATOR_KEY = web.AppKey("allocator", Allocator)
 KEEPER_KEY = web.AppKey("reason_keeper", ReasonKeeper)

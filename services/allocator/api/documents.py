@@ -1,7 +1,7 @@
 """JSON documents of the API's resources: pools, nodes, GPUs, allocations, queue entries, quotas.
 
-Pure functions of the projection (and of :mod:`services.allocator.reasons` for explanations).
-Quantities are canonical Kubernetes strings as in :mod:`services.allocator.views` (``"10"``,
+Pure functions of the projection (and of :mod:`services.allocator.api.reasons` for explanations).
+Quantities are canonical Kubernetes strings as in :mod:`services.allocator.api.views` (``"10"``,
 ``"500m"``, ``"4Gi"``); times ISO-8601 UTC.
 """
 
@@ -15,10 +15,10 @@ import msgspec
 
 from events.quantity import format_bytes, format_milli
 from events.values import QOS_LEVELS, QuotaAmount, Resources
-from services.allocator import reasons, views
+from services.allocator.api import reasons, views
+from services.allocator.api.quota_status import QuotaStatus, quota_status
 from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState
 from services.allocator.domain.state import ClusterState
-from services.allocator.quota_status import QuotaStatus, quota_status
 
 
 def _sum(values: list[Resources]) -> Resources:
@@ -180,7 +180,7 @@ def quota_doc(state: ClusterState, namespace: str) -> dict[str, Any]:
 
 
 def status_doc(status: QuotaStatus) -> dict[str, Any]:
-    """A quota's status (services.allocator.quota_status): available percent per dimension
+    """A quota's status (services.allocator.api.quota_status): available percent per dimension
     (TensorFusion's strings), threshold, whether and where the alert is reached, Ready's reason/message."""
     return {"available_percent": status.available_percent, "alert_threshold_percent": status.threshold,
             "alert": status.alert, "alerts": list(status.alerts), "reason": status.reason, "message": status.message}

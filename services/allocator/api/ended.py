@@ -2,7 +2,7 @@
 
 The API's answer for an allocation id that is not in the projection (``GET``, ``DELETE`` and
 ``resize`` of ``/api/v1/allocations/{id}`` answer 404 with it; ``gpuledger why`` prints it). Read
-from the log through the ``allocations`` read model (:func:`services.allocator.dashboard.lives.events_of`,
+from the log through the ``allocations`` read model (:func:`services.allocator.api.lives.events_of`,
 the events of the allocation's lives, as the dashboard's allocation page shows them); an id of the
 form ``NAMESPACE/POD`` that names no allocation finds the newest life of that pod. None when the id
 never named an allocation.
@@ -15,7 +15,7 @@ from typing import Any
 from events import decisions as ev
 from events.values import AllocationSpec
 from services.allocator.adapters.postgres import PostgresEventStore
-from services.allocator.dashboard import lives
+from services.allocator.api import lives
 from services.allocator.ports import EventStore, StoredEvent
 
 _NEWEST_OF_POD = "SELECT allocation_id FROM allocations WHERE pod = $2 AND namespace = $1 ORDER BY id DESC LIMIT 1"

@@ -2,7 +2,7 @@
 
 The allocator calls :meth:`ReasonKeeper.note` with each committed batch (its commit listeners);
 the keeper marks the pools and namespaces whose queued requests that batch may re-explain
-(:func:`services.allocator.reasons.dirty_scope`) and, in its own task on the leader, recomputes
+(:func:`services.allocator.api.reasons.dirty_scope`) and, in its own task on the leader, recomputes
 those reasons and writes the ones that changed to the read model, outside the log (no event per
 change, so a waiting request does not flood the log). The first round of each leadership, and
 after the projection is reloaded, recomputes and writes every queued request. Cost: one
@@ -22,12 +22,12 @@ from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
 
-from services.allocator import reasons
 from services.allocator.adapters import pg_projection
 from services.allocator.adapters.memory import InMemoryEventStore
 from services.allocator.adapters.postgres import PostgresEventStore
+from services.allocator.api import reasons
+from services.allocator.loop.leader import Allocator
 from services.allocator.ports import StoredEvent
-from services.allocator.service import Allocator
 from services.shared import lifecycle
 
 log = structlog.get_logger(__name__)

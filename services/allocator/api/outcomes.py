@@ -19,8 +19,8 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from events import codec, decisions, intents, subjects
-from services.allocator import views
 from services.allocator.adapters.relay import INTENT_HEADER, POSITION_HEADER
+from services.allocator.api import views
 from services.shared import messaging
 
 log = structlog.get_logger(__name__)

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from services.allocator.api.guard import ApiError
+from services.allocator.api.bounds import ApiError
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000

@@ -1,7 +1,7 @@
 """Per-namespace quota gauges read from the projection at scrape time (a prometheus-client collector).
 
 For every namespace with a quota (TensorFusion GPUResourceQuota status, computed by
-:mod:`services.allocator.quota_status`): ``gpuledger_quota_available_percent{namespace,resource}``
+:mod:`services.allocator.api.quota_status`): ``gpuledger_quota_available_percent{namespace,resource}``
 (0..100, ``resource`` one of requests.tflops, requests.vram, limits.tflops, limits.vram, workers;
 100 for an unbounded one), ``gpuledger_quota_alert{namespace}`` (1 when a resource reached the
 alert threshold, the condition Ready=False ``AlertThresholdReached``; else 0),
@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from prometheus_client.core import GaugeMetricFamily
 
 from services.allocator.api.gauges import ProjectionCollector
+from services.allocator.api.quota_status import DIMENSIONS, quota_status
 from services.allocator.domain.model import QuotaUsage
-from services.allocator.quota_status import DIMENSIONS, quota_status
 
 
 class QuotaCollector(ProjectionCollector):

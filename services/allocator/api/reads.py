@@ -13,8 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from events.values import QOS_LEVELS
-from services.allocator import reasons, simulation, views
-from services.allocator.api import documents, ended, guard, paging
+from services.allocator.api import bounds, documents, ended, paging, reasons, simulation, views
 from services.allocator.api.context import allocator_of, reason_of
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.queue import grant_order
@@ -50,7 +49,7 @@ async def node(request: web.Request) -> web.Response:
     state = allocator_of(request).state
     found = state.nodes.get(request.match_info["name"])
     if found is None:
-        raise guard.ApiError(404, f"node {request.match_info['name']!r} not found", field="name")
+        raise bounds.ApiError(404, f"node {request.match_info['name']!r} not found", field="name")
     return _json(documents.node_detail(state, found))
 
 
@@ -114,7 +113,7 @@ async def node_allocations(request: web.Request) -> web.Response:
     state = allocator_of(request).state
     found = state.nodes.get(request.match_info["name"])
     if found is None:
-        raise guard.ApiError(404, f"node {request.match_info['name']!r} not found", field="name")
+        raise bounds.ApiError(404, f"node {request.match_info['name']!r} not found", field="name")
     chosen = [state.allocations[a] for a in found.workers if a in state.allocations]
     return _json(paging.page(chosen, key=lambda a: (a.spec.allocation_id,), params=params,
                              render=lambda a: _allocation_doc(request, a)[0]))
@@ -152,5 +151,5 @@ async def simulate(request: web.Request) -> web.Response:
     """POST /api/v1/simulate: what would be decided for the posted Pod now (nothing is written);
     400 ``{"error", "field"}`` for a body that is not a Pod or has invalid annotations."""
     paging.query(request, allowed=())
-    spec = guard.compose_pod(await guard.read_object(request))
+    spec = bounds.compose_pod(await bounds.read_object(request))
     return _json(simulation.simulate_spec(allocator_of(request).state, spec))

@@ -20,7 +20,7 @@ from events import intents
 from events.bounds import MAX_LABEL_VALUE_LENGTH, MAX_NAME_LENGTH, BoundsError
 from events.values import Resources
 from services import podspec
-from services.allocator.api import documents, ended, guard, paging, values
+from services.allocator.api import bodies, bounds, documents, ended, paging
 from services.allocator.api.context import allocator_of, waiter_of
 from services.allocator.domain.model import AllocationState
 
@@ -35,7 +35,7 @@ def _wait_of(params: dict[str, str]) -> float:
     except ValueError:
         wait = -1.0
     if not 0 <= wait <= MAX_WAIT_S:
-        raise guard.ApiError(400, f"wait must be seconds from 0 to {MAX_WAIT_S:g}, got {text!r}", field="wait")
+        raise bounds.ApiError(400, f"wait must be seconds from 0 to {MAX_WAIT_S:g}, got {text!r}", field="wait")
     return wait
 
 
@@ -43,11 +43,11 @@ async def _decide(request: web.Request, intent: intents.AnyIntent, wait_s: float
     try:
         events_guard.check_message(intent)
     except BoundsError as exc:
-        raise guard.ApiError(400, str(exc), field=exc.field) from exc
+        raise bounds.ApiError(400, str(exc), field=exc.field) from exc
     try:
         view = await waiter_of(request).submit(intent, timeout_s=wait_s)
     except Exception as exc:  # NATS down or refusing: not the client's fault, and nothing was published
-        raise guard.ApiError(503, f"could not publish the intent: {exc!r}", field="") from exc
+        raise bounds.ApiError(503, f"could not publish the intent: {exc!r}", field="") from exc
     if view is None:
         return web.json_response({"intent_id": intent.intent_id, "status": "pending"}, status=202)
     status, error = refusal(view)
@@ -87,13 +87,13 @@ def _pod_of(document: dict[str, Any], *, force: bool) -> dict[str, Any]:
     ``tensor-fusion.ai/enabled: "true"`` (unless ``force``); namespace defaults to ``default``."""
     kind = document.get("kind", "Pod")
     if kind != "Pod":
-        raise guard.ApiError(400, f"kind={str(kind)[:64]!r}: only a Pod can be submitted", field="kind")
+        raise bounds.ApiError(400, f"kind={str(kind)[:64]!r}: only a Pod can be submitted", field="kind")
     meta = document.get("metadata")
     if not isinstance(meta, dict):
-        raise guard.ApiError(400, "metadata: a Pod object needs metadata", field="metadata")
+        raise bounds.ApiError(400, "metadata: a Pod object needs metadata", field="metadata")
     labels = meta.get("labels")
     if not force and not (isinstance(labels, dict) and labels.get(podspec.keys.ENABLED) == "true"):
-        raise guard.ApiError(400, f"the pod is not labelled {podspec.keys.ENABLED}: \"true\"; the webhook would "
+        raise bounds.ApiError(400, f"the pod is not labelled {podspec.keys.ENABLED}: \"true\"; the webhook would "
                              "not allocate for it (add ?force=true to submit anyway)", field="metadata.labels")
     return {**document, "metadata": {**meta, "namespace": meta.get("namespace") or "default"}}
 
@@ -103,8 +103,8 @@ async def submit(request: web.Request) -> web.Response:
     YAML). Idempotent per namespace/pod: a live allocation of that pod is answered with 200."""
     params = paging.query(request, allowed=("force", "wait"), choices={"force": ("true", "false")})
     wait = _wait_of(params)
-    pod = _pod_of(await guard.read_object(request), force=params.get("force") == "true")
-    spec = guard.compose_pod(pod)
+    pod = _pod_of(await bounds.read_object(request), force=params.get("force") == "true")
+    spec = bounds.compose_pod(pod)
     state = allocator_of(request).state
     live = _live_pod(state.allocations, spec.namespace, spec.pod)
     if live is not None:
@@ -115,7 +115,7 @@ async def submit(request: web.Request) -> web.Response:
 async def release(request: web.Request) -> web.Response:
     """DELETE /api/v1/allocations/{id}?wait=: release a granted allocation or withdraw a queued one."""
     params = paging.query(request, allowed=("wait",))
-    allocation_id = values.name(request.match_info["id"], field="id", limit=values.MAX_ID_CHARS)
+    allocation_id = bodies.name(request.match_info["id"], field="id", limit=bodies.MAX_ID_CHARS)
     intent = intents.ReleaseAllocation(intent_id=_intent_id("release"), allocation_id=allocation_id,
                                        reason="released through the HTTP API")
     return await _decide(request, intent, _wait_of(params))
@@ -126,14 +126,14 @@ async def resize(request: web.Request) -> web.Response:
     "limit": {...}}`` (per GPU; ``limit`` defaults to ``request``; a dimension left out keeps the live
     allocation's value, as ``gpuledger resize`` does, instead of becoming 0)."""
     params = paging.query(request, allowed=("wait",))
-    allocation_id = values.name(request.match_info["id"], field="id", limit=values.MAX_ID_CHARS)
-    body = await guard.read_object(request)
-    values.only(body, ("request", "limit"), field="body")
+    allocation_id = bodies.name(request.match_info["id"], field="id", limit=bodies.MAX_ID_CHARS)
+    body = await bounds.read_object(request)
+    bodies.only(body, ("request", "limit"), field="body")
     live = allocator_of(request).state.allocations.get(allocation_id)
-    asked = _kept(body.get("request"), values.resources(body.get("request"), field="request"),
+    asked = _kept(body.get("request"), bodies.resources(body.get("request"), field="request"),
                   live.spec.request if live is not None else None)
     limit = asked if body.get("limit") is None else _kept(
-        body["limit"], values.resources(body["limit"], field="limit"), live.spec.limit if live is not None else None)
+        body["limit"], bodies.resources(body["limit"], field="limit"), live.spec.limit if live is not None else None)
     intent = intents.ResizeAllocation(intent_id=_intent_id("resize"), allocation_id=allocation_id,
                                       request=asked, limit=limit)
     return await _decide(request, intent, _wait_of(params))
@@ -154,8 +154,8 @@ async def set_quota(request: web.Request) -> web.Response:
     """PUT /api/v1/quotas/{namespace}?wait=: body in the ``quota`` shape of GET /api/v1/quotas;
     ``namespace`` must be a Kubernetes namespace name (a quota on any other name could never apply)."""
     params = paging.query(request, allowed=("wait",))
-    namespace = values.namespace(request.match_info["namespace"])
-    spec = values.quota(await guard.read_object(request))
+    namespace = bodies.namespace(request.match_info["namespace"])
+    spec = bodies.quota(await bounds.read_object(request))
     return await _decide(request, intents.SetQuota(intent_id=_intent_id("quota"), namespace=namespace, spec=spec),
                          _wait_of(params))
 
@@ -163,7 +163,7 @@ async def set_quota(request: web.Request) -> web.Response:
 async def remove_quota(request: web.Request) -> web.Response:
     """DELETE /api/v1/quotas/{namespace}?wait=: remove the namespace's quota."""
     params = paging.query(request, allowed=("wait",))
-    namespace = values.name(request.match_info["namespace"], field="namespace", limit=MAX_LABEL_VALUE_LENGTH)
+    namespace = bodies.name(request.match_info["namespace"], field="namespace", limit=MAX_LABEL_VALUE_LENGTH)
     return await _decide(request, intents.RemoveQuota(intent_id=_intent_id("unquota"), namespace=namespace),
                          _wait_of(params))
 
@@ -172,7 +172,7 @@ async def configure_pool(request: web.Request) -> web.Response:
     """PUT /api/v1/pools/{pool}?wait=: body a PoolConfig (``placement``, ``vram_weight``,
     ``tflops_weight``, ``max_workers_per_node``)."""
     params = paging.query(request, allowed=("wait",))
-    pool = values.name(request.match_info["pool"], field="pool", limit=MAX_NAME_LENGTH)
-    config = values.pool_config(await guard.read_object(request))
+    pool = bodies.name(request.match_info["pool"], field="pool", limit=MAX_NAME_LENGTH)
+    config = bodies.pool_config(await bounds.read_object(request))
     return await _decide(request, intents.ConfigurePool(intent_id=_intent_id("pool"), pool=pool, config=config),
                          _wait_of(params))

@@ -19,10 +19,11 @@ import asyncpg
 import structlog
 from aiohttp import web
 
-from services.allocator.dashboard import auth, lives, reads, render
+from services.allocator.api import lives
+from services.allocator.dashboard import auth, reads, render
 from services.allocator.dashboard.timeline import QualityTimeline
+from services.allocator.loop.leader import Allocator
 from services.allocator.ports import CorruptEventError
-from services.allocator.service import Allocator
 
 log = structlog.get_logger(__name__)
 

@@ -18,9 +18,9 @@ from datetime import datetime
 
 import msgspec
 
-from services.allocator import reasons
+from services.allocator.api import reasons
+from services.allocator.domain.filters.liveness import READY
 from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState
-from services.allocator.domain.plugins.liveness import READY
 from services.allocator.domain.state import ClusterState
 
 SHARE_CLASSES = 6

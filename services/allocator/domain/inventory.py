@@ -13,8 +13,8 @@ from datetime import datetime, timedelta
 
 from events import decisions as ev
 from events.intents import CheckHeartbeats, RegisterNode, RemoveNode
+from services.allocator.domain.filters.liveness import LOST, READY
 from services.allocator.domain.model import NodeState
-from services.allocator.domain.plugins.liveness import LOST, READY
 from services.allocator.domain.state import ClusterState
 
 UNKNOWN = "Unknown"

@@ -8,7 +8,7 @@ internal/gpuallocator/partitioned_scheduling.go ``MatchPartitionTemplate``, part
 * support: the GPU's model has a template table and its isolation capabilities are unknown
   (empty) or include ``partitioned``;
 * no mixing: a partitioned request never goes to a GPU holding soft, hard or shared allocations,
-  and a GPU holding partitions takes no other request (:mod:`...plugins.partition`);
+  and a GPU holding partitions takes no other request (:mod:`...filters.partition`);
 * template: the named one (``spec.partition_template``; TensorFusion's aliases accepted) when it
   holds the request, else the one with the least waste ``0.6 × (template TFLOPS − request) /
   max(request, 1 TFLOPS) + 0.4 × (template bytes − request) / max(request, 1 byte)``, compared

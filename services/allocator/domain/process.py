@@ -22,10 +22,10 @@ from services.allocator.domain import gang
 from services.allocator.domain.allocate import attempt, granted
 from services.allocator.domain.decide import decide
 from services.allocator.domain.evolve import evolve
+from services.allocator.domain.filters.liveness import READY
 from services.allocator.domain.model import QUEUED
 from services.allocator.domain.need import ShapeKey, shape_key
 from services.allocator.domain.placement import Grant
-from services.allocator.domain.plugins.liveness import READY
 from services.allocator.domain.preempting import try_preempt
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState

@@ -3,7 +3,7 @@
 Filter order follows TensorFusion's chain (Phase → Index → Isolation → SharedWhole → Resource →
 Model → Vendor → NodeAffinity), with gpuledger's node-level filters (liveness first; CPU/memory
 and max workers per node after affinity) and the partition filter last (TensorFusion runs it
-before Resource; see plugins/partition.py for why it follows). TensorFusion's isolation filter is
+before Resource; see filters/partition.py for why it follows). TensorFusion's isolation filter is
 split in four (capabilities, static mode, Dynamic conflict, Dynamic lock) so explain names the
 cause. Set filters judge a node's candidates as a set after the GPU pass (hard topology). The MIG
 template table is the shipped one (services.partitions.templates.shipped: a packaged data file,
@@ -18,26 +18,27 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
-from services.allocator.domain.framework import GpuFilter, NodeFilter, SetFilter
-from services.allocator.domain.plugins.affinity import NodeAffinityFilter
-from services.allocator.domain.plugins.fgd import Fgd
-from services.allocator.domain.plugins.fgd_strand import FgdStrand
-from services.allocator.domain.plugins.frag_cpu import FragCpu
-from services.allocator.domain.plugins.isolation import GPUIsolationModeFilter, SharedWholeGPUFilter
-from services.allocator.domain.plugins.isolation_policy import (
+from services.allocator.domain.filters.affinity import NodeAffinityFilter
+from services.allocator.domain.filters.gpu_model import GPUModelFilter, GPUVendorFilter
+from services.allocator.domain.filters.isolation import GPUIsolationModeFilter, SharedWholeGPUFilter
+from services.allocator.domain.filters.isolation_policy import (
     DynamicIsolationFilter,
     IsolationCapabilityFilter,
     IsolationConflictFilter,
 )
-from services.allocator.domain.plugins.liveness import NodeReadyFilter
-from services.allocator.domain.plugins.model import GPUModelFilter, GPUVendorFilter
-from services.allocator.domain.plugins.node_resources import MaxWorkersPerNodeFilter, NodeResourcesFilter
-from services.allocator.domain.plugins.partition import PartitionFilter
-from services.allocator.domain.plugins.phase import GPUIndexFilter, PhaseFilter
-from services.allocator.domain.plugins.resources import ResourceFilter
-from services.allocator.domain.plugins.topology import TopologyFilter
-from services.allocator.domain.strategies import CompactFirst, LowLoadFirst, NodeCompactGPULowLoad, Strategy
-from services.allocator.domain.strategies_paper import BestFit, RandomFit
+from services.allocator.domain.filters.liveness import NodeReadyFilter
+from services.allocator.domain.filters.node_resources import MaxWorkersPerNodeFilter, NodeResourcesFilter
+from services.allocator.domain.filters.partition import PartitionFilter
+from services.allocator.domain.filters.phase import GPUIndexFilter, PhaseFilter
+from services.allocator.domain.filters.resources import ResourceFilter
+from services.allocator.domain.filters.topology import TopologyFilter
+from services.allocator.domain.framework import GpuFilter, NodeFilter, SetFilter
+from services.allocator.domain.strategies.base import Strategy
+from services.allocator.domain.strategies.fgd import Fgd
+from services.allocator.domain.strategies.fgd_strand import FgdStrand
+from services.allocator.domain.strategies.frag_cpu import FragCpu
+from services.allocator.domain.strategies.paper import BestFit, RandomFit
+from services.allocator.domain.strategies.tensorfusion import CompactFirst, LowLoadFirst, NodeCompactGPULowLoad
 from services.partitions.templates import TemplateTable, shipped
 
 TEMPLATES = shipped()

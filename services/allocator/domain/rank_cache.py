@@ -31,7 +31,7 @@ from services.allocator.domain.index import NodeFree
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need, ShapeKey, gpu_shape_key, shape_key
 from services.allocator.domain.state import Changes, ClusterState
-from services.allocator.domain.strategies import Members, ScanStrategy
+from services.allocator.domain.strategies.base import Members, ScanStrategy
 from services.allocator.domain.topology import pick_scan
 
 LIMIT = 1024

@@ -13,13 +13,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from events.values import AllocationSpec, FilterCount
+from services.allocator.domain.filters.affinity import preference_weight
 from services.allocator.domain.framework import Chain, Context
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need
-from services.allocator.domain.plugins.affinity import preference_weight
 from services.allocator.domain.scheduler import Found, Scheduler
 from services.allocator.domain.state import ClusterState
-from services.allocator.domain.strategies import IndexedStrategy, Strategy
+from services.allocator.domain.strategies.base import IndexedStrategy, Strategy
 from services.allocator.domain.topology import pick_indexed, pick_scan
 from services.allocator.domain.victims import Ranked, ranked_on
 

@@ -17,16 +17,16 @@ from collections.abc import Iterable
 from typing import cast
 
 from events.values import AllocationSpec, FilterCount, PoolConfig
+from services.allocator.domain.filters.affinity import preference_weight
 from services.allocator.domain.framework import Chain, Context
 from services.allocator.domain.index import NodeIndex
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need, ShapeKey, shape_key, without_node_only
-from services.allocator.domain.plugins.affinity import preference_weight
-from services.allocator.domain.plugins.fragmentation import Workload
 from services.allocator.domain.profile import DEFAULT_PROFILE, Profile
 from services.allocator.domain.rank_cache import RankCache
 from services.allocator.domain.state import ClusterState
-from services.allocator.domain.strategies import IndexedStrategy, ScanStrategy, Strategy
+from services.allocator.domain.strategies.base import IndexedStrategy, ScanStrategy, Strategy
+from services.allocator.domain.strategies.fragmentation import Workload
 from services.allocator.domain.target import mix_of
 from services.allocator.domain.topology import pick_indexed, pick_scan
 from services.allocator.domain.victims import PriorityIndex, Ranked

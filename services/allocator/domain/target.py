@@ -5,12 +5,12 @@ Rule (a record of the projection, so replays and restarts from a snapshot decide
 ``evolve`` records the shape of every request that arrives in a pool (granted at once or
 queued; :class:`~services.allocator.domain.model.RecentRequests`, the last :data:`WINDOW`).
 Each time the pool's arrival count reaches a multiple of :data:`EPOCH`, the typical pods of the
-window (``plugins.workload.typical_workload``, the simulator's rule; a share in milli-TFLOPS is
+window (``strategies.workload.typical_workload``, the simulator's rule; a share in milli-TFLOPS is
 converted to milli-GPU with the pool's most common GPU capacity; ``pod_key``) are compared with the pool's
 current M, and adopted when they moved by more than :data:`SHIFT` (total variation distance,
 the share of the load that changed class). So sampling noise of a steady workload does not
 reshuffle every cached rank, while a real shift is followed within one epoch. Until a mix is
-adopted the built-in prior (``plugins.workload.DEFAULT_WORKLOAD``, the openb mix) is M.
+adopted the built-in prior (``strategies.workload.DEFAULT_WORKLOAD``, the openb mix) is M.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from collections import Counter
 
 from events.values import Resources
 from services.allocator.domain.model import RecentRequests, RequestShape
-from services.allocator.domain.plugins.fragmentation import MILLI_GPU, Workload
-from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD, PodKey, typical_workload
 from services.allocator.domain.state import ClusterState
+from services.allocator.domain.strategies.fragmentation import MILLI_GPU, Workload
+from services.allocator.domain.strategies.workload import DEFAULT_WORKLOAD, PodKey, typical_workload
 
 WINDOW = 5000
 """Request shapes kept per pool; the learned mix is derived from them."""

@@ -1,7 +1,7 @@
 """The target workload M of fragmentation-aware strategies: task classes and their weights.
 
 Shared by the strategy interface (``strategies.ScanStrategy.with_workload``), the fragmentation
-measure (``plugins/fragmentation.py``) and the learned mix (``target.py``).
+measure (``strategies/fragmentation.py``) and the learned mix (``target.py``).
 """
 
 from __future__ import annotations

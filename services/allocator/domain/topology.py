@@ -37,7 +37,7 @@ from collections.abc import Callable, Hashable, Sequence
 from events.values import PoolConfig
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need
-from services.allocator.domain.strategies import IndexedStrategy, ScanStrategy
+from services.allocator.domain.strategies.base import IndexedStrategy, ScanStrategy
 
 TIER_INTERCONNECT = 0
 TIER_NUMA = 1

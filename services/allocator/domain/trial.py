@@ -27,7 +27,7 @@ from services.allocator.domain.need import Need
 from services.allocator.domain.placement import Grant, exact_quota, usage_on
 from services.allocator.domain.quota import subtract
 from services.allocator.domain.state import ClusterState
-from services.allocator.domain.strategies import IndexedStrategy, ScanStrategy, Strategy
+from services.allocator.domain.strategies.base import IndexedStrategy, ScanStrategy, Strategy
 from services.allocator.domain.topology import pick_indexed, pick_scan
 from services.partitions.templates import TemplateTable, shipped
 

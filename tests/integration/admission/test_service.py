@@ -16,8 +16,8 @@ from nats.js import JetStreamContext
 
 from events import codec, decisions, subjects
 from events.values import GpuSpec, Resources
-from services.admission.service import run_admission
 from services.admission.settings import load_settings
+from services.admission.wiring import run_admission
 from tests.unit.admission.builders import a_pod, a_review
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]

@@ -12,7 +12,7 @@ import pytest
 from nats.js import JetStreamContext
 
 from services.allocator import http
-from services.allocator.api import guard
+from services.allocator.api import bounds
 from tests.integration.service.harness import Replica, start_replica, until
 
 from .conftest import Api, pod
@@ -68,7 +68,7 @@ def test_the_token_may_come_from_a_file(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("path", ["/api/v1/simulate", "/api/v1/allocations"])
 async def test_hostile_bodies_are_refused_with_4xx(api: Api, path: str) -> None:
-    big = json.dumps({**pod("p"), "padding": "x" * (guard.MAX_BODY_BYTES + 10)})
+    big = json.dumps({**pod("p"), "padding": "x" * (bounds.MAX_BODY_BYTES + 10)})
     cases: list[tuple[bytes | str, dict[str, str], int, str]] = [
         (big, {"Content-Type": "application/json"}, 413, "body"),
         ('{"metadata": {"name": "\xe9t\xe9"}}'.encode("latin-1"), {"Content-Type": "application/json"}, 400, "body"),

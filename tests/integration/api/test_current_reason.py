@@ -13,8 +13,9 @@ from urllib.parse import quote
 
 import pytest
 
-from services.allocator.adapters import database, history, verify
+from services.allocator.adapters import database, history
 from services.allocator.adapters.postgres import PostgresEventStore
+from services.allocator.api import verify
 from tests.integration.log.test_history_sql import doc_queries, run
 from tests.integration.service.factory import register_node
 from tests.integration.service.harness import start_replica

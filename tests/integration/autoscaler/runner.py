@@ -7,8 +7,8 @@ from typing import Any
 
 import msgspec
 
-from services.autoscaler.service import AutoscalerRuntime, run_autoscaler
 from services.autoscaler.settings import AutoscalerSettings
+from services.autoscaler.wiring import AutoscalerRuntime, run_autoscaler
 
 FAST = {"autoscaler_tick_s": 0.05, "autoscaler_interval_s": 0.2, "autoscaler_checkpoint_every_s": 0.2,
         "autoscaler_catch_up_timeout_s": 10.0}

@@ -20,8 +20,8 @@ from events.subjects import metrics_subject
 from events.values import AllocationSpec, GpuSpec, Resources
 from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
 from services.autoscaler import checkpoint
-from services.autoscaler.service import AutoscalerRuntime
 from services.autoscaler.settings import AutoscalerSettings
+from services.autoscaler.wiring import AutoscalerRuntime
 from services.cli.autoscaler_commands import ask
 from services.cli.main import app
 from services.shared import messaging

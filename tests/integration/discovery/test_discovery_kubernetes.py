@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from events.base import Intent
 from events.intents import RegisterNode, RemoveNode
 from services.cli.main import app
-from services.discovery import service, settings
+from services.discovery import settings, wiring
 from services.discovery.kubernetes import COUNT_LABEL, MEMORY_LABEL, PRODUCT_LABEL
 from services.shared import logs
 from tests.fixtures.kube_api import KubeApiServer
@@ -50,7 +50,7 @@ async def running(kube_api: KubeApiServer) -> AsyncIterator[Recorder]:
     recorder, stop = Recorder(), asyncio.Event()
     config = settings.load(environ={}, source="kubernetes", kube_url=kube_api.url, heartbeat_interval_s=0,
                            watch_timeout_s=30)
-    task = asyncio.create_task(service.run_discovery(config, publish=recorder, stop=stop))
+    task = asyncio.create_task(wiring.run_discovery(config, publish=recorder, stop=stop))
     try:
         yield recorder
     finally:

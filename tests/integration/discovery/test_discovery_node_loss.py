@@ -19,9 +19,9 @@ from nats.js import JetStreamContext
 from events.intents import RequestAllocation
 from events.values import AllocationSpec, Resources
 from services.allocator import bootstrap
-from services.allocator.service import Allocator
+from services.allocator.loop.leader import Allocator
 from services.allocator.settings import AllocatorSettings
-from services.discovery import service, settings
+from services.discovery import settings, wiring
 from services.shared import messaging
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -51,7 +51,7 @@ class Source:
 
     def start(self) -> None:
         self.stop_event = asyncio.Event()
-        self.task = asyncio.create_task(service.run_discovery(self.config, stop=self.stop_event))
+        self.task = asyncio.create_task(wiring.run_discovery(self.config, stop=self.stop_event))
 
     async def stop(self) -> None:
         self.stop_event.set()

@@ -22,7 +22,7 @@ from events import decisions as ev
 from events.values import AllocationSpec, Resources
 from services.allocator.adapters import pg_projection
 from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
-from services.allocator.dashboard import lives
+from services.allocator.api import lives
 from services.allocator.domain import evolve
 from services.allocator.domain.state import ClusterState
 from services.allocator.ports import DecidedIntent

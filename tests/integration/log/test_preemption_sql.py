@@ -12,7 +12,7 @@ from events import intents as it
 from services.allocator.adapters import database
 from services.allocator.adapters.history import HistoryFilter, allocations
 from services.allocator.adapters.postgres import PostgresEventStore
-from services.allocator.adapters.verify import verify
+from services.allocator.api.verify import verify
 from services.allocator.ports import DecidedIntent
 from tests.integration.log.logged import logged_database
 from tests.integration.log.test_history_sql import doc_queries, run

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from events import codec, intents, subjects
 from events.values import AllocationSpec, GpuSpec, Resources
-from services.allocator.batch import Delivery
+from services.allocator.ports import Delivery
 
 GIB = 1 << 30
 

@@ -15,8 +15,8 @@ from events import codec, subjects
 from events.decisions import AnyEvent
 from services.allocator import bootstrap
 from services.allocator.adapters.relay import INTENT_HEADER
+from services.allocator.loop.leader import Allocator
 from services.allocator.ports import EventStore, LeaseStore
-from services.allocator.service import Allocator
 from services.allocator.settings import AllocatorSettings
 
 FAST = {"lease_ttl_s": 1.0, "lease_renew_s": 0.2, "heartbeat_check_s": 0.0, "fetch_wait_s": 0.2,

@@ -10,8 +10,8 @@ import asyncpg
 import msgspec
 
 from services.allocator.adapters.postgres import PostgresEventStore
-from services.allocator.adapters.verify import verify
-from services.allocator.views import OUTCOME_TYPES
+from services.allocator.api.verify import verify
+from services.allocator.api.views import OUTCOME_TYPES
 
 
 class Outcome(msgspec.Struct):

@@ -1,4 +1,4 @@
-"""Per-message rules of the allocator loop (services.allocator.batch), on the real domain, no I/O."""
+"""Per-message rules of the allocator loop (services.allocator.loop.batch), on the real domain, no I/O."""
 
 from __future__ import annotations
 
@@ -8,15 +8,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events import decisions
-from services.allocator import batch, domain
+from services.allocator import domain, ports
 from services.allocator.domain.state import ClusterState
+from services.allocator.loop import batch
 
 from .factory import delivery, raw_delivery, register_node, request
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def decide(state: ClusterState, deliveries: list[batch.Delivery], processed: set[str] | None = None,
+def decide(state: ClusterState, deliveries: list[ports.Delivery], processed: set[str] | None = None,
            ) -> batch.BatchResult:
     return batch.decide_batch(state, deliveries, processed=processed or set(), now=NOW,
                               process=domain.process, evolve=domain.evolve)
@@ -30,7 +31,7 @@ def test_valid_intents_are_decided_in_stream_order_against_the_advancing_state()
     assert [d.stream_seq for d in result.decided] == [1, 2, 3]
     assert isinstance(result.decided[1].events[0], decisions.AllocationGranted)
     assert isinstance(result.decided[2].events[0], decisions.AllocationQueued)  # a took 60 of 100 TFLOPS
-    assert result.actions == [batch.ACK, batch.ACK, batch.ACK]
+    assert result.actions == [ports.ACK, ports.ACK, ports.ACK]
     assert state.allocations["a"].status == "granted"
 
 
@@ -38,7 +39,7 @@ def test_undecodable_payload_becomes_intent_rejected_and_is_terminated() -> None
     state = ClusterState.empty()
     garbage = b"{not json" + b"x" * 10_000
     result = decide(state, [raw_delivery(garbage, 7, msg_id="m-7")])
-    assert result.actions == [batch.TERM]
+    assert result.actions == [ports.TERM]
     (event,) = result.decided[0].events
     assert isinstance(event, decisions.IntentRejected)
     assert event.intent_id == "m-7"
@@ -67,7 +68,7 @@ def test_already_processed_intent_gets_no_second_decision() -> None:
     result = decide(state, [delivery(register_node("n1"), 1), delivery(request("a"), 2)],
                     processed={"req-a"})
     assert [d.intent_id for d in result.decided] == ["register-n1"]
-    assert result.actions == [batch.ACK, batch.ACK]
+    assert result.actions == [ports.ACK, ports.ACK]
     assert result.duplicates == 1
     assert "a" not in state.allocations
 
@@ -82,7 +83,7 @@ def test_duplicate_inside_one_batch_is_decided_once() -> None:
 
 def test_candidate_ids_cover_msg_id_and_payload_id() -> None:
     intent = request("a", intent_id="payload-id")
-    wrapped = batch.Delivery(stream_seq=5, subject="s", data=delivery(intent, 5).data, msg_id="header-id")
+    wrapped = ports.Delivery(stream_seq=5, subject="s", data=delivery(intent, 5).data, msg_id="header-id")
     assert batch.candidate_ids([wrapped, raw_delivery(b"junk", 6)]) == ["header-id", "payload-id", "nats-seq-6"]
 
 
@@ -125,4 +126,4 @@ def test_intent_with_nul_character_is_rejected_not_retried_forever() -> None:
     assert isinstance(event, decisions.IntentRejected)
     assert "NUL" in event.reason
     assert "\x00" not in event.raw
-    assert result.actions == [batch.TERM]
+    assert result.actions == [ports.TERM]

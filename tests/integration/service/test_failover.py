@@ -13,10 +13,9 @@ import pytest
 from nats.js import JetStreamContext
 
 from events import intents
-from services.allocator import views
 from services.allocator.adapters import database
 from services.allocator.adapters.postgres import PostgresEventStore
-from services.allocator.api import documents
+from services.allocator.api import documents, views
 from services.shared import messaging
 
 from .factory import register_node, request

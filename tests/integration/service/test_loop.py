@@ -15,8 +15,8 @@ from nats.js import JetStreamContext
 
 from events import codec, decisions, subjects
 from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
+from services.allocator.api.views import OUTCOME_TYPES
 from services.allocator.ports import DecidedIntent, StoredEvent
-from services.allocator.views import OUTCOME_TYPES
 from services.shared import messaging
 
 from .factory import register_node, request

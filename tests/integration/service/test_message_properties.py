@@ -24,7 +24,7 @@ from events import intents, subjects
 from events.values import Resources
 from services.allocator.adapters import database
 from services.allocator.adapters.postgres import PostgresEventStore
-from services.allocator.adapters.verify import verify
+from services.allocator.api.verify import verify
 from services.shared import messaging
 
 from .factory import register_node, request

@@ -14,8 +14,8 @@ import asyncpg
 import pytest
 
 from events import intents
-from services.allocator import views
 from services.allocator.adapters import database
+from services.allocator.api import views
 from services.shared import messaging
 from services.shared.natsserver import NatsServer, free_port
 from services.shared.pgserver import PgServer

@@ -1,4 +1,4 @@
-"""services.allocator.reasons: the current reason is what the domain would decide now."""
+"""services.allocator.api.reasons: the current reason is what the domain would decide now."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from events import decisions as ev
 from events import intents
 from events.values import AllocationSpec, PoolConfig, QuotaAmount, QuotaSpec, Resources
-from services.allocator import domain, reasons
+from services.allocator import domain
+from services.allocator.api import reasons
 from services.allocator.domain.state import ClusterState
 from tests.integration.service.factory import register_node, request
 

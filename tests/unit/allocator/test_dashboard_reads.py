@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 from events import decisions as ev
 from events import intents as it
 from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
-from services.allocator.dashboard import lives, reads
+from services.allocator.api import lives
+from services.allocator.dashboard import reads
 from services.allocator.dashboard.timeline import QualityTimeline
 from services.allocator.ports import DecidedIntent
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request, res

@@ -8,7 +8,7 @@ import pytest
 from events import decisions as ev
 from events import intents as it
 from events.values import AllocationSpec, GangSpec
-from services.allocator import reasons, simulation
+from services.allocator.api import reasons, simulation
 from services.allocator.domain import Scheduler, digest
 from services.allocator.domain.model import GRANTED, QUEUED
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_request

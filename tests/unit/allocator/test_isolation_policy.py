@@ -10,13 +10,12 @@ from hypothesis import strategies as st
 from events import decisions as ev
 from events import intents as it
 from events.values import GpuSpec, PoolConfig
-from services.allocator import views
-from services.allocator.api import values
-from services.allocator.api.guard import ApiError
+from services.allocator.api import bodies, views
+from services.allocator.api.bounds import ApiError
 from services.allocator.domain import ClusterState, Scheduler, digest, evolve, explain, process
+from services.allocator.domain.filters.isolation_policy import CONFLICT, DynamicIsolationFilter, lock_of
 from services.allocator.domain.framework import OK, Context
 from services.allocator.domain.need import Need
-from services.allocator.domain.plugins.isolation_policy import CONFLICT, DynamicIsolationFilter, lock_of
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request
 
 SOFT_ONLY = ("shared", "soft")
@@ -138,14 +137,14 @@ def test_pool_settings_are_validated() -> None:
 
 
 def test_api_pool_body_takes_the_settings_and_names_a_bad_field() -> None:
-    config = values.pool_config({"isolation_policy": "dynamic", "topology": "hard", "max_topology_tier": 1})
+    config = bodies.pool_config({"isolation_policy": "dynamic", "topology": "hard", "max_topology_tier": 1})
     assert (config.isolation_policy, config.topology, config.max_topology_tier) == ("dynamic", "hard", 1)
-    assert values.pool_config({}) == PoolConfig()
+    assert bodies.pool_config({}) == PoolConfig()
     tier = "max_topology_tier"
     for body, field in (({"isolation_policy": "Static"}, "isolation_policy"), ({"topology": 1}, "topology"),
                         ({tier: 4}, tier), ({tier: True}, tier)):
         with pytest.raises(ApiError) as caught:
-            values.pool_config(body)
+            bodies.pool_config(body)
         assert caught.value.status == 400 and caught.value.field == field
 
 

@@ -11,10 +11,11 @@ from nats import errors as nats_errors
 from prometheus_client import CollectorRegistry
 
 from events import codec
-from services.allocator import batch
-from services.allocator.failures import Failure, classify, describe
+from services.allocator import ports
+from services.allocator.loop import batch
+from services.allocator.loop.failures import Failure, classify, describe
+from services.allocator.loop.watchdog import Watchdog
 from services.allocator.ports import CorruptEventError
-from services.allocator.watchdog import Watchdog
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 pg = asyncpg.exceptions
@@ -66,7 +67,7 @@ def test_log_keys_are_the_id_when_storable_else_a_stable_digest() -> None:
 
 
 def test_a_rejection_is_bounded_and_storable_whatever_it_carries() -> None:
-    delivery = batch.Delivery(stream_seq=9, subject="gpuledger.intent." + "s" * 5000,
+    delivery = ports.Delivery(stream_seq=9, subject="gpuledger.intent." + "s" * 5000,
                               data=b"\xff\x00" * 100_000, msg_id="m" * 5000)
     error = ValueError("bad \ud800 value " + "v" * 100_000)
     event = batch.rejected_event(delivery, reason=str(error) + "\x00", now=NOW, error=error)

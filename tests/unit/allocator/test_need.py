@@ -15,7 +15,7 @@ from services.allocator.domain import profile
 from services.allocator.domain.framework import Context
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import GPU_BLIND_FIELDS, NODE_ONLY_FIELDS, SHAPE_FIELDS, Need, shape_key
-from services.allocator.domain.strategies import ScanStrategy
+from services.allocator.domain.strategies.base import ScanStrategy
 from tests.unit.allocator.builders import a_gpu, a_request
 
 

@@ -12,8 +12,7 @@ from events import codec
 from events import decisions as ev
 from events import intents as it
 from events.values import AllocationSpec, GangSpec, Partition, Resources
-from services.allocator import views
-from services.allocator.api import documents
+from services.allocator.api import documents, views
 from services.allocator.domain import digest, evolve
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_request, res
 

@@ -8,7 +8,7 @@ import msgspec
 from events import decisions as ev
 from events import intents as it
 from events.values import AllocationSpec, GpuSpec
-from services.allocator.domain.plugins.isolation_policy import lock_of
+from services.allocator.domain.filters.isolation_policy import lock_of
 from services.allocator.domain.trial import Trial
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request
 

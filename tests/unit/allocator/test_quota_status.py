@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from events.values import QuotaAmount, QuotaSpec
+from services.allocator.api.quota_status import DIMENSIONS, READY_MESSAGE, available_fraction, quota_status
 from services.allocator.domain.model import QuotaUsage
-from services.allocator.quota_status import DIMENSIONS, READY_MESSAGE, available_fraction, quota_status
 
 
 def _spec(tflops: int | None = 100_000, vram: int | None = 1000, workers: int | None = 10,

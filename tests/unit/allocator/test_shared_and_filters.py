@@ -7,7 +7,7 @@ import pytest
 from events import decisions as ev
 from events.values import NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, PreferredSchedulingTerm
 from services.allocator.domain import explain
-from services.allocator.domain.plugins.affinity import requirement_matches
+from services.allocator.domain.filters.affinity import requirement_matches
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request, tf
 
 

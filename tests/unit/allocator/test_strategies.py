@@ -7,7 +7,7 @@ import pytest
 from events import decisions as ev
 from events.values import NodeAffinity, NodeSelectorRequirement, NodeSelectorTerm, PoolConfig
 from services.allocator.domain.model import GpuState
-from services.allocator.domain.strategies import available_score, used_score
+from services.allocator.domain.strategies.tensorfusion import available_score, used_score
 from services.allocator.domain.units import normalize, round_half_away, tflops_on
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request, res, tf
 

@@ -11,8 +11,8 @@ from events.values import AllocationSpec, PoolConfig, Resources
 from services.allocator.domain import ClusterState, Scheduler, decode_snapshot, digest, encode_snapshot, evolve
 from services.allocator.domain.model import RequestShape
 from services.allocator.domain.need import Need
-from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD
-from services.allocator.domain.strategies_paper import cpu_only
+from services.allocator.domain.strategies.paper import cpu_only
+from services.allocator.domain.strategies.workload import DEFAULT_WORKLOAD
 from services.allocator.domain.target import EPOCH, WINDOW, distance, mix_of, pod_key
 from services.allocator.domain.taskclass import TaskClass
 from tests.unit.allocator.builders import T0, Cluster, a_gpu, a_request

@@ -7,8 +7,9 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from services.allocator.adapters import projection, verify
+from services.allocator.adapters import projection
 from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
+from services.allocator.api import verify
 from services.allocator.domain.state import ClusterState
 from services.allocator.ports import DecidedIntent
 from tests.contract.scenario import fold_batch, story

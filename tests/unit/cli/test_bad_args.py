@@ -20,7 +20,7 @@ def test_nodes_show_of_an_empty_name_is_bad_input(tmp_path: Path) -> None:
 
 def test_a_reader_that_leaves_the_pipe_ends_the_command_quietly() -> None:
     """`gpuledger nodes | head -1`: no "error: BrokenPipeError" and no traceback, exit 141 (SIGPIPE)."""
-    code = ("import typer\nfrom services.cli.guard import guarded\n"
+    code = ("import typer\nfrom services.cli.exits import guarded\n"
             "def body():\n    for i in range(10**6):\n        typer.echo(f'line {i}')\n"
             "guarded(False, body)\n")
     with subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:

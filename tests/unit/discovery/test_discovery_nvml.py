@@ -12,7 +12,7 @@ import pytest
 from events.base import Intent
 from events.intents import RegisterNode
 from events.values import Resources
-from services.discovery import nvml, service, settings
+from services.discovery import nvml, settings, wiring
 from services.discovery.catalog import ModelTable
 from services.discovery.inventory import ReportConfig
 
@@ -130,7 +130,7 @@ async def test_agent_reports_once_then_heartbeats_and_reports_a_lost_gpu() -> No
 
     config = settings.load(environ={}, source="nvml", node_name="n1", heartbeat_interval_s=0.01)
     stop = asyncio.Event()
-    task = asyncio.create_task(service.run_discovery(config, publish=publish, stop=stop, nvml_module=fake))
+    task = asyncio.create_task(wiring.run_discovery(config, publish=publish, stop=stop, nvml_module=fake))
     await asyncio.wait_for(beats.wait(), 30)
     stop.set()
     await asyncio.wait_for(task, 30)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from events.intents import ConfigurePool, RegisterNode, RequestAllocation
 from events.values import GpuSpec, PoolConfig, Resources
 from services.allocator.domain import ClusterState, Scheduler, process
-from services.allocator.domain.plugins.fragmentation import Workload
+from services.allocator.domain.strategies.fragmentation import Workload
 from services.trace.openb import TracePod
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -1,4 +1,4 @@
-"""fgd-strand (plugins/fgd_strand.py): the stranded-GPU measure by hand, the lexicographic choice
+"""fgd-strand (strategies/fgd_strand.py): the stranded-GPU measure by hand, the lexicographic choice
 through ``process`` for GPU and CPU-only requests, and FGD's score never given up and FGD's node
 kept unless the tie-break prefers another (hypothesis). That the optimised Scheduler decides
 fgd-strand like the ReferenceScheduler is checked with every registered strategy in
@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 
 from services.allocator.domain import profile
 from services.allocator.domain.framework import Context
-from services.allocator.domain.plugins.fgd import sigmoid_score
-from services.allocator.domain.plugins.fgd_strand import (
+from services.allocator.domain.reference import ReferenceScheduler
+from services.allocator.domain.strategies.fgd import sigmoid_score
+from services.allocator.domain.strategies.fgd_strand import (
     WEIGHT_SCALE,
     FgdStrand,
     StrandCache,
@@ -22,8 +23,7 @@ from services.allocator.domain.plugins.fgd_strand import (
     integer_weights,
     stranded,
 )
-from services.allocator.domain.plugins.fragmentation import TaskClass
-from services.allocator.domain.reference import ReferenceScheduler
+from services.allocator.domain.strategies.fragmentation import TaskClass
 from services.trace.openb import TracePod
 from tests.unit.trace.cluster import POOL, cluster, node, pod, request
 

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from services.allocator.domain.plugins.fragmentation import FragmentCache, TaskClass, class_fragment, node_fragment
-from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD
+from services.allocator.domain.strategies.fragmentation import FragmentCache, TaskClass, class_fragment, node_fragment
+from services.allocator.domain.strategies.workload import DEFAULT_WORKLOAD
 from services.trace.metric import cluster_fragmentation, unallocated_curve
 from tests.unit.trace.cluster import cluster, node, pod, request
 

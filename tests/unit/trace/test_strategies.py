@@ -8,10 +8,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from services.allocator.domain import profile
-from services.allocator.domain.plugins.fgd import sigmoid_score
-from services.allocator.domain.plugins.fragmentation import TaskClass
 from services.allocator.domain.reference import ReferenceScheduler
-from services.allocator.domain.strategies_paper import stable_hash
+from services.allocator.domain.strategies.fgd import sigmoid_score
+from services.allocator.domain.strategies.fragmentation import TaskClass
+from services.allocator.domain.strategies.paper import stable_hash
 from services.trace.openb import TracePod
 from tests.unit.trace.cluster import Sim, cluster, node, pod, request
 
@@ -58,7 +58,7 @@ def test_frag_cpu_avoids_stranding_gpus_behind_cpu() -> None:
 
 
 def test_class_fragment_cpu_equals_fgd_when_cpu_does_not_bind() -> None:
-    from services.allocator.domain.plugins.fragmentation import class_fragment, class_fragment_cpu
+    from services.allocator.domain.strategies.fragmentation import class_fragment, class_fragment_cpu
     task = TaskClass(weight=1.0, milli=470, count=1, cpu_milli=4000)
     for free, cpu in (([1000, 300, 0], 64_000), ([470, 469], 4000), ([200], 64_000)):
         assert class_fragment_cpu(free, cpu_free=cpu, model="", task=task) == class_fragment(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD, typical_workload
+from services.allocator.domain.strategies.workload import DEFAULT_WORKLOAD, typical_workload
 from services.trace import openb
 from services.trace.openb import TraceError, trace_pods
 from services.trace.workload import node_order, tune

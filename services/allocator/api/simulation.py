@@ -15,7 +15,8 @@ from typing import Any
 from events import decisions, intents
 from events.values import AllocationSpec
 from services import podspec
-from services.allocator import domain, views
+from services.allocator import domain
+from services.allocator.api import views
 from services.allocator.domain.state import ClusterState
 
 

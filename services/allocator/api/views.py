@@ -12,8 +12,8 @@ from typing import Any
 from events import codec, decisions
 from events.quantity import format_bytes, format_milli, format_percent_milli
 from events.values import AllocationSpec, Partition, Resources, priority_of
+from services.allocator.domain.filters.isolation_policy import lock_of
 from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState
-from services.allocator.domain.plugins.isolation_policy import lock_of
 from services.allocator.domain.preemption import NoPlan, Plan
 from services.allocator.domain.state import ClusterState
 

@@ -1,7 +1,7 @@
 """frag-cpu: gpuledger's own placement strategy — fragmentation gradient descent that also sees
 GPU stranded by CPU ("CPU-aware fragmentation descent").
 
-FGD (plugins/fgd.py) counts a node's free GPU as usable by a task class as soon as one pod of
+FGD (strategies/fgd.py) counts a node's free GPU as usable by a task class as soon as one pod of
 the class fits, even when the node's free CPU admits only one such pod while several GPUs are
 free: those GPUs are stranded, yet FGD sees no fragmentation and happily drains the CPU of nodes
 whose GPUs are still idle. frag-cpu measures each class's fragment with
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from services.allocator.domain.plugins.fgd import Fgd
+from services.allocator.domain.strategies.fgd import Fgd
 
 
 class FragCpu(Fgd):

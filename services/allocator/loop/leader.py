@@ -4,14 +4,14 @@ One replica holds the lease (``LeaseKeeper``); it catches up with the log, rewin
 consumer to its ack floor, then per batch: decides every intent in stream order
 (``batch.decide_batch``), appends everything in ONE ``EventStore.append`` fenced by its epoch, and
 only then acks and hands the stored events to the relay. What a failure means is decided in one
-place (:func:`services.allocator.failures.classify`):
+place (:func:`services.allocator.loop.failures.classify`):
 
 - caused by one intent (an exception in ``decide``, a value PostgreSQL refuses): the projection is
   reloaded and the batch split in halves until the intent is isolated; that intent alone gets an
   ``IntentRejected`` (bounded, sanitised) and the intents around it are decided normally;
 - transient or fatal (database or NATS down, a timeout, a fence): the rest is nak'ed, the
   projection reloaded, and leadership re-enters with a rewind, so no intent is skipped, reordered
-  or decided twice. The :class:`~services.allocator.watchdog.Watchdog` raises the stuck alarm when
+  or decided twice. The :class:`~services.allocator.loop.watchdog.Watchdog` raises the stuck alarm when
   no progress comes for ``stuck_after_s``.
 
 Sequences missing from GPULEDGER_INTENTS (messages deleted from the stream) are skipped with a log
@@ -29,16 +29,17 @@ from nats.aio.client import Client as NATS
 from nats.aio.msg import Msg
 
 from events import intents
-from services.allocator import batch, failures, liveness
+from services.allocator import ports
 from services.allocator.adapters.consumer import IntentConsumer, to_delivery
 from services.allocator.adapters.leader import Clock, LeaseKeeper, utc_now
 from services.allocator.adapters.relay import EventRelay
 from services.allocator.adapters.replay import SnapshotPolicy
 from services.allocator.domain.state import ClusterState
-from services.allocator.metrics import AllocatorMetrics
+from services.allocator.loop import batch, failures, liveness
+from services.allocator.loop.metrics import AllocatorMetrics
+from services.allocator.loop.watchdog import Watchdog
 from services.allocator.ports import DecidedIntent, EventStore, FencedError, StoredEvent
 from services.allocator.settings import AllocatorSettings
-from services.allocator.watchdog import Watchdog
 from services.shared import lifecycle
 
 log = structlog.get_logger(__name__)
@@ -250,7 +251,7 @@ class Allocator:
         except Exception as exc:  # the rejection itself could not be stored: the database is at fault
             await self._recover(exc)
             return False
-        await self._committed([msg], stored, [batch.ACK], started=started)
+        await self._committed([msg], stored, [ports.ACK], started=started)
         return True
 
     async def _committed(self, msgs: Sequence[Msg], stored: list[StoredEvent], actions: Sequence[str], *,

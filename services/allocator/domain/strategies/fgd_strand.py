@@ -1,7 +1,7 @@
 """fgd-strand: gpuledger's robust fragmentation-aware strategy — FGD, except that among the nodes
 FGD scores equal it avoids those where the placement strands GPU behind CPU.
 
-Node choice is lexicographic: (1) FGD's own integer score ⌊100·sigmoid(−Δ/1000)⌋ (plugins/fgd.py,
+Node choice is lexicographic: (1) FGD's own integer score ⌊100·sigmoid(−Δ/1000)⌋ (strategies/fgd.py,
 Weng et al., ATC'23), highest first; (2) among the nodes FGD scores equal, a tie-break that
 depends on the request: for a request that takes GPU, the least *stranding increase*
 max(0, S_n′(M) − S_n(M)), with S defined below; for a CPU-only request, a node whose CPU is
@@ -41,10 +41,10 @@ from typing import ClassVar
 from events.values import PoolConfig
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need
-from services.allocator.domain.plugins.fgd import NODE_MEMO_LIMIT, Fgd, NodeFrag, sigmoid_score
-from services.allocator.domain.plugins.fragmentation import Workload
-from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD
-from services.allocator.domain.strategies_paper import cpu_only, share_milli
+from services.allocator.domain.strategies.fgd import NODE_MEMO_LIMIT, Fgd, NodeFrag, sigmoid_score
+from services.allocator.domain.strategies.fragmentation import Workload
+from services.allocator.domain.strategies.paper import cpu_only, share_milli
+from services.allocator.domain.strategies.workload import DEFAULT_WORKLOAD
 
 WEIGHT_SCALE = 1 << 20
 """Class weights are rounded to multiples of 2⁻²⁰ so that S_n(M) is an exact integer."""
@@ -167,7 +167,7 @@ class FgdStrand(Fgd):
         self.cpu_classes = cpu_classes(self.workload, self.strand.weights)
         self._before: dict[str, tuple[NodeFrag, int]] = {}
         """Node name -> (the NodeFrag S_n(M) was computed for, S_n(M)): a node's S while FGD's
-        per-version memo returns the same NodeFrag (plugins/fgd.py)."""
+        per-version memo returns the same NodeFrag (strategies/fgd.py)."""
 
     def node_stranded(self, node: NodeState, members: Sequence[GpuState]) -> int:
         """S_n(M) of ``node`` now, memoised per node version like FGD's :class:`NodeFrag`."""

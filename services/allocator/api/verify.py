@@ -3,7 +3,7 @@
 Checks, in one pass over the log: (1) every event decodes (else CorruptEventError propagates),
 (2) the newest snapshot, replayed to the same position, has the rebuild's digest, (3) the read
 models (``gpus``, ``allocations``, ``quota_usage``) equal the rows the rebuild projects, a queued
-row with the reason :mod:`services.allocator.reasons` gives it in the rebuilt state (the allocator
+row with the reason :mod:`services.allocator.api.reasons` gives it in the rebuilt state (the allocator
 keeps those current outside the log; one ``decide`` per queued request). The digest
 reported is the rebuild's (``services.allocator.domain.state.digest``).
 """
@@ -15,9 +15,9 @@ from typing import Protocol
 
 import msgspec
 
-from services.allocator import reasons
 from services.allocator.adapters import allocation_table, projection
 from services.allocator.adapters.replay import fold, no_cyclic_gc
+from services.allocator.api import reasons
 from services.allocator.domain.state import ClusterState, StaleSnapshot, decode_snapshot, digest
 from services.allocator.ports import EventStore, StoredEvent
 

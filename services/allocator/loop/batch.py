@@ -23,8 +23,8 @@ import structlog
 from events import codec, intents
 from events.decisions import AnyEvent, IntentRejected
 from services.allocator.domain.state import ClusterState
-from services.allocator.failures import describe
-from services.allocator.ports import DecidedIntent
+from services.allocator.loop.failures import describe
+from services.allocator.ports import ACK, TERM, DecidedIntent, Delivery
 
 log = structlog.get_logger(__name__)
 
@@ -35,21 +35,9 @@ TEXT_LIMIT = 1024
 KEY_LIMIT = 1024
 """Intent ids longer than this many UTF-8 bytes (or not storable text) are logged by digest."""
 
-ACK = "ack"
-TERM = "term"
-
 Process = Callable[[ClusterState, intents.AnyIntent, datetime], list[AnyEvent]]
 """``services.allocator.domain.process``: decide, evolve, grant what now fits."""
 Evolve = Callable[[ClusterState, AnyEvent], ClusterState]
-
-
-class Delivery(msgspec.Struct, frozen=True, kw_only=True):
-    """One message as JetStream delivered it: stream sequence, subject, payload, ``Nats-Msg-Id``."""
-
-    stream_seq: int
-    subject: str
-    data: bytes
-    msg_id: str = ""
 
 
 class BatchResult(msgspec.Struct, kw_only=True):

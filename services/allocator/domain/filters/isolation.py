@@ -2,7 +2,7 @@
 
 GPUIsolationModeFilter is the Static isolation policy (TensorFusion's default): the GPU's
 discovered ``isolation_mode`` is its fixed mode. Under a pool's Dynamic policy the discovered
-mode is ignored and plugins/isolation_policy.py decides (capabilities apply under both).
+mode is ignored and filters/isolation_policy.py decides (capabilities apply under both).
 """
 
 from __future__ import annotations

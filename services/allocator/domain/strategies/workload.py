@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 
-from services.allocator.domain.plugins.fragmentation import TaskClass, Workload
+from services.allocator.domain.strategies.fragmentation import TaskClass, Workload
 
 PodKey = tuple[int, int, int, tuple[str, ...]]
 """(cpu_milli, per-GPU milli-GPU 0-1000, GPU count, allowed models) of one pod."""

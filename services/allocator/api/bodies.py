@@ -27,7 +27,7 @@ from events.values import (
     QuotaSpec,
     Resources,
 )
-from services.allocator.api.guard import ApiError
+from services.allocator.api.bounds import ApiError
 
 MAX_ID_CHARS = bounds.MAX_ID_LENGTH
 

@@ -1,7 +1,7 @@
 """FGD: fragmentation gradient descent (Weng et al., ATC'23; simulator ``fgd_score.go``).
 
 For every feasible node, the hypothetical placement that raises the node's fragmentation
-F_n(M) (plugins/fragmentation.py) the least: a share tries each fitting GPU (lowest index on
+F_n(M) (strategies/fragmentation.py) the least: a share tries each fitting GPU (lowest index on
 ties), whole GPUs take the lowest-index free ones, a CPU-only request takes only CPU. The node
 score is the simulator's integer ⌊100·sigmoid(−Δ/1000)⌋ (Δ in milli-GPU), highest wins, first
 node in name order on ties. The target workload M comes from the Scheduler (``with_workload``):
@@ -19,9 +19,8 @@ from typing import ClassVar, Self
 from events.values import PoolConfig
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need
-from services.allocator.domain.plugins.fragmentation import FragmentCache, Workload
-from services.allocator.domain.plugins.workload import DEFAULT_WORKLOAD
-from services.allocator.domain.strategies_paper import (
+from services.allocator.domain.strategies.fragmentation import FragmentCache, Workload
+from services.allocator.domain.strategies.paper import (
     PaperStrategy,
     cpu_free,
     cpu_only,
@@ -30,6 +29,7 @@ from services.allocator.domain.strategies_paper import (
     pick_default,
     share_milli,
 )
+from services.allocator.domain.strategies.workload import DEFAULT_WORKLOAD
 
 
 def sigmoid_score(delta: float) -> int:

@@ -1,0 +1,1 @@
+"""Placement strategies, one family per module; the registry that names them is ``domain.profile``."""
