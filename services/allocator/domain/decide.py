@@ -51,6 +51,34 @@ def _configure_pool(state: ClusterState, intent: it.ConfigurePool, now: datetime
     return [ev.PoolConfigured(at=now, pool=intent.pool, config=intent.config)]
 
 
+_NAMED = 5
+"""How many nodes or allocations a refused pool removal names (then "and N more")."""
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:_NAMED])
+    return shown + (f" and {len(names) - _NAMED} more" if len(names) > _NAMED else "")
+
+
+def _remove_pool(state: ClusterState, intent: it.RemovePool, now: datetime) -> list[ev.AnyEvent]:
+    """PoolRemoved, or IntentRejected (field ``pool``) naming what holds the pool: its nodes (remove
+    them first), its live allocations (release them first), or that it has no configuration."""
+    pool = intent.pool
+    nodes = sorted(state.pool_nodes.get(pool, ()))
+    if nodes:
+        return _rejected(intent, "remove_pool", ("pool", pool, f"pool {pool} still has {len(nodes)} node(s): "
+                                                 f"{_names(nodes)}; remove them first"), now)
+    live = sorted(a.spec.allocation_id for a in state.allocations.values() if a.spec.pool == pool)
+    if live:
+        return _rejected(intent, "remove_pool", ("pool", pool, f"pool {pool} still has {len(live)} live "
+                                                 f"allocation(s): {_names(live)}; release them first"), now)
+    if pool not in state.pools:
+        known = ", ".join(sorted(state.pools)) or "none"
+        return _rejected(intent, "remove_pool", ("pool", pool, f"pool {pool} has no configuration to remove "
+                                                 f"(configured pools: {known})"), now)
+    return [ev.PoolRemoved(at=now, pool=pool)]
+
+
 def decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler: Scheduler | None = None
            ) -> list[ev.AnyEvent]:
     """The events ``intent`` produces against ``state`` at ``now`` (UTC); never mutates ``state``.
@@ -83,4 +111,6 @@ def _decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler:
             return _remove_quota(state, intent, now)
         case it.ConfigurePool():
             return _configure_pool(state, intent, now)
+        case it.RemovePool():
+            return _remove_pool(state, intent, now)
     raise TypeError(f"not an intent: {intent!r}")  # pragma: no cover - the union is exhaustive

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli.upstack import CLI, ENV, ROOT, UpStack, as_json, gpuledger
+from tests.integration.cli.upstack import CLI, ENV, ROOT, UpStack, as_json, default_sigint, gpuledger
 
 pytestmark = pytest.mark.integration
 
@@ -146,7 +146,8 @@ def test_events_last_and_follow(stack: Path) -> None:
     assert past.returncode == 0
     assert {json.loads(line)["node"] for line in past.stdout.splitlines()} >= {"node-a", "node-b"}
     follow = subprocess.Popen([*CLI, "events", "--follow", "--last", "0", "--pod", "watched", "--data-dir", str(stack)],
-                              env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=default_sigint)
     try:
         time.sleep(3)  # the subscription is in place
         assert cli(stack, "submit", pod(stack, "watched")).returncode == 0
@@ -165,7 +166,7 @@ def test_interrupted_trace_replay_releases_and_leaves_the_default_pool(stack: Pa
     nodes.write_text("\n".join((ROOT / "data/openb/openb_node_list_gpu_node.csv").read_text().splitlines()[:21]))
     replay = subprocess.Popen([*CLI, "trace", "replay", "--nodes", str(nodes), "--limit", "2000", "--duration", "120",
                                "--data-dir", str(stack)], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+                              text=True, preexec_fn=default_sigint)
     try:
         deadline = time.monotonic() + 120
         while True:
