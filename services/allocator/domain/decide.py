@@ -14,6 +14,7 @@ from events.base import Intent
 from services.allocator.domain import gang, profile
 from services.allocator.domain.allocate import decide_release, decide_request
 from services.allocator.domain.inventory import decide_heartbeats, decide_register, decide_remove
+from services.allocator.domain.partition import OutOfContract
 from services.allocator.domain.resize import decide_resize
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
@@ -94,7 +95,10 @@ def _decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler:
             ) -> list[ev.AnyEvent]:
     match intent:
         case it.RequestAllocation():
-            return decide_request(state, intent, now, scheduler or Scheduler(), gang.decide_member)
+            try:
+                return decide_request(state, intent, now, scheduler or Scheduler(), gang.decide_member)
+            except OutOfContract as exc:  # never append an event the log could not replay
+                return _rejected(intent, "request_allocation", (exc.field, exc.value, str(exc)), now)
         case it.ReleaseAllocation():
             return decide_release(state, intent, now)
         case it.ResizeAllocation():
