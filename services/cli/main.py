@@ -53,16 +53,16 @@ for _area in (stack_commands, lifecycle_commands, events_command, admin_commands
 
 def run(prog_name: str | None = None) -> None:
     """Console-script entry point: runs ``app`` and exits with the README's codes. Click's own
-    handling would exit 1 for a closed pipe (EPIPE) and print "Aborted!" with 1 for an EOF; here a
-    closed stdout exits 141 quietly and Ctrl-C 130 wherever it happens."""
+    handling would exit 1 for a closed pipe (EPIPE); here a closed stdout exits 141 quietly and
+    Ctrl-C 130 wherever it happens."""
     try:
         code = app(prog_name=prog_name, standalone_mode=False)
     except _CLICK_ERROR as exc:  # usage errors: message and exit 2, as click prints them
         exc.show()  # type: ignore[attr-defined]
         sys.exit(exc.exit_code)  # type: ignore[attr-defined]
-    except typer.Abort:
+    except typer.Abort:  # end of input at a prompt: click's "Aborted!", exit 1
         typer.echo("Aborted!", err=True)
-        sys.exit(exits.INTERRUPTED)
+        sys.exit(output.OTHER)
     except KeyboardInterrupt:
         sys.exit(exits.INTERRUPTED)
     except BrokenPipeError:

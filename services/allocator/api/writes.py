@@ -19,9 +19,10 @@ duplicate gets.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 import weakref
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiohttp import web
@@ -108,42 +109,23 @@ class _PodTurns:
     duplicate does, instead of publishing a second RequestAllocation that ``decide`` refuses."""
 
     def __init__(self) -> None:
-        self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}
+        self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}  # (lock, holders and waiters)
 
-    def turn(self, namespace: str, pod: str) -> _Turn:
+    @contextlib.asynccontextmanager
+    async def turn(self, namespace: str, pod: str) -> AsyncIterator[None]:
         """``async with turns.turn(namespace, pod):`` holds the pod's turn."""
-        return _Turn(self, (namespace, pod))
-
-    def _enter(self, key: tuple[str, str]) -> asyncio.Lock:
+        key = (namespace, pod)
         lock, users = self._locks.get(key, (asyncio.Lock(), 0))
         self._locks[key] = (lock, users + 1)
-        return lock
-
-    def _leave(self, key: tuple[str, str]) -> None:
-        lock, users = self._locks[key]
-        if users <= 1:
-            del self._locks[key]
-        else:
-            self._locks[key] = (lock, users - 1)
-
-
-class _Turn:
-    def __init__(self, turns: _PodTurns, key: tuple[str, str]) -> None:
-        self._turns, self._key = turns, key
-        self._lock: asyncio.Lock | None = None
-
-    async def __aenter__(self) -> None:
-        self._lock = self._turns._enter(self._key)
         try:
-            await self._lock.acquire()
-        except BaseException:
-            self._turns._leave(self._key)
-            raise
-
-    async def __aexit__(self, *_: object) -> None:
-        assert self._lock is not None
-        self._lock.release()
-        self._turns._leave(self._key)
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
 
 
 _TURNS: weakref.WeakKeyDictionary[Allocator, _PodTurns] = weakref.WeakKeyDictionary()
