@@ -87,7 +87,8 @@ def resize(target: Target,
     """Resize an allocation.
 
     Changes a granted allocation's per-GPU request and limit in place (unset values are kept;
-    TensorFusion AdjustAllocation). Exit 4 when it does not fit, with the largest request that would."""
+    TensorFusion AdjustAllocation). Exit 4 when it does not fit, with the largest request that would
+    and what its GPUs have available (TensorFusion's remain)."""
 
     def body() -> None:
         for value, field in ((tflops, "tflops"), (vram, "vram"), (tflops_limit, "tflops-limit"),
@@ -111,6 +112,8 @@ def resize(target: Target,
             typer.echo(f"resize rejected: {answer.get('reason', '')}")
             if answer.get("max_request"):
                 typer.echo(f"  largest request that fits: {output.request_text(answer['max_request'])}")
+            if answer.get("remain"):
+                typer.echo(f"  available on its GPUs now: {output.request_text(answer['remain'])}")
         else:
             typer.echo(f"resized {allocation.get('namespace')}/{allocation.get('pod')}: request "
                        f"{output.request_text(request)}, limit {output.request_text(limit, unset=True)}")
@@ -129,7 +132,11 @@ def queue(pool: Annotated[str | None, typer.Option("--pool", help="Only this poo
     In the order they would be granted, each with its current reason."""
 
     def body() -> None:
-        rows = list(client.connect(data_dir).items("/api/v1/queue", limit=limit, pool=pool, namespace=namespace))
+        from services.cli.admin_commands import known_pool
+
+        api = client.connect(data_dir)
+        known_pool(api, pool)
+        rows = list(api.items("/api/v1/queue", limit=limit, pool=pool, namespace=namespace))
         if as_json:
             output.emit_json(rows)
             return

@@ -2,7 +2,8 @@
 
 Exit codes (every command): 0 done or granted, 1 anything else (stack unreachable, timeout, server
 error), 2 bad input (``{"error", "field"}`` on stdout under ``--json``; the field names the option,
-argument or manifest field), 3 queued, 4 rejected.
+argument or manifest field), 3 queued, 4 rejected, 130 interrupted (Ctrl-C), 141 stdout's reader
+went away (services.cli.main.run).
 
 Text output shows quantities in human units (``1,788.7 TFLOPS``, ``80 GiB``, ``50 %``, ``unset``);
 JSON keeps the canonical Kubernetes quantity strings. Tables are Rich tables on a terminal and
@@ -27,7 +28,8 @@ OUTCOME_CODES = {"allocation_granted": OK, "granted": OK, "allocation_queued": Q
                  "allocation_rejected": REJECTED, "rejected": REJECTED, "intent_rejected": BAD_INPUT}
 """Exit code of ``submit`` per outcome type (event tag or allocation status)."""
 
-EXIT_CODES_HELP = "Exit codes: 0 done/granted, 1 other failure, 2 bad input, 3 queued, 4 rejected."
+EXIT_CODES_HELP = ("Exit codes: 0 done/granted, 1 other failure, 2 bad input, 3 queued, 4 rejected, 130 interrupted "
+                   "(Ctrl-C), 141 output pipe closed.")
 
 
 class BadInput(ValueError):

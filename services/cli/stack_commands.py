@@ -97,7 +97,11 @@ def print_outcome(view: dict[str, Any]) -> None:
 
 def up(data_dir: Path = typer.Option(endpoints.DEFAULT_DATA_DIR, "--data-dir", help="State directory."),
        inventory: Path | None = typer.Option(None, "--inventory", help="YAML inventory or node CSV."),
-       http_port: int = typer.Option(0, "--http-port", help="Allocator HTTP port (0: any free).")) -> None:
+       http_port: int = typer.Option(0, "--http-port", help="Allocator HTTP port (0: any free)."),
+       as_json: bool = typer.Option(False, "--json", help="Once up, print one JSON line {\"status\": \"up\", "
+                                    "\"nats\", \"database\", \"allocator\", \"dashboard\", \"webhook\", "
+                                    "\"endpoints\"} on stdout, and {\"status\": \"stopped\"} at the end; "
+                                    "progress goes to stderr.")) -> None:
     """Start the whole stack.
 
     NATS, PostgreSQL, the allocator and the other services, until Ctrl-C. One `up` per data dir:
@@ -105,20 +109,20 @@ def up(data_dir: Path = typer.Option(endpoints.DEFAULT_DATA_DIR, "--data-dir", h
     from services.cli.datalock import DataDirLock, DataDirLocked
 
     if inventory is not None and not inventory.is_file():
-        fail(f"inventory file {inventory} not found", field="inventory", code=2, as_json=False)
-    nodes = _read_inventory(inventory) if inventory is not None else None
+        fail(f"inventory file {inventory} not found", field="inventory", code=2, as_json=as_json)
+    nodes = _read_inventory(inventory, as_json=as_json) if inventory is not None else None
     lock = DataDirLock(data_dir.resolve())
     try:
         lock.acquire()
     except DataDirLocked as exc:
-        fail(str(exc), field="data_dir", code=output.BAD_INPUT, as_json=False)
+        fail(str(exc), field="data_dir", code=output.BAD_INPUT, as_json=as_json)
     try:
-        _run_up(data_dir, inventory, http_port, nodes)
+        _run_up(data_dir, inventory, http_port, nodes, as_json=as_json)
     finally:
         lock.release()
 
 
-def _read_inventory(path: Path) -> list[Any] | None:
+def _read_inventory(path: Path, *, as_json: bool) -> list[Any] | None:
     """The RegisterNode intents of ``--inventory``, read before anything starts, so a bad file
     exits 2 naming its field instead of starting and stopping the stack; None when the loader
     (the discovery area) is not installed."""
@@ -130,10 +134,11 @@ def _read_inventory(path: Path) -> list[Any] | None:
         return None
     except (ValueError, OSError) as exc:  # InventoryError is a ValueError; a bad encoding too
         where = getattr(exc, "field", "")
-        fail(str(exc), field=f"inventory {where}".strip(), code=2, as_json=False)
+        fail(str(exc), field=f"inventory {where}".strip(), code=2, as_json=as_json)
 
 
-def _run_up(data_dir: Path, inventory: Path | None, http_port: int, nodes: list[Any] | None) -> None:
+def _run_up(data_dir: Path, inventory: Path | None, http_port: int, nodes: list[Any] | None, *,
+            as_json: bool) -> None:
     import asyncio
 
     from rich.console import Console
@@ -142,14 +147,17 @@ def _run_up(data_dir: Path, inventory: Path | None, http_port: int, nodes: list[
     from services.shared import lifecycle, logs
 
     logs.setup("warning")
-    console = Console()
-    options = stack.UpOptions(data_dir=data_dir, inventory=inventory, http_port=http_port, nodes=nodes)
+    console = Console(stderr=as_json)  # under --json stdout carries only the JSON lines
+    options = stack.UpOptions(data_dir=data_dir, inventory=inventory, http_port=http_port, nodes=nodes,
+                              json_out=as_json)
 
     async def main(stop: asyncio.Event) -> None:
         await stack.run_up(options, stop, console=console)
 
-    guarded(False, lambda: lifecycle.run_service(main))
+    guarded(as_json, lambda: lifecycle.run_service(main))
     console.print("gpuledger stopped")
+    if as_json:
+        output.emit_json({"status": "stopped"})
 
 
 def allocator() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 from aiohttp import web
 
-from events.values import QOS_LEVELS
+from events.values import NODE_PHASES, QOS_LEVELS
 from services.allocator.api import bounds, documents, ended, paging, reasons, simulation, views
 from services.allocator.api.context import allocator_of, reason_of
 from services.allocator.domain.model import AllocationState
@@ -34,8 +34,9 @@ async def pools(request: web.Request) -> web.Response:
 
 
 async def nodes(request: web.Request) -> web.Response:
-    """GET /api/v1/nodes?pool=&phase=: nodes (documents.node_doc), by name."""
-    params = paging.query(request, allowed=("pool", "phase"))
+    """GET /api/v1/nodes?pool=&phase=: nodes (documents.node_doc), by name; ``phase`` one of
+    events.values.NODE_PHASES (400 naming them otherwise)."""
+    params = paging.query(request, allowed=("pool", "phase"), choices={"phase": NODE_PHASES})
     state = allocator_of(request).state
     chosen = [n for n in state.nodes.values()
               if params.get("pool", n.pool) == n.pool and params.get("phase", n.phase) == n.phase]

@@ -14,6 +14,7 @@ from events.base import Intent
 from services.allocator.domain import gang, profile
 from services.allocator.domain.allocate import decide_release, decide_request
 from services.allocator.domain.inventory import decide_heartbeats, decide_register, decide_remove
+from services.allocator.domain.partition import OutOfContract
 from services.allocator.domain.resize import decide_resize
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
@@ -51,6 +52,34 @@ def _configure_pool(state: ClusterState, intent: it.ConfigurePool, now: datetime
     return [ev.PoolConfigured(at=now, pool=intent.pool, config=intent.config)]
 
 
+_NAMED = 5
+"""How many nodes or allocations a refused pool removal names (then "and N more")."""
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:_NAMED])
+    return shown + (f" and {len(names) - _NAMED} more" if len(names) > _NAMED else "")
+
+
+def _remove_pool(state: ClusterState, intent: it.RemovePool, now: datetime) -> list[ev.AnyEvent]:
+    """PoolRemoved, or IntentRejected (field ``pool``) naming what holds the pool: its nodes (remove
+    them first), its live allocations (release them first), or that it has no configuration."""
+    pool = intent.pool
+    nodes = sorted(state.pool_nodes.get(pool, ()))
+    if nodes:
+        return _rejected(intent, "remove_pool", ("pool", pool, f"pool {pool} still has {len(nodes)} node(s): "
+                                                 f"{_names(nodes)}; remove them first"), now)
+    live = sorted(a.spec.allocation_id for a in state.allocations.values() if a.spec.pool == pool)
+    if live:
+        return _rejected(intent, "remove_pool", ("pool", pool, f"pool {pool} still has {len(live)} live "
+                                                 f"allocation(s): {_names(live)}; release them first"), now)
+    if pool not in state.pools:
+        known = ", ".join(sorted(state.pools)) or "none"
+        return _rejected(intent, "remove_pool", ("pool", pool, f"pool {pool} has no configuration to remove "
+                                                 f"(configured pools: {known})"), now)
+    return [ev.PoolRemoved(at=now, pool=pool)]
+
+
 def decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler: Scheduler | None = None
            ) -> list[ev.AnyEvent]:
     """The events ``intent`` produces against ``state`` at ``now`` (UTC); never mutates ``state``.
@@ -66,7 +95,10 @@ def _decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler:
             ) -> list[ev.AnyEvent]:
     match intent:
         case it.RequestAllocation():
-            return decide_request(state, intent, now, scheduler or Scheduler(), gang.decide_member)
+            try:
+                return decide_request(state, intent, now, scheduler or Scheduler(), gang.decide_member)
+            except OutOfContract as exc:  # never append an event the log could not replay
+                return _rejected(intent, "request_allocation", (exc.field, exc.value, str(exc)), now)
         case it.ReleaseAllocation():
             return decide_release(state, intent, now)
         case it.ResizeAllocation():
@@ -83,4 +115,6 @@ def _decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler:
             return _remove_quota(state, intent, now)
         case it.ConfigurePool():
             return _configure_pool(state, intent, now)
+        case it.RemovePool():
+            return _remove_pool(state, intent, now)
     raise TypeError(f"not an intent: {intent!r}")  # pragma: no cover - the union is exhaustive
