@@ -118,6 +118,8 @@ def load_csv(path: Path, *, pool: str, table: ModelTable, config: ReportConfig) 
         if not name:
             raise InventoryError(path, f"{where}.sn", "empty node name")
         count = _int(path, f"{where}.gpu", row["gpu"], high=bounds.MAX_GPUS_PER_NODE)
+        if count:
+            _check_model(path, where, (row["model"] or "").strip(), table, given=False)
         readings = _topology(path, where, row, count, [
             GpuReading(model=(row["model"] or "").strip(), index=i) for i in range(count)])
         nodes.append(_finish(path, where, RegisterNode(
@@ -142,7 +144,20 @@ def _topology(path: Path, where: str, entry: dict[str, Any], count: int,
         if numas else None) for i, reading in enumerate(readings)]
 
 
-def _readings(path: Path, where: str, groups: object) -> list[GpuReading]:
+def _check_model(path: Path, field: str, model: str, table: ModelTable, *, given: bool) -> None:
+    """Refuse a model the table does not know unless the entry gives its capacity (``tflops`` and
+    ``vram``): a typo (``H100-SXM5``) must not register a GPU with the default capacity (100
+    TFLOPS, 16 GiB) that no one sees. The message names the model and the closest known ones."""
+    if given or table.find(model) is not None:
+        return
+    close = table.closest(model)
+    hint = f"closest known: {', '.join(close)}" if close else "no known model is spelled like it"
+    raise InventoryError(path, f"{field}.model", f"unknown GPU model {model!r} ({hint}); fix the name, give the "
+                         "GPU's capacity (tflops and vram) in the entry, or add the model to the model table "
+                         "(GPULEDGER_MODELS_FILE)")
+
+
+def _readings(path: Path, where: str, groups: object, table: ModelTable) -> list[GpuReading]:
     if not isinstance(groups, list):
         raise InventoryError(path, f"{where}.gpus", "must be a list of {model, count, ...} groups")
     readings: list[GpuReading] = []
@@ -156,6 +171,7 @@ def _readings(path: Path, where: str, groups: object) -> list[GpuReading]:
         uuids = _per_gpu(path, f"{field}.uuids", group.get("uuids") or [], count)
         vram = _quantity(path, f"{field}.vram", group["vram"], milli=False) if "vram" in group else 0
         tflops = _quantity(path, f"{field}.tflops", group["tflops"], milli=True) if "tflops" in group else 0
+        _check_model(path, field, str(group["model"]).strip(), table, given=bool(tflops and vram))
         readings.extend(_topology(path, field, group, count, [GpuReading(
             model=str(group["model"]).strip(), index=len(readings) + i, vram_bytes=vram, milli_tflops=tflops,
             uuid=uuids[i] if uuids else "") for i in range(count)]))
@@ -171,7 +187,7 @@ def _yaml_node(path: Path, index: int, entry: object, *, pool: str, table: Model
     labels = entry.get("labels") or {}
     if not isinstance(labels, dict):
         raise InventoryError(path, f"{where}.labels", "must be a mapping of strings")
-    readings = _readings(path, where, entry.get("gpus") or [])
+    readings = _readings(path, where, entry.get("gpus") or [], table)
     return _finish(path, where, RegisterNode(
         intent_id="", node=name, pool=str(entry.get("pool") or pool),
         gpus=build_gpus(name, readings, table=table, config=config),

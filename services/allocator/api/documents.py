@@ -13,7 +13,7 @@ from typing import Any
 
 import msgspec
 
-from events.quantity import format_bytes, format_milli
+from events.quantity import format_bytes, format_milli, percent_text, tflops_text, vram_text
 from events.values import QOS_LEVELS, QuotaAmount, Resources
 from services.allocator.api import reasons, views
 from services.allocator.api.quota_status import QuotaStatus, quota_status
@@ -106,9 +106,10 @@ def _need(state: ClusterState, allocation: AllocationState, reason: reasons.Reas
         return (f"namespace {spec.namespace}'s quota ({reason.quota_dimension or 'total'}) must allow it: "
                 "release or shrink allocations of the namespace, or raise its quota")
     if reason.code == "capacity":
-        per_gpu = views.resources_view(spec.request)
-        return (f"{spec.gpu_count} GPU(s) in pool {spec.pool} passing every filter with {per_gpu['tflops']} "
-                f"TFLOPS and {per_gpu['vram']} VRAM free each")
+        amount = (percent_text(spec.request.compute_milli_percent) if spec.request.compute_milli_percent
+                  else tflops_text(spec.request.milli_tflops))
+        return (f"{spec.gpu_count} GPU(s) in pool {spec.pool} passing every filter with {amount} "
+                f"and {vram_text(spec.request.vram_bytes)} VRAM free each")
     if reason.code == "fits":
         return "nothing: it fits now and is granted at the next queue drain"
     if reason.code == "gang" and spec.gang is not None:

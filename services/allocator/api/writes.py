@@ -17,8 +17,7 @@ from aiohttp import web
 
 from events import guard as events_guard
 from events import intents
-from events.bounds import MAX_LABEL_VALUE_LENGTH, MAX_NAME_LENGTH, BoundsError
-from events.values import Resources
+from events.bounds import MAX_LABEL_VALUE_LENGTH, BoundsError
 from services import podspec
 from services.allocator.api import bodies, bounds, documents, ended, paging
 from services.allocator.api.context import allocator_of, waiter_of
@@ -123,31 +122,17 @@ async def release(request: web.Request) -> web.Response:
 
 async def resize(request: web.Request) -> web.Response:
     """POST /api/v1/allocations/{id}/resize?wait=: body ``{"request": {"tflops", "vram"},
-    "limit": {...}}`` (per GPU; ``limit`` defaults to ``request``; a dimension left out keeps the live
-    allocation's value, as ``gpuledger resize`` does, instead of becoming 0)."""
+    "limit": {...}}`` (per GPU); what the body leaves out, a side or a dimension, keeps the live
+    allocation's value, as ``gpuledger resize`` does (:func:`bodies.resize_sides`)."""
     params = paging.query(request, allowed=("wait",))
     allocation_id = bodies.name(request.match_info["id"], field="id", limit=bodies.MAX_ID_CHARS)
-    body = await bounds.read_object(request)
-    bodies.only(body, ("request", "limit"), field="body")
     live = allocator_of(request).state.allocations.get(allocation_id)
-    asked = _kept(body.get("request"), bodies.resources(body.get("request"), field="request"),
-                  live.spec.request if live is not None else None)
-    limit = asked if body.get("limit") is None else _kept(
-        body["limit"], bodies.resources(body["limit"], field="limit"), live.spec.limit if live is not None else None)
+    asked, limit = bodies.resize_sides(await bounds.read_object(request),
+                                       request=live.spec.request if live is not None else None,
+                                       limit=live.spec.limit if live is not None else None)
     intent = intents.ResizeAllocation(intent_id=_intent_id("resize"), allocation_id=allocation_id,
                                       request=asked, limit=limit)
     return await _decide(request, intent, _wait_of(params))
-
-
-def _kept(raw: Any, parsed: Resources, current: Resources | None) -> Resources:
-    """``parsed`` (from the body object ``raw``) with the dimensions ``raw`` leaves out taken from
-    ``current``, the live allocation's (a compute percent is kept only when ``tflops`` is left out)."""
-    if current is None or not isinstance(raw, dict):
-        return parsed
-    tflops = "tflops" in raw
-    return Resources(milli_tflops=parsed.milli_tflops if tflops else current.milli_tflops,
-                     compute_milli_percent=0 if tflops else current.compute_milli_percent,
-                     vram_bytes=parsed.vram_bytes if "vram" in raw else current.vram_bytes)
 
 
 async def set_quota(request: web.Request) -> web.Response:
@@ -172,7 +157,7 @@ async def configure_pool(request: web.Request) -> web.Response:
     """PUT /api/v1/pools/{pool}?wait=: body a PoolConfig (``placement``, ``vram_weight``,
     ``tflops_weight``, ``max_workers_per_node``)."""
     params = paging.query(request, allowed=("wait",))
-    pool = bodies.name(request.match_info["pool"], field="pool", limit=MAX_NAME_LENGTH)
+    pool = bodies.pool_name(request.match_info["pool"])
     config = bodies.pool_config(await bounds.read_object(request))
     return await _decide(request, intents.ConfigurePool(intent_id=_intent_id("pool"), pool=pool, config=config),
                          _wait_of(params))

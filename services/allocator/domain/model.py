@@ -19,6 +19,17 @@ GRANTED = "granted"
 QUEUED = "queued"
 
 
+def device_order(spec: GpuSpec) -> tuple[int, str]:
+    """The tie-break between GPUs of equal score: the device index discovery reports (NVML order),
+    then the name. Without an index, the number the name ends in stands for it (``gpu-2`` before
+    ``gpu-10``, never the string order ``gpu-0, gpu-1, gpu-10``); a name without one counts as 0.
+    Every strategy and the ReferenceScheduler tie by this key (docs/allocation.md)."""
+    if spec.index is not None:
+        return spec.index, spec.name
+    digits = len(spec.name) - len(spec.name.rstrip("0123456789"))
+    return (int(spec.name[-digits:]) if digits else 0), spec.name
+
+
 class GpuState(msgspec.Struct, kw_only=True):
     """One GPU: its reported spec, its node and pool, and the charges of live allocations on it.
 
