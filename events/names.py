@@ -57,8 +57,7 @@ def is_valid(kind: NameKind, text: str) -> bool:
         return len(text) <= MAX_LABEL and _LABEL.fullmatch(text) is not None
     if kind == "pod" and text.endswith("-"):
         text = text[:-1]  # a generateName prefix: Kubernetes masks the trailing dash
-    return (len(text) <= MAX_SUBDOMAIN and _SUBDOMAIN.fullmatch(text) is not None
-            and all(len(part) <= MAX_LABEL for part in text.split(".")))
+    return len(text) <= MAX_SUBDOMAIN and _SUBDOMAIN.fullmatch(text) is not None  # no per-part bound (k8s)
 
 
 def problem(kind: NameKind, text: str, *, field: str) -> str | None:

@@ -64,6 +64,15 @@ def labelled(pod: dict[str, Any], *, force: bool) -> dict[str, Any]:
     return pod
 
 
+def print_notes(pod: dict[str, Any]) -> None:
+    """``note: ...`` on stderr for each TensorFusion annotation of ``pod`` that gpuledger ignores
+    (services.podspec.annotation_notes; a misspelled key is refused by the allocator, exit 2)."""
+    from services.podspec import annotation_notes  # imported when used: --help stays fast
+
+    for note in annotation_notes(pod):
+        typer.echo(f"note: {note}", err=True)
+
+
 def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -185,6 +194,7 @@ def submit(pod_file: PodFile,
 
     def body() -> dict[str, Any]:
         pod = labelled(read_pod(pod_file), force=force)
+        print_notes(pod)
         api = client.connect(data_dir, timeout_s=timeout + 5)
         query = {"wait": f"{min(timeout, MAX_WAIT_S):g}", "force": "true" if force else None}
         view: dict[str, Any] = api.request("POST", "/api/v1/allocations", body=pod, query=query)
@@ -239,6 +249,7 @@ def simulate(pod_file: PodFile, data_dir: DataDir = None, as_json: JsonOut = Fal
 
     def body() -> dict[str, Any]:
         pod = read_pod(pod_file)
+        print_notes(pod)
         result: dict[str, Any] = client.connect(data_dir).request("POST", "/api/v1/simulate", body=pod)
         return result
 
