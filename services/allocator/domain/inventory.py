@@ -14,10 +14,9 @@ from datetime import datetime, timedelta
 from events import decisions as ev
 from events.intents import CheckHeartbeats, RegisterNode, RemoveNode
 from services.allocator.domain.filters.liveness import LOST, READY
+from services.allocator.domain.model import MISSING as UNKNOWN
 from services.allocator.domain.model import NodeState
 from services.allocator.domain.state import ClusterState
-
-UNKNOWN = "Unknown"
 
 
 def _invalid(intent: RegisterNode, field: str, value: str, reason: str, now: datetime) -> list[ev.AnyEvent]:
