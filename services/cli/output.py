@@ -53,6 +53,17 @@ def fail(message: str, *, field: str | None, as_json: bool, code: int | None = N
     raise typer.Exit(code if code is not None else (2 if field is not None else 1))
 
 
+def kube_name(kind: str, text: str, *, field: str) -> str:
+    """``text`` when it is a valid Kubernetes ``kind`` name (``namespace``: a DNS label; ``pool``:
+    a DNS subdomain; events.names, the rule the allocator applies); else BadInput naming ``field``."""
+    from events import names  # imported when used: --help stays fast
+
+    message = names.problem("namespace" if kind == "namespace" else "pool", text, field=field)
+    if message is not None:
+        raise BadInput(message, field=field)
+    return text
+
+
 def emit_json(value: Any) -> None:
     """Print ``value`` as one JSON document on stdout."""
     typer.echo(json.dumps(value))

@@ -133,7 +133,7 @@ class ModelTable:
         model = self.find(name)
         if model is None:
             log.warning("unknown GPU model: using the default capacity; add it to the model table "
-                        "(GPULEDGER_MODELS_FILE)", model=name, node=where or "?",
+                        "(GPULEDGER_DISCOVERY_MODELS_FILE)", model=name, node=where or "?",
                         default_tflops=quantity.format_milli(default_milli_tflops))
             return Capacity(model=name.strip() or "unknown", vendor="NVIDIA", known=False,
                             milli_tflops=default_milli_tflops, vram_bytes=vram_bytes or default_vram_bytes)

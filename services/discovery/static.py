@@ -18,8 +18,9 @@ YAML format (documented in docs/discovery.md)::
 CSV (cluster-trace-gpu-v2023 ``openb_node_list_gpu_node.csv``): header ``sn,cpu_milli,memory_mib,
 gpu,model``, optionally also ``numa_nodes``, ``interconnect_groups`` (space-separated, one per GPU)
 and ``isolation_capabilities`` (space-separated modes). Bad input raises :class:`InventoryError`
-naming the file, the entry and the field. Intent ids are content hashes, so loading the same file
-twice registers nothing new.
+naming the file, the entry and the field; so does a model the model table does not know, naming the
+closest known ones, unless a YAML entry gives both ``tflops`` and ``vram``. Intent ids are content
+hashes, so loading the same file twice registers nothing new.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ def _check_model(path: Path, field: str, model: str, table: ModelTable, *, given
     hint = f"closest known: {', '.join(close)}" if close else "no known model is spelled like it"
     raise InventoryError(path, f"{field}.model", f"unknown GPU model {model!r} ({hint}); fix the name, give the "
                          "GPU's capacity (tflops and vram) in the entry, or add the model to the model table "
-                         "(GPULEDGER_MODELS_FILE)")
+                         "(GPULEDGER_DISCOVERY_MODELS_FILE)")
 
 
 def _readings(path: Path, where: str, groups: object, table: ModelTable) -> list[GpuReading]:
