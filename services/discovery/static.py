@@ -33,7 +33,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from events import bounds, quantity
+from events import bounds, names, quantity
 from events.intents import RegisterNode
 from events.values import ISOLATION_MODES, IsolationCapabilities
 from services.discovery.catalog import ModelTable
@@ -189,8 +189,12 @@ def _yaml_node(path: Path, index: int, entry: object, *, pool: str, table: Model
     if not isinstance(labels, dict):
         raise InventoryError(path, f"{where}.labels", "must be a mapping of strings")
     readings = _readings(path, where, entry.get("gpus") or [], table)
+    node_pool = str(entry.get("pool") or pool)
+    invalid = names.problem("pool", node_pool, field="pool")
+    if invalid:
+        raise InventoryError(path, f"{where}.pool", invalid)
     return _finish(path, where, RegisterNode(
-        intent_id="", node=name, pool=str(entry.get("pool") or pool),
+        intent_id="", node=name, pool=node_pool,
         gpus=build_gpus(name, readings, table=table, config=config),
         labels={str(k): str(v) for k, v in labels.items()},
         cpu_milli=_quantity(path, f"{where}.cpu", entry["cpu"], milli=True) if "cpu" in entry else 0,
