@@ -65,11 +65,18 @@ def labelled(pod: dict[str, Any], *, force: bool) -> dict[str, Any]:
 
 
 def print_notes(pod: dict[str, Any]) -> None:
-    """``note: ...`` on stderr for each TensorFusion annotation of ``pod`` that gpuledger ignores
-    (services.podspec.annotation_notes; a misspelled key is refused by the allocator, exit 2)."""
-    from services.podspec import annotation_notes  # imported when used: --help stays fast
+    """``note: ...`` on stderr for each TensorFusion annotation of ``pod`` that gpuledger ignores;
+    BadInput naming a ``tensor-fusion.ai/*`` key neither gpuledger nor TensorFusion knows, with the
+    closest known one (services.podspec.known, the parser's own check), before any connection."""
+    from services.podspec import PodSpecError  # imported when used: --help stays fast
+    from services.podspec.known import check_keys
 
-    for note in annotation_notes(pod):
+    annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
+    try:
+        notes = check_keys({str(k): str(v) for k, v in annotations.items()})
+    except PodSpecError as exc:
+        raise BadInput(str(exc), field=exc.field) from None
+    for note in notes:
         typer.echo(f"note: {note}", err=True)
 
 
