@@ -31,10 +31,11 @@ Problem = tuple[str, str, str]
 
 def check_resources(res: Resources, field: str) -> Problem | None:
     """Non-negative amounts, a percent within 0-100 %, never TFLOPS and percent together."""
-    for name in ("milli_tflops", "vram_bytes", "compute_milli_percent"):
+    for name, text in (("milli_tflops", tflops_text), ("vram_bytes", vram_text),
+                       ("compute_milli_percent", percent_text)):
         value = getattr(res, name)
         if value < 0:
-            return f"{field}.{name}", str(value), f"{field}.{name} must not be negative, got {value}"
+            return f"{field}.{name}", str(value), f"{field}.{name} must not be negative, got {text(value)}"
     if res.compute_milli_percent > PERCENT_SCALE:
         value = str(res.compute_milli_percent)
         shown = percent_text(res.compute_milli_percent)
