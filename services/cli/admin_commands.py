@@ -70,6 +70,7 @@ def quota_set(
     unbounded."""
 
     def body() -> None:
+        output.kube_name("namespace", namespace, field="NAMESPACE")
         quota: dict[str, Any] = {}
         for key, value in (("total_requests", _amount(total_tflops, total_vram, "total")),
                            ("total_limits", _amount(limit_tflops, limit_vram, "limit")),

@@ -64,6 +64,7 @@ def pool_configure(
     is refused, naming the known ones, unless --create is given (`pool remove` removes one)."""
 
     def body() -> None:
+        output.kube_name("pool", pool, field="POOL")
         if strategy is not None and strategy not in STRATEGY_NAMES:
             raise BadInput(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGY_NAMES)}", field="strategy")
         for value, known, field in ((preemption, _PREEMPTION, "preemption"),

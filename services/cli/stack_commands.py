@@ -64,6 +64,22 @@ def labelled(pod: dict[str, Any], *, force: bool) -> dict[str, Any]:
     return pod
 
 
+def print_notes(pod: dict[str, Any]) -> None:
+    """``note: ...`` on stderr for each TensorFusion annotation of ``pod`` that gpuledger ignores;
+    BadInput naming a ``tensor-fusion.ai/*`` key neither gpuledger nor TensorFusion knows, with the
+    closest known one (services.podspec.known, the parser's own check), before any connection."""
+    from services.podspec import PodSpecError  # imported when used: --help stays fast
+    from services.podspec.known import check_keys
+
+    annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
+    try:
+        notes = check_keys({str(k): str(v) for k, v in annotations.items()})
+    except PodSpecError as exc:
+        raise BadInput(str(exc), field=exc.field) from None
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+
+
 def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -193,6 +209,7 @@ def submit(pod_file: PodFile,
 
     def body() -> dict[str, Any]:
         pod = labelled(read_pod(pod_file), force=force)
+        print_notes(pod)
         api = client.connect(data_dir, timeout_s=timeout + 5)
         query = {"wait": f"{min(timeout, MAX_WAIT_S):g}", "force": "true" if force else None}
         view: dict[str, Any] = api.request("POST", "/api/v1/allocations", body=pod, query=query)
@@ -247,6 +264,7 @@ def simulate(pod_file: PodFile, data_dir: DataDir = None, as_json: JsonOut = Fal
 
     def body() -> dict[str, Any]:
         pod = read_pod(pod_file)
+        print_notes(pod)
         result: dict[str, Any] = client.connect(data_dir).request("POST", "/api/v1/simulate", body=pod)
         return result
 

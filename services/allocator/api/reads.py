@@ -13,6 +13,7 @@ from typing import Any
 from aiohttp import web
 
 from events.values import NODE_PHASES, QOS_LEVELS
+from services import podspec
 from services.allocator.api import bounds, documents, ended, paging, reasons, simulation, views
 from services.allocator.api.context import allocator_of, reason_of
 from services.allocator.domain.model import AllocationState
@@ -150,7 +151,11 @@ async def status(request: web.Request) -> web.Response:
 
 async def simulate(request: web.Request) -> web.Response:
     """POST /api/v1/simulate: what would be decided for the posted Pod now (nothing is written);
-    400 ``{"error", "field"}`` for a body that is not a Pod or has invalid annotations."""
+    400 ``{"error", "field"}`` for a body that is not a Pod or has invalid annotations (an unknown
+    ``tensor-fusion.ai/*`` key among them); ``notes`` lists the TensorFusion annotations ignored."""
     paging.query(request, allowed=())
-    spec = bounds.compose_pod(await bounds.read_object(request))
-    return _json(simulation.simulate_spec(allocator_of(request).state, spec))
+    pod = await bounds.read_object(request)
+    spec = bounds.compose_pod(pod)
+    result = simulation.simulate_spec(allocator_of(request).state, spec)
+    notes = podspec.annotation_notes(pod)
+    return _json({**result, "notes": list(notes)} if notes else result)

@@ -29,7 +29,7 @@ from aiohttp import web
 
 from events import guard as events_guard
 from events import intents
-from events.bounds import MAX_LABEL_VALUE_LENGTH, MAX_NAME_LENGTH, BoundsError
+from events.bounds import MAX_LABEL_VALUE_LENGTH, BoundsError
 from events.values import Resources
 from services import podspec
 from services.allocator.api import bodies, bounds, documents, ended, paging, views
@@ -189,19 +189,16 @@ async def release(request: web.Request) -> web.Response:
 
 async def resize(request: web.Request) -> web.Response:
     """POST /api/v1/allocations/{id}/resize?wait=: body ``{"request": {"tflops", "vram"},
-    "limit": {...}}`` (per GPU; ``limit`` defaults to ``request``; a dimension left out keeps the live
-    allocation's value, as ``gpuledger resize`` does, instead of becoming 0)."""
+    "limit": {...}}`` (per GPU); what the body leaves out, a side or a dimension, keeps the live
+    allocation's value, as ``gpuledger resize`` does (:func:`bodies.resize_sides`)."""
     params = paging.query(request, allowed=("wait",))
     wait = _wait_of(params)
     allocation_id = bodies.name(request.match_info["id"], field="id", limit=bodies.MAX_ID_CHARS)
     body = await bounds.read_object(request)
-    bodies.only(body, ("request", "limit"), field="body")
     state = allocator_of(request).state
     live = state.allocations.get(allocation_id)
-    asked = _kept(body.get("request"), bodies.resources(body.get("request"), field="request"),
-                  live.spec.request if live is not None else None)
-    limit = asked if body.get("limit") is None else _kept(
-        body["limit"], bodies.resources(body["limit"], field="limit"), live.spec.limit if live is not None else None)
+    asked, limit = bodies.resize_sides(body, request=live.spec.request if live is not None else None,
+                                       limit=live.spec.limit if live is not None else None)
     if live is None:
         return await _not_live(request, allocation_id)
     if live.status != GRANTED:
@@ -230,17 +227,6 @@ def _add_remain(view: dict[str, Any], state: ClusterState, allocation_id: str) -
             vram_bytes=max(0, min(g.available_vram_bytes for g in gpus))))
 
 
-def _kept(raw: Any, parsed: Resources, current: Resources | None) -> Resources:
-    """``parsed`` (from the body object ``raw``) with the dimensions ``raw`` leaves out taken from
-    ``current``, the live allocation's (a compute percent is kept only when ``tflops`` is left out)."""
-    if current is None or not isinstance(raw, dict):
-        return parsed
-    tflops = "tflops" in raw
-    return Resources(milli_tflops=parsed.milli_tflops if tflops else current.milli_tflops,
-                     compute_milli_percent=0 if tflops else current.compute_milli_percent,
-                     vram_bytes=parsed.vram_bytes if "vram" in raw else current.vram_bytes)
-
-
 async def set_quota(request: web.Request) -> web.Response:
     """PUT /api/v1/quotas/{namespace}?wait=: body in the ``quota`` shape of GET /api/v1/quotas;
     ``namespace`` must be a Kubernetes namespace name (a quota on any other name could never apply)."""
@@ -267,7 +253,7 @@ async def configure_pool(request: web.Request) -> web.Response:
     ``tflops_weight``, ``max_workers_per_node``)."""
     params = paging.query(request, allowed=("wait",))
     wait = _wait_of(params)
-    pool = bodies.name(request.match_info["pool"], field="pool", limit=MAX_NAME_LENGTH)
+    pool = bodies.pool_name(request.match_info["pool"])
     config = bodies.pool_config(await bounds.read_object(request))
     if config.placement not in profile.STRATEGIES:
         raise bounds.ApiError(400, f"unknown placement strategy {config.placement[:64]!r}; known: "
@@ -282,7 +268,7 @@ async def remove_pool(request: web.Request) -> web.Response:
     them: remove the nodes, release the allocations first); then the PoolRemoved decision."""
     params = paging.query(request, allowed=("wait",))
     wait = _wait_of(params)
-    pool = bodies.name(request.match_info["pool"], field="pool", limit=MAX_NAME_LENGTH)
+    pool = bodies.pool_name(request.match_info["pool"])
     state = allocator_of(request).state
     nodes = sorted(state.pool_nodes.get(pool, ()))
     live = sorted(a.spec.allocation_id for a in state.allocations.values() if a.spec.pool == pool)

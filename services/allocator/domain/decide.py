@@ -18,7 +18,7 @@ from services.allocator.domain.partition import OutOfContract
 from services.allocator.domain.resize import decide_resize
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
-from services.allocator.domain.validation import check_pool, check_quota
+from services.allocator.domain.validation import check_name, check_pool, check_quota
 
 
 def _rejected(intent: Intent, tag: str, problem: tuple[str, str, str], now: datetime) -> list[ev.AnyEvent]:
@@ -30,7 +30,7 @@ def _rejected(intent: Intent, tag: str, problem: tuple[str, str, str], now: date
 def _set_quota(state: ClusterState, intent: it.SetQuota, now: datetime) -> list[ev.AnyEvent]:
     if not intent.namespace:
         return _rejected(intent, "set_quota", ("namespace", "", "namespace must not be empty"), now)
-    problem = check_quota(intent.spec)
+    problem = check_name("namespace", intent.namespace, field="namespace") or check_quota(intent.spec)
     if problem:
         return _rejected(intent, "set_quota", problem, now)
     return [ev.QuotaSet(at=now, namespace=intent.namespace, spec=intent.spec)]
@@ -46,7 +46,8 @@ def _remove_quota(state: ClusterState, intent: it.RemoveQuota, now: datetime) ->
 def _configure_pool(state: ClusterState, intent: it.ConfigurePool, now: datetime) -> list[ev.AnyEvent]:
     if not intent.pool:
         return _rejected(intent, "configure_pool", ("pool", "", "pool must not be empty"), now)
-    problem = check_pool(intent.config, frozenset(profile.STRATEGIES))
+    problem = (check_name("pool", intent.pool, field="pool")
+               or check_pool(intent.config, frozenset(profile.STRATEGIES)))
     if problem:
         return _rejected(intent, "configure_pool", problem, now)
     return [ev.PoolConfigured(at=now, pool=intent.pool, config=intent.config)]

@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from events.bounds import MAX_PARTITION_SLOTS
-from events.quantity import format_bytes, format_milli
+from events.quantity import format_bytes, tflops_text
 from events.values import AllocationSpec, Partition, QuotaSpec, Resources
 from services.allocator.domain.model import GpuState, QuotaUsage
 from services.allocator.domain.need import Need
@@ -80,7 +80,7 @@ def judge(family: MigFamily, profile: MigProfile, capacity: Resources, need: Nee
     size = charge(family, profile, capacity)
     tflops, vram = wanted(need, capacity)
     if size.milli_tflops < tflops:
-        too_small = f"{format_milli(size.milli_tflops)} < {format_milli(tflops)} TFLOPS asked"
+        too_small = f"{tflops_text(size.milli_tflops)} < {tflops_text(tflops)} asked"
         return Option(profile, size, None, 0.0, f"{profile.name}: {too_small}")
     if size.vram_bytes < vram:
         too_small = f"{_vram_text(size.vram_bytes)} < {_vram_text(vram)} VRAM asked"

@@ -64,7 +64,7 @@ def test_named_template_too_small_or_unknown_is_rejected_with_the_reason() -> No
     c = mig_cluster()
     small = c.request(part("a", 200, template="1g.10gb"))
     assert isinstance(small, ev.AllocationRejected) and small.code == "unschedulable"
-    assert "named template too small: 1g.10gb: 100 < 200 TFLOPS asked" in small.reason
+    assert "named template too small: 1g.10gb: 100 TFLOPS < 200 TFLOPS asked" in small.reason
     unknown = c.request(part("b", template="9g.1gb"))
     assert isinstance(unknown, ev.AllocationRejected) and "has no template '9g.1gb'" in unknown.reason
 
