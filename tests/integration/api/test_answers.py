@@ -58,8 +58,9 @@ async def test_a_resize_keeps_the_limit_it_is_not_given_and_answers_in_tflops(ap
     _, live = await api.get(f"/api/v1/allocations/{quote(granted['allocation_id'], safe='')}")
     assert live["request"]["tflops"] == "6" and live["limit"]["tflops"] == "20", live
     status, above = await api.send("POST", path, {"request": {"tflops": "25"}})
-    assert status == 400 and above["type"] == "resize_rejected", above
-    assert "(25 TFLOPS per GPU) is above its limit (20 TFLOPS)" in above["reason"], above
+    # refused by the API before anything is published (nothing enters the log), in TFLOPS
+    assert status == 400 and above["field"] == "request", above
+    assert "(25 TFLOPS per GPU) is above its limit (20 TFLOPS)" in above["error"], above
     status, limit_only = await api.send("POST", path, {"limit": {"tflops": "30"}})
     assert status == 200 and limit_only["type"] == "allocation_resized", limit_only
     _, live = await api.get(f"/api/v1/allocations/{quote(granted['allocation_id'], safe='')}")
