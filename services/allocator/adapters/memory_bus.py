@@ -63,6 +63,8 @@ class MemoryBus:
         """Delivered, not settled: seq -> when it is redelivered (clock seconds)."""
         self._cursor: int | None = None
         """The next sequence delivered for the first time (None: not subscribed; rewind first)."""
+        self._exists = False
+        """Whether the durable consumer was ever created (by the first rewind)."""
         self._lost: set[int] = set()
         self._failures: dict[Operation, list[BaseException]] = {}
         self._arrived = asyncio.Event()
@@ -153,6 +155,7 @@ class MemoryBus:
         """Deliver from ``ack_floor + 1`` again, dropping what was outstanding; returns that sequence."""
         self._maybe_fail("rewind")
         self.rewinds += 1
+        self._exists = True
         self._outstanding.clear()
         self._cursor = self.ack_floor + 1
         return self._cursor
@@ -239,7 +242,10 @@ class MemoryBus:
                 self._outstanding[delivery.stream_seq] = at
 
     async def pending(self) -> int:
-        """Sequences in the stream above the ack floor not settled yet."""
+        """Sequences in the stream above the ack floor not settled yet (0 before the first rewind
+        created the consumer)."""
+        if not self._exists:
+            return 0
         return sum(1 for seq in self.stream if seq > self.ack_floor and seq not in self._settled)
 
     async def close(self) -> None:
