@@ -182,8 +182,8 @@ class IntentSource(Protocol):
         ...
 
     async def nak(self, deliveries: Sequence[Delivery], *, delay_s: float) -> None:
-        """Give ``deliveries`` back for redelivery after ``delay_s`` seconds (best effort: a rewind
-        redelivers them anyway)."""
+        """Give ``deliveries`` back for redelivery after ``delay_s`` seconds. Best effort, never
+        raises: a lost nak is made good by the ack wait or a rewind."""
         ...
 
     async def pending(self) -> int:

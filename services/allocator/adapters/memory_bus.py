@@ -12,7 +12,7 @@ and the NATS adapters to the same behaviour. What the twin keeps of JetStream's 
 - :meth:`MemoryBus.lose`: the next delivery of a sequence is lost in flight (a gap in a fetch; the
   server redelivers it after ``ack_wait``);
 - :meth:`MemoryBus.fail`: the next call of an operation raises the given error (ConnectionError
-  is what the loop's failure classes call transient);
+  is what the loop's failure classes call transient; a failed nak is lost, not raised);
 - :meth:`MemoryBus.reconnect`: a NATS reconnection (the reconnect callbacks run).
 
 One event loop, no threads. ``clock`` (monotonic seconds) decides ack-wait and nak delays, so a
@@ -233,8 +233,13 @@ class MemoryBus:
             self._settled.discard(self.ack_floor)
 
     async def nak(self, deliveries: Sequence[Delivery], *, delay_s: float) -> None:
-        """Redeliver each (still outstanding) delivery once ``delay_s`` clock seconds have passed."""
-        self._maybe_fail("nak")
+        """Redeliver each (still outstanding) delivery once ``delay_s`` clock seconds have passed; an
+        injected ``nak`` failure loses the nak instead of raising (the port's nak never raises)."""
+        try:
+            self._maybe_fail("nak")
+        except Exception as exc:  # best effort, as on NATS: the nak is lost, the ack wait or a rewind redelivers
+            log.debug("nak failed", error=repr(exc))
+            return
         at = self._clock() + delay_s
         for delivery in deliveries:
             self.naked.append(delivery.stream_seq)
