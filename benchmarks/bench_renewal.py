@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import math
 import sys
 import time
@@ -85,7 +86,7 @@ async def run(*, intents_n: int, per_intent_s: float, sliced: bool) -> dict[str,
     marks = [started, *during, started + seconds]
     return {"mode": "sliced" if sliced else "unsliced", "batch_s": round(seconds, 3),
             "decisions_per_s": round(intents_n / seconds), "renewals": len(during),
-            "max_gap_ms": round(1000 * max(b - a for a, b in zip(marks, marks[1:], strict=False)))}
+            "max_gap_ms": round(1000 * max(b - a for a, b in itertools.pairwise(marks)))}
 
 
 def main() -> None:
