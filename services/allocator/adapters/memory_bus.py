@@ -36,7 +36,7 @@ from services.shared import lifecycle
 
 log = structlog.get_logger(__name__)
 
-Operation = Literal["rewind", "fetch", "settle", "nak", "publish_event"]
+Operation = Literal["rewind", "fetch", "in_order", "settle", "nak", "publish_event"]
 """A bus operation a test can make fail once (:meth:`MemoryBus.fail`)."""
 
 
@@ -197,6 +197,7 @@ class MemoryBus:
     async def in_order(self, deliveries: Sequence[Delivery],
                        expected: int) -> tuple[list[Delivery], list[Delivery], int]:
         """The shared in-order rule (:func:`services.allocator.adapters.ordering.split_in_order`)."""
+        self._maybe_fail("in_order")
         return await split_in_order(deliveries, expected, ack_late=self._ack_late, deleted=self._deleted)
 
     async def _ack_late(self, delivery: Delivery) -> None:

@@ -1,5 +1,5 @@
 """Hypothesis on the in-memory twins: whatever the bus and the store do (deliveries lost in
-flight, deleted sequences, failed fetches/acks/naks/rewinds, failed appends, reconnects, the same
+flight, deleted sequences, failed fetches/gap checks/acks/naks/rewinds, failed appends, reconnects, the same
 intent republished under another msg id), every intent the stream still holds is decided exactly
 once, and intents are decided in stream order."""
 
@@ -26,7 +26,7 @@ STEPS = st.lists(st.one_of(
     st.tuples(st.just("publish"), st.integers(1, 6)),
     st.tuples(st.just("lose"), st.integers(0, 3)),
     st.tuples(st.just("delete"), st.integers(0, 8)),
-    st.tuples(st.sampled_from(["fetch", "settle", "nak", "rewind"]), st.integers(1, 2)),
+    st.tuples(st.sampled_from(["fetch", "in_order", "settle", "nak", "rewind"]), st.integers(1, 2)),
     st.tuples(st.just("append"), st.integers(1, 2)),
     st.tuples(st.just("reconnect"), st.just(0)),
     st.tuples(st.just("republish"), st.integers(0, 8)),
@@ -72,7 +72,7 @@ async def scenario(steps: list[Step]) -> None:
             elif kind == "delete" and n + 2 <= bus.last_seq:
                 bus.delete(n + 2)  # never the node
                 deleted.add(n + 2)
-            elif kind in ("fetch", "settle", "nak", "rewind"):
+            elif kind in ("fetch", "in_order", "settle", "nak", "rewind"):
                 bus.fail(kind, ConnectionError(f"{kind} lost the connection"), times=n)  # type: ignore[arg-type]
             elif kind == "append":
                 store.transient += n
