@@ -102,7 +102,7 @@ class MemoryBus:
         return self.publish_raw(codec.encode(intent), subject=subjects.intent_subject(codec.tag_of(intent)),
                                 msg_id=intent.intent_id)
 
-    def publish_raw(self, data: bytes, *, subject: str = "gpuledger.intent.request_allocation",
+    def publish_raw(self, data: bytes, *, subject: str = subjects.intent_subject("request_allocation"),
                     msg_id: str = "") -> int:
         """Publish any payload (a poison message); returns its stream sequence."""
         if msg_id and msg_id in self._ids:
