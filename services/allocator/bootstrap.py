@@ -1,7 +1,8 @@
 """Composition root of the allocator: the only place its adapters are chosen and wired.
 
-``bootstrap(settings, teardown=...)`` connects NATS (streams ensured), opens the asyncpg pool,
-builds the PostgreSQL event and lease stores, the lease keeper, the consumer, the relay and the
+``bootstrap(settings, teardown=..., store=, leases=, bus=, leadership=, process=, clock=)``
+connects NATS (streams ensured) unless given a bus, opens the asyncpg pool unless given the
+stores, builds the lease keeper, the bus's intent source and event sink and the
 :class:`Allocator`; every resource registers its closer on ``teardown``. ``serve(settings, stop)``
 runs one replica with its HTTP API until ``stop`` is set.
 """
@@ -16,17 +17,16 @@ from collections.abc import Callable
 
 import structlog
 
-from events import intents
 from services.allocator import domain, http
 from services.allocator.adapters import database
-from services.allocator.adapters.consumer import IntentConsumer
 from services.allocator.adapters.leader import LeaseKeeper
+from services.allocator.adapters.nats_bus import NatsBus
 from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
-from services.allocator.adapters.relay import EventRelay
+from services.allocator.loop import batch
 from services.allocator.loop.leader import Allocator
-from services.allocator.ports import EventStore, LeaseStore
+from services.allocator.ports import Bus, Clock, EventStore, Leadership, LeaseStore, utc_now
 from services.allocator.settings import AllocatorSettings
-from services.shared import lifecycle, messaging
+from services.shared import lifecycle
 
 log = structlog.get_logger(__name__)
 
@@ -38,22 +38,21 @@ def holder_identity(base: str) -> str:
 
 
 async def bootstrap(settings: AllocatorSettings, *, teardown: lifecycle.Teardown,
-                    store: EventStore | None = None, leases: LeaseStore | None = None) -> Allocator:
-    """Wire one allocator replica from ``settings``; ``store``/``leases`` replace the PostgreSQL
-    adapters (tests pass the in-memory twins). Raises ValueError when a database URL is needed
-    and missing, and the connection errors of NATS or PostgreSQL."""
-    on_reconnect: list[Callable[[], None]] = []
+                    store: EventStore | None = None, leases: LeaseStore | None = None,
+                    bus: Bus | None = None, leadership: Leadership | None = None,
+                    process: batch.Process | None = None, clock: Clock = utc_now) -> Allocator:
+    """Wire one allocator replica from ``settings``: the only place its adapters are chosen.
 
-    async def reconnected() -> None:
-        log.info("reconnected to NATS")
-        for callback in on_reconnect:
-            callback()
-
-    nc = await messaging.connect(settings.nats_url, name="gpuledger-allocator", reconnected_cb=reconnected)
-    teardown.push("nats", nc.close)  # messaging.Client: a close after the server vanished is guarded
-    js = nc.jetstream()
-    await messaging.ensure_streams(js, settings.streams)
-    if store is None or leases is None:
+    Each keyword replaces one part (tests pass twins): ``store``/``leases`` the PostgreSQL stores,
+    ``bus`` the NATS JetStream bus (:class:`~services.allocator.adapters.memory_bus.MemoryBus`),
+    ``leadership`` the lease keeper over ``leases``, ``process`` ``domain.process`` with the
+    loop's own Scheduler, ``clock`` the UTC clock of decisions and the lease. Raises ValueError
+    when a database URL is needed and missing, and the connection errors of NATS or PostgreSQL."""
+    if bus is None:
+        nats = await NatsBus.connect(settings.nats_url, streams=settings.streams)
+        teardown.push("nats", nats.close)  # messaging.Client: a close after the server vanished is guarded
+        bus = nats
+    if store is None or (leases is None and leadership is None):
         if not settings.database_url:
             raise ValueError("database_url: GPULEDGER_DATABASE_URL is not set")
         session, command_timeout = database.writer_session(settings.lease_ttl_s)
@@ -62,33 +61,38 @@ async def bootstrap(settings: AllocatorSettings, *, teardown: lifecycle.Teardown
         teardown.push("database pool", pool.close)
         store = store or PostgresEventStore(pool, statement_timeout_s=settings.lease_ttl_s)
         leases = leases or PostgresLeaseStore(pool)
-    keeper = LeaseKeeper(leases, name=settings.lease_name, holder=holder_identity(settings.holder),
-                         ttl_s=settings.lease_ttl_s, renew_s=settings.lease_renew_s)
-
-    async def publish(intent: intents.AnyIntent) -> int:
-        return await messaging.publish_intent(js, intent)
-
+    if leadership is None:
+        assert leases is not None
+        leadership = LeaseKeeper(leases, name=settings.lease_name, holder=holder_identity(settings.holder),
+                                 ttl_s=settings.lease_ttl_s, renew_s=settings.lease_renew_s, clock=clock)
     allocator = Allocator(
-        settings=settings, store=store, keeper=keeper,
-        consumer=IntentConsumer(nc, max_batch=settings.batch_size, ack_wait_s=settings.ack_wait_s,
-                                flush_s=settings.ack_flush_s),
-        relay=EventRelay(nc, store), publish=publish, evolve=domain.evolve,
-        process=functools.partial(domain.process, scheduler=domain.Scheduler()),
+        settings=settings, store=store, keeper=leadership,
+        consumer=bus.intent_source(max_batch=settings.batch_size, ack_wait_s=settings.ack_wait_s,
+                                   flush_s=settings.ack_flush_s),
+        relay=bus.event_sink(store), publish=bus.publish, evolve=domain.evolve, clock=clock,
+        process=process or functools.partial(domain.process, scheduler=domain.Scheduler()),
     )
-    on_reconnect.append(allocator.request_rewind)
-    allocator.nc = nc
+    bus.on_reconnect(allocator.request_rewind)
     return allocator
 
 
 async def serve(settings: AllocatorSettings, stop: asyncio.Event,
                 *, on_ready: Callable[[Allocator, int], None] | None = None,
-                store: EventStore | None = None, leases: LeaseStore | None = None) -> None:
+                store: EventStore | None = None, leases: LeaseStore | None = None,
+                bus: Bus | None = None, process: batch.Process | None = None) -> None:
     """Run one replica and its HTTP API until ``stop``; ``on_ready(allocator, http_port)`` once
-    serving. ``store``/``leases`` as in :func:`bootstrap`."""
+    serving. ``store``/``leases``/``bus``/``process`` as in :func:`bootstrap` (writes through the
+    API wait for their outcome only on the NATS bus)."""
     teardown = lifecycle.Teardown()
     try:
-        allocator = await bootstrap(settings, teardown=teardown, store=store, leases=leases)
-        runner, port = await http.start(allocator, host=settings.http_host, port=settings.http_port)
+        if bus is None:
+            nats = await NatsBus.connect(settings.nats_url, streams=settings.streams)
+            teardown.push("nats", nats.close)
+            bus = nats
+        allocator = await bootstrap(settings, teardown=teardown, store=store, leases=leases, bus=bus,
+                                    process=process)
+        runner, port = await http.start(allocator, host=settings.http_host, port=settings.http_port,
+                                        nc=bus.nc if isinstance(bus, NatsBus) else None)
         teardown.push("http", runner.cleanup)
         log.info("allocator serving", http=f"http://{settings.http_host}:{port}",
                  holder=allocator.keeper.holder)

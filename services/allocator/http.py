@@ -21,6 +21,7 @@ from pathlib import Path
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Middleware
+from nats.aio.client import Client as NATS
 
 from services.allocator import dashboard
 from services.allocator.api import bounds, context, gauges, openapi, probes, quota_gauges, reads, writes
@@ -137,8 +138,9 @@ def _never_raising(listener: Listener) -> Listener:
     return guarded
 
 
-def build_app(allocator: Allocator, *, token: str = "") -> web.Application:
-    """The aiohttp application serving ``allocator``; ``token`` non-empty requires it on /api/."""
+def build_app(allocator: Allocator, *, token: str = "", nc: NATS | None = None) -> web.Application:
+    """The aiohttp application serving ``allocator``; ``token`` non-empty requires it on /api/;
+    ``nc`` (the NATS connection writes wait on for their outcome; None: writes do not wait)."""
     # normalize_path: `/ui` (no slash, as people type it) -> 308 to `/ui/`, before authentication
     slash = web.normalize_path_middleware(append_slash=True, merge_slashes=False)
     app = web.Application(client_max_size=bounds.MAX_BODY_BYTES,
@@ -146,8 +148,8 @@ def build_app(allocator: Allocator, *, token: str = "") -> web.Application:
     app[context.ALLOCATOR_KEY] = allocator
     keeper = ReasonKeeper(allocator)
     app[context.KEEPER_KEY] = keeper
-    if allocator.nc is not None:
-        app[context.WAITER_KEY] = OutcomeWaiter(allocator.nc)
+    if nc is not None:
+        app[context.WAITER_KEY] = OutcomeWaiter(nc)
     allocator.listeners.append(_never_raising(keeper.note))
     allocator.listeners.append(_never_raising(
         lambda stored: allocator.metrics.record_outcomes(stored, allocator.state)))
@@ -174,10 +176,12 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
         await waiter.close()
 
 
-async def start(allocator: Allocator, *, host: str, port: int) -> tuple[web.AppRunner, int]:
+async def start(allocator: Allocator, *, host: str, port: int,
+                nc: NATS | None = None) -> tuple[web.AppRunner, int]:
     """Serve on ``host:port`` (0 = any free port); returns the runner (``await runner.cleanup()``)
-    and the bound port. The token comes from the environment (:func:`token_from_env`)."""
-    runner = web.AppRunner(build_app(allocator, token=token_from_env()), access_log=None)
+    and the bound port. The token comes from the environment (:func:`token_from_env`); ``nc`` as
+    in :func:`build_app`."""
+    runner = web.AppRunner(build_app(allocator, token=token_from_env(), nc=nc), access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

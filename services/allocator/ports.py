@@ -1,22 +1,29 @@
 """Ports of the allocator: the event store (log + processed intents + snapshots + read models)
 and the lease. Adapters implement them for PostgreSQL and in memory; one contract test suite
-(tests/contract) runs against both.
+(tests/contract) runs against both. The bus side of the loop (intents in, events out, who leads)
+has its own block at the end: :class:`IntentSource`, :class:`EventSink`, :class:`Leadership` and
+:class:`Bus`, implemented over NATS JetStream and by the in-memory twin
+(``adapters/memory_bus.py``).
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
-from datetime import datetime
-from typing import Protocol
+import asyncio
+from collections.abc import AsyncIterator, Callable, Sequence
+from datetime import UTC, datetime
+from typing import Final, Literal, Protocol
 
 import msgspec
 
+from events import intents
 from events.decisions import AnyEvent
 from services.allocator.domain.state import ClusterState
 
-ACK = "ack"
+Action = Literal["ack", "term"]
+"""How a decided delivery is settled after its commit."""
+ACK: Final[Action] = "ack"
 """Settle a delivery as done (its outcome is in the log)."""
-TERM = "term"
+TERM: Final[Action] = "term"
 """Settle a delivery as never to be redelivered (poison, decided as IntentRejected)."""
 
 
@@ -125,4 +132,149 @@ class LeaseStore(Protocol):
 
     async def release(self, name: str, *, holder: str) -> None:
         """Give the lease up (expire it now) if ``holder`` has it."""
+        ...
+
+
+# --- The bus side of the loop: intents in, events out, who leads ---------------------------------
+
+
+Clock = Callable[[], datetime]
+"""Wall-clock time as the lease and the decisions see it (timezone-aware UTC)."""
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware UTC (the default :data:`Clock`)."""
+    return datetime.now(UTC)
+
+
+class IntentSource(Protocol):
+    """The leader's durable, ordered view of the intent stream (GPULEDGER_INTENTS).
+
+    Semantics every implementation keeps (tests/contract/test_bus.py runs them on NATS and the
+    twin): :meth:`rewind` positions the consumer right after its ack floor, so every intent not yet
+    settled comes again, first and in stream order; :meth:`settle` acks *all* up to the last
+    ``ack`` delivery (ack policy all) and terminates the ``term`` ones; an unsettled delivery comes
+    again after the ack wait, a nak'ed one after its delay. Errors are the transport's (the loop
+    classifies them: services.allocator.loop.failures).
+    """
+
+    async def rewind(self) -> int:
+        """Re-position after the ack floor (dropping whatever was fetched and not settled); returns
+        the stream sequence the next fetch starts at (>= 1)."""
+        ...
+
+    async def fetch(self, *, wait_s: float) -> Sequence[Delivery]:
+        """Up to the source's batch size of deliveries in delivery order; ``[]`` when none came
+        within ``wait_s`` seconds. Raises RuntimeError before the first :meth:`rewind`."""
+        ...
+
+    async def in_order(self, deliveries: Sequence[Delivery],
+                       expected: int) -> tuple[list[Delivery], list[Delivery], int]:
+        """Split a fetch into the run that continues stream sequence ``expected``, the rest from the
+        first gap on, and how many sequences were skipped because the stream no longer holds them
+        (deleted). A delivery below ``expected`` before the run (a late redelivery of something
+        committed) is acked and dropped."""
+        ...
+
+    async def settle(self, deliveries: Sequence[Delivery], actions: Sequence[Action]) -> None:
+        """After the commit: terminate each ``term`` delivery and ack the last ``ack`` one (covering
+        every earlier sequence); ``actions[i]`` belongs to ``deliveries[i]``."""
+        ...
+
+    async def nak(self, deliveries: Sequence[Delivery], *, delay_s: float) -> None:
+        """Give ``deliveries`` back for redelivery after ``delay_s`` seconds. Best effort, never
+        raises: a lost nak is made good by the ack wait or a rewind."""
+        ...
+
+    async def pending(self) -> int:
+        """Intents not yet settled (unfetched + in flight); 0 when the consumer does not exist."""
+        ...
+
+    async def close(self) -> None:
+        """Drop the subscription (the durable position stays); :meth:`rewind` opens it again."""
+        ...
+
+
+class EventSink(Protocol):
+    """Where committed events are published (GPULEDGER_EVENTS), in log order, no gap, no double.
+
+    ``offset`` is the last log position known published; it is recorded in the event store
+    (``relay_position``) and :meth:`resume` starts from it.
+    """
+
+    offset: int
+    on_skip: Callable[[], object]
+    """Called once per event that cannot be published (larger than the bus allows)."""
+
+    async def resume(self) -> int:
+        """Set ``offset`` from the recorded position (never beyond the log's last one); returns it."""
+        ...
+
+    def offer(self, stored: Sequence[StoredEvent]) -> None:
+        """Queue freshly committed events for publishing; never blocks, never raises."""
+        ...
+
+    async def run(self, stop: asyncio.Event, *, idle_s: float = 1.0) -> None:
+        """Publish until ``stop`` is set or cancelled: on each offer, and every ``idle_s`` seconds
+        read any gap between ``offset`` and what was offered from the log."""
+        ...
+
+
+Role = Literal["leader", "standby"]
+
+
+class Leadership(Protocol):
+    """Who may write: the fenced single-writer lease as the loop sees it."""
+
+    holder: str
+    changed: asyncio.Event
+    """Set on every change of role or epoch (the loop clears it before waiting on it)."""
+
+    @property
+    def is_leader(self) -> bool:
+        """True while this replica may append with :attr:`epoch`."""
+        ...
+
+    @property
+    def epoch(self) -> int:
+        """The fencing epoch every append carries (0 when not leader)."""
+        ...
+
+    @property
+    def role(self) -> Role:
+        """``leader`` or ``standby``."""
+        ...
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Keep (or wait for) leadership until ``stop``; never blocked by the decision loop's work
+        beyond one decide slice (services.allocator.loop.leader)."""
+        ...
+
+    def step_down(self) -> None:
+        """Stop leading at once (an append was fenced: someone else holds a newer epoch)."""
+        ...
+
+    async def release(self) -> None:
+        """Hand leadership over now (clean shutdown); errors are logged, never raised."""
+        ...
+
+
+class Bus(Protocol):
+    """The message bus as the composition root wires it: NATS JetStream or the in-memory twin."""
+
+    def intent_source(self, *, max_batch: int, ack_wait_s: float, flush_s: float) -> IntentSource:
+        """The leader's consumer of GPULEDGER_INTENTS (``max_batch`` per fetch, redelivery after
+        ``ack_wait_s`` s, acks confirmed within ``flush_s`` s)."""
+        ...
+
+    def event_sink(self, store: EventStore) -> EventSink:
+        """The relay of ``store``'s log to GPULEDGER_EVENTS."""
+        ...
+
+    async def publish(self, intent: intents.AnyIntent) -> int:
+        """Publish one intent (``Nats-Msg-Id`` = its id); returns its stream sequence."""
+        ...
+
+    def on_reconnect(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` after each reconnection (in-flight deliveries may have been lost)."""
         ...

@@ -7,6 +7,10 @@ failed writer had fetched but not acked come again first and in stream order (a 
 floor are done; those above it that were committed but not acked are skipped by the processed-
 intent check, so a rewind never yields a second decision. Sequences deleted from the stream (an
 operator's ``delete_msg`` while no leader ran) are skipped, not waited for.
+
+It implements :class:`services.allocator.ports.IntentSource`: the loop sees only transport-free
+:class:`~services.allocator.ports.Delivery` values; the nats-py message behind each one is held
+here (by stream sequence) until it is settled, nak'ed or the consumer is rewound.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from nats.js.errors import FetchTimeoutError, NotFoundError
 
 from events import subjects
-from services.allocator.ports import TERM, Delivery
+from services.allocator.adapters.ordering import split_in_order
+from services.allocator.ports import TERM, Action, Delivery
 
 log = structlog.get_logger(__name__)
 
@@ -40,7 +45,8 @@ def to_delivery(msg: Msg) -> Delivery:
 
 
 class IntentConsumer:
-    """Pull consumer over GPULEDGER_INTENTS for the leader. Call :meth:`rewind` before fetching.
+    """Pull consumer over GPULEDGER_INTENTS for the leader (an IntentSource). Call :meth:`rewind`
+    before fetching.
 
     ``ack_wait_s``: redelivery timeout of an unacked message; ``max_batch``: largest fetch.
     """
@@ -55,6 +61,8 @@ class IntentConsumer:
         self._ack_wait_s = ack_wait_s
         self._flush_s = flush_s
         self._sub: JetStreamContext.PullSubscription | None = None
+        self._held: dict[int, Msg] = {}
+        """The message behind each delivery fetched and not yet settled or nak'ed, by stream seq."""
 
     async def ack_floor(self) -> int:
         """Stream sequence below which every message is acked (0 when the consumer is new)."""
@@ -87,21 +95,32 @@ class IntentConsumer:
         log.info("intent consumer positioned", start_seq=floor + 1)
         return floor + 1
 
-    async def fetch(self, *, wait_s: float) -> list[Msg]:
-        """Up to ``max_batch`` messages in stream order; ``[]`` when none came within ``wait_s``."""
+    async def fetch(self, *, wait_s: float) -> list[Delivery]:
+        """Up to ``max_batch`` deliveries in the order the server sent them; ``[]`` when none came
+        within ``wait_s``."""
         if self._sub is None:
             raise RuntimeError("IntentConsumer.fetch before rewind")
         try:
-            return await self._sub.fetch(self._max_batch, timeout=wait_s)
+            msgs = await self._sub.fetch(self._max_batch, timeout=wait_s)
         except (TimeoutError, NatsTimeoutError, FetchTimeoutError):
             return []
+        deliveries = []
+        for msg in msgs:
+            delivery = to_delivery(msg)
+            self._held[delivery.stream_seq] = msg  # a redelivery replaces the older message
+            deliveries.append(delivery)
+        return deliveries
 
-    async def settle(self, msgs: Sequence[Msg], actions: Sequence[str]) -> None:
+    async def settle(self, deliveries: Sequence[Delivery], actions: Sequence[Action]) -> None:
         """After commit: term the poison messages, ack the last other one (the consumer's ack policy
         is *all*: one ack covers every earlier message), then flush so the server has them (waiting
-        at most ``flush_s``: raises nats' FlushTimeoutError when it does not answer)."""
+        at most ``flush_s``: raises nats' FlushTimeoutError when it does not answer). A delivery
+        this consumer no longer holds (rewound since) is left to the rewind's redelivery."""
         last = None
-        for msg, action in zip(msgs, actions, strict=True):
+        for delivery, action in zip(deliveries, actions, strict=True):
+            msg = self._held.pop(delivery.stream_seq, None)
+            if msg is None:
+                continue
             if action == TERM:
                 await msg.term()
             else:
@@ -110,30 +129,17 @@ class IntentConsumer:
             await last.ack()
         await self._nc.flush(timeout=self._flush_s)  # type: ignore[arg-type]
 
-    async def in_order(self, msgs: Sequence[Msg], expected: int) -> tuple[list[Msg], list[Msg], int]:
+    async def in_order(self, deliveries: Sequence[Delivery],
+                       expected: int) -> tuple[list[Delivery], list[Delivery], int]:
         """Split a fetch into the run that continues stream sequence ``expected``, the rest, and how
-        many sequences were skipped as deleted from the stream (logged).
+        many sequences were skipped as deleted from the stream (logged): see
+        :func:`services.allocator.adapters.ordering.split_in_order`."""
+        return await split_in_order(deliveries, expected, ack_late=self._ack_late, deleted=self.deleted)
 
-        Messages below ``expected`` were committed already (a late redelivery): acked. Any other
-        jump (a delivery lost in flight) ends the run; the caller rewinds for the rest.
-        """
-        fresh: list[Msg] = []
-        skipped = 0
-        for index, msg in enumerate(msgs):
-            seq = int(msg.metadata.sequence.stream)
-            if seq < expected and not fresh:
-                await msg.ack()
-                continue
-            if seq > expected and await self.deleted(expected, seq - 1):
-                log.warning("intent stream sequences deleted; skipped", first=expected, last=seq - 1)
-                skipped += seq - expected
-                expected = seq
-            if seq != expected:
-                log.warning("sequence gap; rewinding", expected=expected, got=seq)
-                return fresh, list(msgs[index:]), skipped
-            fresh.append(msg)
-            expected += 1
-        return fresh, [], skipped
+    async def _ack_late(self, delivery: Delivery) -> None:
+        msg = self._held.pop(delivery.stream_seq, None)
+        if msg is not None:
+            await msg.ack()
 
     async def deleted(self, first: int, last: int) -> bool:
         """True when no stream sequence in ``first..last`` holds a message (deleted or purged):
@@ -145,8 +151,9 @@ class IntentConsumer:
             return True
         return int(msg.seq or 0) > last
 
-    async def nak(self, msgs: Sequence[Msg], *, delay_s: float) -> None:
-        """Give ``msgs`` back for redelivery after ``delay_s`` (best effort: the server may be gone)."""
+    async def nak(self, deliveries: Sequence[Delivery], *, delay_s: float) -> None:
+        """Give ``deliveries`` back for redelivery after ``delay_s`` (best effort: the server may be gone)."""
+        msgs = [msg for d in deliveries if (msg := self._held.pop(d.stream_seq, None)) is not None]
         for msg in msgs:
             try:
                 await msg.nak(delay=delay_s)
@@ -163,8 +170,9 @@ class IntentConsumer:
         return int((info.num_pending or 0) + (info.num_ack_pending or 0))
 
     async def close(self) -> None:
-        """Drop the subscription (the durable consumer stays)."""
+        """Drop the subscription (the durable consumer stays) and what it had fetched."""
         sub, self._sub = self._sub, None
+        self._held.clear()
         if sub is not None:
             try:
                 await sub.unsubscribe()

@@ -7,32 +7,30 @@ holder's identity never leads beside it. It believes itself leader only until ``
 start of its last successful renewal, minus ``renew_s`` of margin, so a leader cut off from the
 database stops before anyone else can take over; the epoch in every append is what makes a late
 write fail (FencedError). ``release`` hands the lease over at once on a clean shutdown.
+
+The keeper is the :class:`services.allocator.ports.Leadership` of every deployment (PostgreSQL
+lease store) and of the tests that run it over the in-memory lease store. It renews on its own
+task; the decision loop yields to it at least every decide slice (loop/leader.py), so a long
+batch cannot starve the renewal.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
-from datetime import UTC, datetime
 
 import structlog
 
-from services.allocator.ports import Lease, LeaseStore
+from services.allocator.ports import Clock, Lease, LeaseStore, Role, utc_now
 from services.shared import lifecycle
 
 log = structlog.get_logger(__name__)
 
-Clock = Callable[[], datetime]
-
-
-def utc_now() -> datetime:
-    """The current time, timezone-aware UTC (the lease's clock)."""
-    return datetime.now(UTC)
-
-
 class LeaseKeeper:
-    """Keeps (or waits for) the lease ``name`` for ``holder``; ``changed`` is set on every role change."""
+    """Keeps (or waits for) the lease ``name`` for ``holder``; ``changed`` is set on every role change.
+
+    A Leadership over any LeaseStore. ``ttl_s``/``renew_s`` in seconds; ``clock`` gives the
+    lease's UTC time (the store compares expiries with it)."""
 
     def __init__(self, leases: LeaseStore, *, name: str, holder: str, ttl_s: float, renew_s: float,
                  clock: Clock = utc_now) -> None:
@@ -57,7 +55,7 @@ class LeaseKeeper:
         return self._lease.epoch if self.is_leader and self._lease is not None else 0
 
     @property
-    def role(self) -> str:
+    def role(self) -> Role:
         """``leader`` or ``standby``."""
         return "leader" if self.is_leader else "standby"
 

@@ -45,7 +45,8 @@ def headers_of(stored: StoredEvent) -> dict[str, str]:
 
 
 class EventRelay:
-    """Publishes the log to GPULEDGER_EVENTS. ``offset``: last position known to be in NATS.
+    """Publishes the log to GPULEDGER_EVENTS (an :class:`~services.allocator.ports.EventSink`).
+    ``offset``: last position known to be in NATS.
 
     ``read_chunk``: events read from the store per catch-up round; ``on_skip``: called once per
     event skipped for its size.

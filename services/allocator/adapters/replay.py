@@ -1,7 +1,7 @@
 """Rebuilding state from the log: newest snapshot + a fold of the events after it with ``evolve``.
 
-Owns decoding a raw log row (never skipping one), the fold both stores' ``load_state`` use,
-and the snapshot policy (every N events).
+Owns decoding a raw log row (never skipping one) and the fold both stores' ``load_state`` use
+(when a snapshot is due is the loop's: services.allocator.loop.snapshots).
 """
 
 from __future__ import annotations
@@ -42,28 +42,6 @@ async def fold(state: ClusterState, events: AsyncIterator[StoredEvent]) -> Clust
             evolve(state, stored.event)
             state.position = stored.position
     return state
-
-
-class SnapshotPolicy:
-    """Says when a snapshot is due: after ``every`` events since the last one (0: never).
-
-    Example: ``policy = SnapshotPolicy(every=20_000, last=state.position)``; after each append
-    ``if policy.due(state.position): await store.save_snapshot(state); policy.saved(state.position)``.
-    """
-
-    def __init__(self, *, every: int, last: int = 0) -> None:
-        if every < 0:
-            raise ValueError(f"snapshot_every must be >= 0, got {every}")
-        self.every = every
-        self.last = last
-
-    def due(self, position: int) -> bool:
-        """True when ``position`` is at least ``every`` events past the last snapshot."""
-        return self.every > 0 and position - self.last >= self.every
-
-    def saved(self, position: int) -> None:
-        """Record that a snapshot was stored at ``position``."""
-        self.last = position
 
 
 NUL_ESCAPE = b"\\u0000"

@@ -24,7 +24,7 @@ from events import codec, intents
 from events.decisions import AnyEvent, IntentRejected
 from services.allocator.domain.state import ClusterState
 from services.allocator.loop.failures import describe
-from services.allocator.ports import ACK, TERM, DecidedIntent, Delivery
+from services.allocator.ports import ACK, TERM, Action, DecidedIntent, Delivery
 
 log = structlog.get_logger(__name__)
 
@@ -44,7 +44,7 @@ class BatchResult(msgspec.Struct, kw_only=True):
     """What a batch decided: ``decided`` to append (in order), ``actions[i]`` ack/term for delivery i."""
 
     decided: list[DecidedIntent]
-    actions: list[str]
+    actions: list[Action]
     duplicates: int = 0
     rejected: int = 0
 
@@ -135,6 +135,54 @@ def rejected_alone(state: ClusterState, delivery: Delivery, error: BaseException
     return DecidedIntent(intent_id=event.intent_id, stream_seq=delivery.stream_seq, events=(event,))
 
 
+class BatchDecider:
+    """Decides the deliveries of one batch one at a time (so the loop can yield between them),
+    into one :class:`BatchResult`; :func:`decide_batch` is the whole batch at once.
+
+    ``state`` is mutated as intents are decided; ``processed`` ids are skipped (acked); ``now`` is
+    the batch's decision time. :meth:`decide` raises :class:`IntentFailed` as decide_batch does.
+    """
+
+    def __init__(self, state: ClusterState, *, processed: set[str], now: datetime, process: Process,
+                 evolve: Evolve) -> None:
+        self._state = state
+        self._seen = set(processed)
+        self._now = now
+        self._process = process
+        self._evolve = evolve
+        self.result = BatchResult(decided=[], actions=[])
+
+    def decide(self, index: int, delivery: Delivery) -> None:
+        """Decide ``delivery``, the ``index``-th of the batch, after every earlier one."""
+        state, now, evolve, result = self._state, self._now, self._evolve, self.result
+        intent: intents.AnyIntent | None = None
+        error: Exception | None = None
+        try:
+            intent = codec.decode_intent(delivery.data)
+        except Exception as exc:  # every way a payload can fail to decode is a rejection
+            error = exc
+        key = log_key(intent.intent_id if intent else delivery.msg_id or f"nats-seq-{delivery.stream_seq}")
+        result.actions.append(ACK if intent else TERM)
+        if key in self._seen:
+            result.duplicates += 1
+            return
+        self._seen.add(key)
+        if intent is None:
+            reason = str(error)
+            if error is not None and not isinstance(error, codec.DecodeError):
+                reason = f"invalid intent: {describe(error)}"
+            rejected = rejected_event(delivery, reason=reason, now=now, intent_id=key, error=error)
+            evolve(state, rejected)
+            events: list[AnyEvent] = [rejected]
+            result.rejected += 1
+        else:
+            try:
+                events = _decide_one(state, intent, delivery, now=now, process=self._process, evolve=evolve)
+            except Exception as exc:  # a bug one intent triggers must not stop the others
+                raise IntentFailed(index, exc) from exc
+        result.decided.append(DecidedIntent(intent_id=key, stream_seq=delivery.stream_seq, events=tuple(events)))
+
+
 def decide_batch(
     state: ClusterState,
     deliveries: Sequence[Delivery],
@@ -148,36 +196,10 @@ def decide_batch(
 
     ``state`` is mutated: if the append of the result fails, the caller must reload it.
     """
-    seen = set(processed)
-    result = BatchResult(decided=[], actions=[])
+    decider = BatchDecider(state, processed=processed, now=now, process=process, evolve=evolve)
     for index, delivery in enumerate(deliveries):
-        intent: intents.AnyIntent | None = None
-        error: Exception | None = None
-        try:
-            intent = codec.decode_intent(delivery.data)
-        except Exception as exc:  # every way a payload can fail to decode is a rejection
-            error = exc
-        key = log_key(intent.intent_id if intent else delivery.msg_id or f"nats-seq-{delivery.stream_seq}")
-        result.actions.append(ACK if intent else TERM)
-        if key in seen:
-            result.duplicates += 1
-            continue
-        seen.add(key)
-        if intent is None:
-            reason = str(error)
-            if error is not None and not isinstance(error, codec.DecodeError):
-                reason = f"invalid intent: {describe(error)}"
-            rejected = rejected_event(delivery, reason=reason, now=now, intent_id=key, error=error)
-            evolve(state, rejected)
-            events: list[AnyEvent] = [rejected]
-            result.rejected += 1
-        else:
-            try:
-                events = _decide_one(state, intent, delivery, now=now, process=process, evolve=evolve)
-            except Exception as exc:  # a bug one intent triggers must not stop the others
-                raise IntentFailed(index, exc) from exc
-        result.decided.append(DecidedIntent(intent_id=key, stream_seq=delivery.stream_seq, events=tuple(events)))
-    return result
+        decider.decide(index, delivery)
+    return decider.result
 
 
 def _decide_one(

@@ -1,9 +1,17 @@
 """The allocator service: the leader's fetch -> decide -> commit -> ack loop, and the standby's tail.
 
-One replica holds the lease (``LeaseKeeper``); it catches up with the log, rewinds the durable
-consumer to its ack floor, then per batch: decides every intent in stream order
-(``batch.decide_batch``), appends everything in ONE ``EventStore.append`` fenced by its epoch, and
-only then acks and hands the stored events to the relay. What a failure means is decided in one
+The loop sees the world only through ports (services/allocator/ports.py): the ``EventStore``, the
+``Leadership`` (the lease keeper), the ``IntentSource`` (JetStream's durable consumer, or the
+in-memory twin) and the ``EventSink`` (the relay to GPULEDGER_EVENTS); the composition root
+(services/allocator/bootstrap.py) chooses the adapters. Its rules are unit-tested on the twin
+(tests/unit/allocator/test_loop_*.py).
+
+One replica holds the lease; it catches up with the log, rewinds the intent source to its ack
+floor, then per batch: decides every intent in stream order (``batch.BatchDecider``), appends
+everything in ONE ``EventStore.append`` fenced by its epoch, and only then acks and hands the
+stored events to the sink. Deciding yields to the event loop at least every ``decide_slice_s``
+seconds (between two intents), so the lease renewal, which runs on its own task, is never starved
+by a long batch. What a failure means is decided in one
 place (:func:`services.allocator.loop.failures.classify`):
 
 - caused by one intent (an exception in ``decide``, a value PostgreSQL refuses): the projection is
@@ -25,20 +33,27 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import structlog
-from nats.aio.client import Client as NATS
-from nats.aio.msg import Msg
 
 from events import intents
 from services.allocator import ports
-from services.allocator.adapters.consumer import IntentConsumer, to_delivery
-from services.allocator.adapters.leader import Clock, LeaseKeeper, utc_now
-from services.allocator.adapters.relay import EventRelay
-from services.allocator.adapters.replay import SnapshotPolicy
 from services.allocator.domain.state import ClusterState
 from services.allocator.loop import batch, failures, liveness
 from services.allocator.loop.metrics import AllocatorMetrics
+from services.allocator.loop.snapshots import SnapshotPolicy
 from services.allocator.loop.watchdog import Watchdog
-from services.allocator.ports import DecidedIntent, EventStore, FencedError, StoredEvent
+from services.allocator.ports import (
+    Action,
+    Clock,
+    DecidedIntent,
+    Delivery,
+    EventSink,
+    EventStore,
+    FencedError,
+    IntentSource,
+    Leadership,
+    StoredEvent,
+    utc_now,
+)
 from services.allocator.settings import AllocatorSettings
 from services.shared import lifecycle
 
@@ -46,13 +61,23 @@ log = structlog.get_logger(__name__)
 
 PublishIntent = Callable[[intents.AnyIntent], Awaitable[object]]
 
+DECIDE_SLICE_S = 0.02
+"""Longest stretch (seconds) the leader decides without yielding to the event loop: the lease
+renewal (every ``lease_renew_s``, 0.3 s by default) waits at most about this long for a turn."""
+
 
 class Allocator:
-    """One allocator replica. ``state`` is its projection (position = last applied log position)."""
+    """One allocator replica. ``state`` is its projection (position = last applied log position).
 
-    def __init__(self, *, settings: AllocatorSettings, store: EventStore, keeper: LeaseKeeper,
-                 consumer: IntentConsumer, relay: EventRelay, publish: PublishIntent,
-                 process: batch.Process, evolve: batch.Evolve, clock: Clock = utc_now) -> None:
+    ``keeper`` (Leadership), ``consumer`` (IntentSource) and ``relay`` (EventSink) are ports;
+    ``publish`` sends an intent (the liveness tick's CheckHeartbeats); ``process`` decides one
+    intent (``domain.process`` with the loop's Scheduler); ``decide_slice_s`` bounds how long
+    deciding runs before it yields (seconds)."""
+
+    def __init__(self, *, settings: AllocatorSettings, store: EventStore, keeper: Leadership,
+                 consumer: IntentSource, relay: EventSink, publish: PublishIntent,
+                 process: batch.Process, evolve: batch.Evolve, clock: Clock = utc_now,
+                 decide_slice_s: float = DECIDE_SLICE_S) -> None:
         self.settings = settings
         self.store = store
         self.keeper = keeper
@@ -66,6 +91,7 @@ class Allocator:
         self._process = process
         self._evolve = evolve
         self._clock = clock
+        self.decide_slice_s = decide_slice_s
         self.state = ClusterState.empty()
         self.loaded = asyncio.Event()
         self._expected_seq = 0
@@ -75,8 +101,6 @@ class Allocator:
         self._snapshots = SnapshotPolicy(every=settings.snapshot_every)
         self.listeners: list[Callable[[Sequence[StoredEvent]], None]] = []
         """Called with each committed batch (the HTTP API: current reasons, outcome metrics)."""
-        self.nc: NATS | None = None
-        """The NATS connection, set by the composition root (the HTTP API publishes intents on it)."""
 
     async def run(self, stop: asyncio.Event) -> None:
         """Load the projection, then lead or stand by until ``stop``; releases the lease on exit."""
@@ -97,7 +121,7 @@ class Allocator:
         return self.watchdog.stuck
 
     def request_rewind(self) -> None:
-        """Called on a NATS reconnect: in-flight deliveries may be lost, so re-position the consumer;
+        """Called on a bus reconnect: in-flight deliveries may be lost, so re-position the consumer;
         a back-off in progress ends at once (the first commit follows the server's return)."""
         self._rewind_needed = True
         self._reconnected.set()
@@ -181,16 +205,21 @@ class Allocator:
     async def _step(self, epoch: int) -> bool:
         """Fetch and decide one batch; False when the session must restart (after nak + reload)."""
         try:
-            msgs = await self.consumer.fetch(wait_s=self.settings.fetch_wait_s)
+            fetched = await self.consumer.fetch(wait_s=self.settings.fetch_wait_s)
         except Exception as exc:
             log.warning("fetch failed", error=repr(exc))
             await self._backoff(exc)
             return False
-        if not msgs:
+        if not fetched:
             self.watchdog.progressed()
             return True
         started = time.monotonic()
-        fresh, rest, skipped = await self.consumer.in_order(msgs, self._expected_seq)
+        try:
+            fresh, rest, skipped = await self.consumer.in_order(fetched, self._expected_seq)
+        except Exception as exc:  # the bus went away while checking a gap: rewind and retry
+            log.warning("ordering the fetch failed", error=repr(exc))
+            await self._backoff(exc)
+            return False
         self.watchdog.gaps.inc(skipped)
         ok = await self._commit(fresh, epoch=epoch, started=started) if fresh else True
         if rest or not ok:
@@ -198,19 +227,30 @@ class Allocator:
             return False
         return True
 
-    async def _commit(self, msgs: Sequence[Msg], *, epoch: int, started: float) -> bool:
+    async def _decide(self, deliveries: Sequence[Delivery], processed: set[str]) -> batch.BatchResult:
+        """``batch.decide_batch`` in slices: yields to the event loop whenever ``decide_slice_s``
+        has passed since the last yield (so the lease renewal and the relay get their turn)."""
+        decider = batch.BatchDecider(self.state, processed=processed, now=self._clock(),
+                                     process=self._process, evolve=self._evolve)
+        deadline = time.monotonic() + self.decide_slice_s
+        for index, delivery in enumerate(deliveries):
+            decider.decide(index, delivery)
+            if time.monotonic() >= deadline:
+                await asyncio.sleep(0)
+                deadline = time.monotonic() + self.decide_slice_s
+        return decider.result
+
+    async def _commit(self, msgs: Sequence[Delivery], *, epoch: int, started: float) -> bool:
         """Decide ``msgs``, append in one transaction, then ack; False (state reloaded) when the
         session must restart. A failure one intent causes is isolated (see the module docstring)."""
         if not msgs:
             return True
-        deliveries = [to_delivery(msg) for msg in msgs]
         try:
-            done = await self.store.processed(batch.candidate_ids(deliveries))
-            result = batch.decide_batch(self.state, deliveries, processed=done, now=self._clock(),
-                                        process=self._process, evolve=self._evolve)
+            done = await self.store.processed(batch.candidate_ids(msgs))
+            result = await self._decide(msgs, done)
             stored = await self._append(result.decided, epoch)
         except batch.IntentFailed as failed:  # an exception in decide: reject that intent alone
-            log.warning("deciding an intent failed; rejecting it", seq=deliveries[failed.index].stream_seq,
+            log.warning("deciding an intent failed; rejecting it", seq=msgs[failed.index].stream_seq,
                         error=repr(failed.cause)[:512])
             await self.reload()
             return (await self._commit(msgs[:failed.index], epoch=epoch, started=started)
@@ -237,9 +277,8 @@ class Allocator:
         with self.watchdog.append_latency.time():
             return await self.store.append(decided, lease=self.settings.lease_name, epoch=epoch, state=self.state)
 
-    async def _reject(self, msg: Msg, error: BaseException, *, epoch: int, started: float) -> bool:
-        """Append an IntentRejected for ``msg`` alone (its decision or append failed with ``error``)."""
-        delivery = to_delivery(msg)
+    async def _reject(self, delivery: Delivery, error: BaseException, *, epoch: int, started: float) -> bool:
+        """Append an IntentRejected for ``delivery`` alone (its decision or append failed with ``error``)."""
         log.warning("intent isolated and rejected", seq=delivery.stream_seq, error=repr(error)[:512])
         try:
             if await self.store.processed(batch.candidate_ids([delivery])):
@@ -251,15 +290,15 @@ class Allocator:
         except Exception as exc:  # the rejection itself could not be stored: the database is at fault
             await self._recover(exc)
             return False
-        await self._committed([msg], stored, [ports.ACK], started=started)
+        await self._committed([delivery], stored, [ports.ACK], started=started)
         return True
 
-    async def _committed(self, msgs: Sequence[Msg], stored: list[StoredEvent], actions: Sequence[str], *,
+    async def _committed(self, msgs: Sequence[Delivery], stored: list[StoredEvent], actions: Sequence[Action], *,
                          started: float) -> None:
         """After a commit: advance, hand the events to the relay, count, then ack."""
         if stored:
             self.state.position = stored[-1].position
-        self._expected_seq = int(msgs[-1].metadata.sequence.stream) + 1 if msgs else self._expected_seq
+        self._expected_seq = msgs[-1].stream_seq + 1 if msgs else self._expected_seq
         self._failures = 0
         self.watchdog.progressed()
         self.relay.offer(stored)

@@ -15,6 +15,7 @@ from events import codec, subjects
 from events.decisions import AnyEvent
 from services.allocator import bootstrap
 from services.allocator.adapters.relay import INTENT_HEADER
+from services.allocator.loop import batch
 from services.allocator.loop.leader import Allocator
 from services.allocator.ports import EventStore, LeaseStore
 from services.allocator.settings import AllocatorSettings
@@ -40,11 +41,11 @@ class Replica:
 
 
 async def start_replica(nats_url: str, *, store: EventStore | None = None, leases: LeaseStore | None = None,
-                        holder: str = "r1", **overrides: Any) -> Replica:
+                        holder: str = "r1", process: batch.Process | None = None, **overrides: Any) -> Replica:
     settings = msgspec.convert({**FAST, "nats_url": nats_url, "holder": holder, **overrides}, AllocatorSettings)
     stop = asyncio.Event()
     ready: asyncio.Future[tuple[Allocator, int]] = asyncio.get_running_loop().create_future()
-    task = asyncio.create_task(bootstrap.serve(settings, stop, store=store, leases=leases,
+    task = asyncio.create_task(bootstrap.serve(settings, stop, store=store, leases=leases, process=process,
                                                on_ready=lambda a, p: ready.set_result((a, p))))
     done, _ = await asyncio.wait([task, ready], timeout=30, return_when=asyncio.FIRST_COMPLETED)
     if task in done:

@@ -64,21 +64,17 @@ async def test_a_database_error_on_one_intents_rows_is_isolated_by_splitting_the
 
 
 async def test_an_exception_in_decide_rejects_that_intent_alone_on_a_reloaded_projection(
-        nats_url: str, database_url: str, jetstream: JetStreamContext, pool: asyncpg.Pool,
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    real = domain.process
-
-    def buggy(state: ClusterState, intent: intents.AnyIntent, now: datetime, **options: Any) -> list[AnyEvent]:
-        events = real(state, intent, now, **options)  # the projection has moved: the loop must reload it
+        nats_url: str, database_url: str, jetstream: JetStreamContext, pool: asyncpg.Pool) -> None:
+    def buggy(state: ClusterState, intent: intents.AnyIntent, now: datetime) -> list[AnyEvent]:
+        events = domain.process(state, intent, now)  # the projection has moved: the loop must reload it
         if isinstance(intent, intents.RequestAllocation) and intent.spec.pod == "boom":
             raise KeyError("a bug this intent triggers")
         return events
 
-    monkeypatch.setattr(domain, "process", buggy)
     sent: list[intents.AnyIntent] = [register_node("n1", gpus=1), request("a", tflops=40),
                                      request("boom", tflops=40), request("b", tflops=40), request("c", tflops=40)]
     await publish(jetstream, sent)
-    replica = await start_replica(nats_url, database_url=database_url)
+    replica = await start_replica(nats_url, database_url=database_url, process=buggy)
     try:
         await wait_decided(pool, "req-c")
         by_id = {o.intent_id: o.types for o in (await outcomes(pool)).values()}

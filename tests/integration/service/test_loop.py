@@ -10,13 +10,13 @@ from typing import Any
 
 import aiohttp
 import pytest
-from nats.aio.msg import Msg
 from nats.js import JetStreamContext
 
 from events import codec, decisions, subjects
+from services.allocator.adapters.consumer import IntentConsumer
 from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
 from services.allocator.api.views import OUTCOME_TYPES
-from services.allocator.ports import DecidedIntent, StoredEvent
+from services.allocator.ports import Action, DecidedIntent, Delivery, StoredEvent
 from services.shared import messaging
 
 from .factory import register_node, request
@@ -98,26 +98,27 @@ async def test_poison_message_becomes_intent_rejected_and_is_terminated(
 async def test_redelivery_between_commit_and_ack_yields_no_second_decision(
         replica: Replica, jetstream: JetStreamContext, store: InMemoryEventStore) -> None:
     consumer = replica.allocator.consumer
+    assert isinstance(consumer, IntentConsumer)
     real_settle = consumer.settle
     calls = {"n": 0}
 
-    async def settle_failing_twice(msgs: Sequence[Msg], actions: Sequence[str]) -> None:
+    async def settle_failing_twice(msgs: Sequence[Delivery], actions: Sequence[Action]) -> None:
         calls["n"] += 1
         if calls["n"] <= 2:
             raise ConnectionError("connection lost after commit, before ack")
         await real_settle(msgs, actions)
 
-    consumer.settle = settle_failing_twice  # type: ignore[method-assign]
+    consumer.settle = settle_failing_twice  # type: ignore[method-assign,assignment]
     await messaging.publish_intent(jetstream, register_node("n1"))
     for i in range(20):
         await messaging.publish_intent(jetstream, request(f"p{i}"))
     await until(lambda: len(store.intents) == 21, what="21 intents decided")
     await until(lambda: calls["n"] >= 3, what="redelivered batch settled")
     for _ in range(100):  # the server applies acks asynchronously
-        if await replica.allocator.consumer.ack_floor() == 21:
+        if await consumer.ack_floor() == 21:
             break
         await asyncio.sleep(0.05)
-    assert await replica.allocator.consumer.ack_floor() == 21
+    assert await consumer.ack_floor() == 21
     per_intent = Counter(row.intent_id for row in store.rows)
     assert all(count == 1 for count in per_intent.values())
     assert replica.allocator.metrics.duplicates._value.get() >= 1  # the redelivered batch was skipped

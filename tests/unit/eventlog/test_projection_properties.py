@@ -17,8 +17,8 @@ from events import decisions as ev
 from events.values import Resources
 from services.allocator.adapters import allocation_table
 from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
-from services.allocator.adapters.replay import SnapshotPolicy
 from services.allocator.domain.state import ClusterState
+from services.allocator.loop.snapshots import SnapshotPolicy
 from services.allocator.ports import DecidedIntent, StoredEvent
 from tests.contract import scenario
 
