@@ -97,11 +97,15 @@ def print_outcome(view: dict[str, Any]) -> None:
 
 def up(data_dir: Path = typer.Option(endpoints.DEFAULT_DATA_DIR, "--data-dir", help="State directory."),
        inventory: Path | None = typer.Option(None, "--inventory", help="YAML inventory or node CSV."),
-       http_port: int = typer.Option(0, "--http-port", help="Allocator HTTP port (0: any free).")) -> None:
+       http_port: int = typer.Option(0, "--http-port", help="Allocator HTTP port (0: any free)."),
+       no_token: bool = typer.Option(False, "--no-token",
+                                     help="Serve the API and dashboard without a token (local experiments only).")
+       ) -> None:
     """Start the whole stack.
 
     NATS, PostgreSQL, the allocator and the other services, until Ctrl-C. One `up` per data dir:
-    a second one exits 2 naming the holder."""
+    a second one exits 2 naming the holder. The API needs the token generated in
+    DATA_DIR/secrets/api-token (the CLI reads it) unless GPULEDGER_API_TOKEN is set or --no-token."""
     from services.cli.datalock import DataDirLock, DataDirLocked
 
     if inventory is not None and not inventory.is_file():
@@ -113,7 +117,7 @@ def up(data_dir: Path = typer.Option(endpoints.DEFAULT_DATA_DIR, "--data-dir", h
     except DataDirLocked as exc:
         fail(str(exc), field="data_dir", code=output.BAD_INPUT, as_json=False)
     try:
-        _run_up(data_dir, inventory, http_port, nodes)
+        _run_up(data_dir, inventory, http_port, nodes, api_token=not no_token)
     finally:
         lock.release()
 
@@ -133,7 +137,8 @@ def _read_inventory(path: Path) -> list[Any] | None:
         fail(str(exc), field=f"inventory {where}".strip(), code=2, as_json=False)
 
 
-def _run_up(data_dir: Path, inventory: Path | None, http_port: int, nodes: list[Any] | None) -> None:
+def _run_up(data_dir: Path, inventory: Path | None, http_port: int, nodes: list[Any] | None, *,
+            api_token: bool) -> None:
     import asyncio
 
     from rich.console import Console
@@ -143,7 +148,8 @@ def _run_up(data_dir: Path, inventory: Path | None, http_port: int, nodes: list[
 
     logs.setup("warning")
     console = Console()
-    options = stack.UpOptions(data_dir=data_dir, inventory=inventory, http_port=http_port, nodes=nodes)
+    options = stack.UpOptions(data_dir=data_dir, inventory=inventory, http_port=http_port, nodes=nodes,
+                              api_token=api_token)
 
     async def main(stop: asyncio.Event) -> None:
         await stack.run_up(options, stop, console=console)
