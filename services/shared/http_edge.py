@@ -451,5 +451,9 @@ async def serve(app: web.Application, *, host: str, port: int, server: str,
                            max_line_size=MAX_LINE_BYTES, max_field_size=MAX_LINE_BYTES)
     await runner.setup()
     site = _GuardedSite(runner, host, port, guard=guard, ssl_context=ssl_context)
-    await site.start()
+    try:
+        await site.start()
+    except BaseException:
+        await runner.cleanup()
+        raise
     return runner, site.bound, guard
