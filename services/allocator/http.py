@@ -8,6 +8,9 @@ each. When ``GPULEDGER_API_TOKEN`` (or ``GPULEDGER_API_TOKEN_FILE``) is set, eve
 four open ones (:data:`OPEN_PATHS`) needs ``Authorization: Bearer <token>`` (401 otherwise; compared
 in constant time). Every refusal
 is ``{"error", "field"}`` with a 4xx status; bodies are bounded (services.allocator.api.bounds).
+Before any of that, the HTTP edge (services.shared.http_edge) refuses a foreign Host (421), a
+cross-site write (403) and a non-JSON body (415; YAML on :data:`YAML_ROUTES`), and its connection
+guard bounds stalled connections.
 """
 
 from __future__ import annotations
