@@ -306,14 +306,26 @@ class ConnectionGuard:
 
     @property
     def middleware(self) -> Middleware:
-        """Marks the request's connection as started, reads the body within ``body_timeout_s``
-        (408, connection closed), then counts the connection busy while the handler runs."""
+        """The first middleware of the app: marks the request's connection as started (its head
+        arrived, so the header deadline is over)."""
 
         @web.middleware
-        async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+        async def started(request: web.Request, handler: Handler) -> web.StreamResponse:
             connection = self._by_transport.get(request.transport) if request.transport is not None else None
             if connection is not None:
                 connection.request_started()
+            return await handler(request)
+        return started
+
+    @property
+    def body_middleware(self) -> Middleware:
+        """The last middleware of the app (after the policy and authentication, so a refused client
+        never makes the server buffer a body): reads the body within ``body_timeout_s`` (408, the
+        connection closed), then counts the connection busy while the handler runs."""
+
+        @web.middleware
+        async def body(request: web.Request, handler: Handler) -> web.StreamResponse:
+            connection = self._by_transport.get(request.transport) if request.transport is not None else None
             if request.body_exists:
                 try:
                     async with asyncio.timeout(self.settings.body_timeout_s):
@@ -326,6 +338,10 @@ class ConnectionGuard:
                     return response
                 except web.HTTPRequestEntityTooLarge as exc:
                     return _refuse(413, f"body is over the limit: {exc.text}", "body")
+                except ConnectionError:  # the client left, or the guard closed it at the cap: no one to answer
+                    response = _refuse(400, "the connection was lost while the body was sent", "body")
+                    response.force_close()
+                    return response
             if connection is not None:
                 connection.handling += 1
             try:
@@ -333,7 +349,7 @@ class ConnectionGuard:
             finally:
                 if connection is not None:
                     connection.handling -= 1
-        return guard
+        return body
 
 
 def _refuse(status: int, message: str, field: str) -> web.Response:
@@ -440,10 +456,12 @@ async def serve(app: web.Application, *, host: str, port: int, server: str,
                 ssl_context: ssl.SSLContext | None = None) -> tuple[web.AppRunner, int, ConnectionGuard]:
     """Serve ``app`` on ``host:port`` (0: any free port) behind a :class:`ConnectionGuard`; returns
     the runner (``await runner.cleanup()``), the bound port and the guard. ``server`` names it in
-    log lines. ``settings`` default to :func:`load`. The guard's middleware is put first in ``app``."""
+    log lines. ``settings`` default to :func:`load`. The guard's middlewares are put first and last
+    in ``app``."""
     settings = settings or load()
     guard = ConnectionGuard(settings, server=server)
     app.middlewares.insert(0, guard.middleware)
+    app.middlewares.append(guard.body_middleware)
     quiet = _QuietLogger(guard.lines)
     logging.getLogger("asyncio").addFilter(_ACCEPT_FILTER)
     runner = web.AppRunner(app, handle_signals=False, access_log=None, logger=quiet,

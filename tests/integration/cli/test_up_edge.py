@@ -185,5 +185,7 @@ def test_stalled_connections_under_1024_descriptors_neither_stop_the_api_nor_flo
     time.sleep(4)  # past the header timeout: what is left of the stalls is closed
     assert up.call("GET", "/api/v1/status")[0] == 200
     added = up.log.read_bytes()[before:]
+    lines = added.count(b"\n")
+    print(f"{STALLED} stalled connections: the log grew by {len(added)} bytes, {lines} lines")
     assert len(added) < 64 * 1024, added[-3000:]
     assert b"Too many open files" not in added and b"Traceback" not in added, added[-3000:]
