@@ -190,6 +190,11 @@ class _AcceptErrors(logging.Filter):
 _ACCEPT_FILTER = _AcceptErrors()
 
 
+_EARLY_BYTES = 4 << 20
+"""Most bytes kept for a TLS connection between its handshake and aiohttp taking it over (one turn
+of the event loop; a request and its 1 MiB body fit)."""
+
+
 class _Connection(asyncio.Protocol):
     """One accepted connection: aiohttp's handler behind the guard's deadline and bookkeeping."""
 
@@ -202,15 +207,44 @@ class _Connection(asyncio.Protocol):
         """Requests of this connection whose handler runs (its head and body are in)."""
         self.started = False
         """Whether a request head arrived (the header deadline is then over)."""
+        self.handshake: asyncio.Task[None] | None = None
+        self.early: list[bytes] = []
+        """Bytes decrypted after the TLS handshake but before start_tls returned (fed to aiohttp then)."""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
         self.transport = transport
         if not self.guard.admit(self):
             return
-        self.deadline = asyncio.get_running_loop().call_later(self.guard.settings.header_timeout_s, self._expired)
+        loop = asyncio.get_running_loop()
+        self.deadline = loop.call_later(self.guard.settings.header_timeout_s, self._expired)
+        if self.guard.ssl_context is None:
+            self._serve(transport)
+            return
+        # TLS after admission, so a connection that never finishes its handshake is counted and
+        # closed like any other; nothing is read until start_tls takes over the transport
+        transport.pause_reading()
+        self.handshake = loop.create_task(self._start_tls(transport, self.guard.ssl_context))
+
+    async def _start_tls(self, raw: asyncio.Transport, context: ssl.SSLContext) -> None:
+        try:
+            secure = await asyncio.get_running_loop().start_tls(
+                raw, self, context, server_side=True, ssl_handshake_timeout=self.guard.settings.header_timeout_s)
+        except (OSError, ssl.SSLError, TimeoutError, ConnectionError, RuntimeError):
+            raw.abort()  # a failed or abandoned handshake: connection_lost does the books
+            return
+        if secure is None or self.transport is None:  # lost while the handshake ran
+            return
+        assert isinstance(secure, asyncio.Transport)
+        self.guard.retarget(self, secure)
+        self._serve(secure)
+
+    def _serve(self, transport: asyncio.Transport) -> None:
         self.inner = self.make()
         self.inner.connection_made(transport)
+        early, self.early = self.early, []
+        for data in early:
+            self.inner.data_received(data)
 
     def _expired(self) -> None:
         self.deadline = None
@@ -221,6 +255,10 @@ class _Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self.inner is not None:
             self.inner.data_received(data)
+        elif self.transport is not None and sum(map(len, self.early)) + len(data) <= _EARLY_BYTES:
+            self.early.append(data)
+        elif self.transport is not None:
+            self.transport.abort()  # more than a whole request within one turn of the loop
 
     def eof_received(self) -> None:
         if self.inner is not None:
@@ -239,6 +277,7 @@ class _Connection(asyncio.Protocol):
             self.deadline.cancel()
             self.deadline = None
         self.guard.forget(self)
+        self.transport = None
         if self.inner is not None:
             self.inner.connection_lost(exc)
             self.inner = None
@@ -263,8 +302,10 @@ class ConnectionGuard:
     (closed at the cap to make room), ``refused`` (503 at the cap), ``body_timeout``.
     """
 
-    def __init__(self, settings: EdgeSettings, *, server: str) -> None:
+    def __init__(self, settings: EdgeSettings, *, server: str, ssl_context: ssl.SSLContext | None = None) -> None:
         self.settings = settings
+        self.ssl_context = ssl_context
+        """TLS is started by the guard after admission (the listener itself is plain TCP)."""
         self.cap = settings.connection_cap
         self.lines = RateLimitedLog(server)
         self.open: dict[_Connection, None] = {}
@@ -285,7 +326,8 @@ class ConnectionGuard:
                 self.closed["refused"] += 1
                 self.lines.warning("connection refused: at the connection cap, every connection busy", cap=self.cap)
                 assert connection.transport is not None
-                connection.transport.write(_BUSY)
+                if self.ssl_context is None:  # a TLS client could not read a plain answer
+                    connection.transport.write(_BUSY)
                 connection.transport.close()
                 return False
             self.closed["evicted"] += 1
@@ -297,6 +339,13 @@ class ConnectionGuard:
         assert connection.transport is not None
         self._by_transport[connection.transport] = connection
         return True
+
+    def retarget(self, connection: _Connection, transport: asyncio.Transport) -> None:
+        """``connection`` now runs over ``transport`` (its TLS transport)."""
+        if connection.transport is not None:
+            self._by_transport.pop(connection.transport, None)
+        connection.transport = transport
+        self._by_transport[transport] = connection
 
     def forget(self, connection: _Connection) -> None:
         """Drop ``connection`` from the books (idempotent)."""
@@ -444,9 +493,9 @@ class _GuardedSite(web.TCPSite):
         host, port, context = self.where
         server = self._runner.server
         assert server is not None
+        assert context is self.guard.ssl_context  # the guard starts TLS itself, after admission
         listener = await asyncio.get_running_loop().create_server(
-            self.guard.protocol_factory(server), host, port, ssl=context, reuse_address=True,
-            ssl_handshake_timeout=self.guard.settings.header_timeout_s if context is not None else None)
+            self.guard.protocol_factory(server), host, port, reuse_address=True)
         self._server = listener
         self.bound = int(listener.sockets[0].getsockname()[1]) if listener.sockets else port
 
@@ -459,7 +508,7 @@ async def serve(app: web.Application, *, host: str, port: int, server: str,
     log lines. ``settings`` default to :func:`load`. The guard's middlewares are put first and last
     in ``app``."""
     settings = settings or load()
-    guard = ConnectionGuard(settings, server=server)
+    guard = ConnectionGuard(settings, server=server, ssl_context=ssl_context)
     app.middlewares.insert(0, guard.middleware)
     app.middlewares.append(guard.body_middleware)
     quiet = _QuietLogger(guard.lines)

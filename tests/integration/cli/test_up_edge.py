@@ -189,3 +189,26 @@ def test_stalled_connections_under_1024_descriptors_neither_stop_the_api_nor_flo
     print(f"{STALLED} stalled connections: the log grew by {len(added)} bytes, {lines} lines")
     assert len(added) < 64 * 1024, added[-3000:]
     assert b"Too many open files" not in added and b"Traceback" not in added, added[-3000:]
+
+
+def test_stalled_tls_handshakes_on_the_webhook_are_capped_too(up: Up) -> None:
+    if not up.webhook:
+        pytest.skip("the admission webhook is not installed in this environment")
+    port = int(urlsplit(up.webhook).port or 0)
+    before = len(up.log.read_bytes())
+    held: list[socket.socket] = []
+    try:
+        for index in range(STALLED):  # TCP connections that never send a TLS ClientHello (or half of one)
+            sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+            if index % 2:
+                sock.send(b"\x16\x03\x01\x02\x00\x01")
+            held.append(sock)
+        assert _webhook_answers(up.webhook)
+        assert up.call("GET", "/api/v1/status")[0] == 200
+        open_now = len(os.listdir(f"/proc/{up.process.pid}/fd"))
+        assert open_now < FD_LIMIT - 64, open_now
+    finally:
+        for sock in held:
+            sock.close()
+    added = up.log.read_bytes()[before:]
+    assert len(added) < 64 * 1024 and b"Too many open files" not in added and b"Traceback" not in added, added[-3000:]
