@@ -205,6 +205,12 @@ class PoolConfigured(Event, frozen=True, tag="pool_configured"):
     config: PoolConfig
 
 
+class PoolRemoved(Event, frozen=True, tag="pool_removed"):
+    """A pool's configuration was removed (it had no nodes and no live allocations)."""
+
+    pool: str
+
+
 class IntentRejected(Event, frozen=True, tag="intent_rejected"):
     """An intent was malformed or invalid; nothing else changed.
 
@@ -239,6 +245,7 @@ AnyEvent = Union[
     QuotaSet,
     QuotaRemoved,
     PoolConfigured,
+    PoolRemoved,
     IntentRejected,
     GangPlaced,
     GangTimedOut,
@@ -264,6 +271,7 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     QuotaSet,
     QuotaRemoved,
     PoolConfigured,
+    PoolRemoved,
     IntentRejected,
     GangPlaced,
     GangTimedOut,

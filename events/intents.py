@@ -96,6 +96,13 @@ class ConfigurePool(Intent, frozen=True, tag="configure_pool"):
     config: PoolConfig
 
 
+class RemovePool(Intent, frozen=True, tag="remove_pool"):
+    """Remove a pool's configuration (what ConfigurePool set). Refused while the pool has nodes or
+    live (granted or queued) allocations: the refusal names them."""
+
+    pool: Name
+
+
 class CheckHeartbeats(Intent, frozen=True, tag="check_heartbeats"):
     """Mark nodes whose heartbeat TTL ran out as Lost, and release the waiting members of gangs whose
     timeout ran out. The allocator publishes it on a timer, only when its projection shows an
@@ -112,6 +119,7 @@ AnyIntent = Union[
     SetQuota,
     RemoveQuota,
     ConfigurePool,
+    RemovePool,
     CheckHeartbeats,
 ]
 """Every intent type; the tagged union the codec decodes."""
@@ -125,5 +133,6 @@ INTENT_TYPES: tuple[type[Intent], ...] = (
     SetQuota,
     RemoveQuota,
     ConfigurePool,
+    RemovePool,
     CheckHeartbeats,
 )

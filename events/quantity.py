@@ -14,9 +14,11 @@ number may mean, bytes or milli-TFLOPS, is the caller's: :mod:`events.bounds`.)
 from __future__ import annotations
 
 import re
-from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, DecimalException, localcontext
+from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_UP, Decimal, DecimalException, localcontext
 
-_PATTERN = re.compile(r"^([+-]?)(\d+\.?\d*|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE]([+-]?\d+))?$")
+_PATTERN = re.compile(r"^([+-]?)(\d+\.?\d*|\.\d+)(?:(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)|[eE]([+-]?\d+))?$",
+                      re.ASCII)
+"""ASCII digits only: ``"１０"`` (full-width) is not a quantity, as in Kubernetes' parser."""
 _BINARY = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL = {"n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
             "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
@@ -107,3 +109,44 @@ def format_bytes(value: int) -> str:
 def format_percent_milli(milli_percent: int) -> str:
     """A compute share in milli-percent as a quantity string: 50_000 -> "50", 12_500 -> "12500m"."""
     return format_milli(milli_percent)
+
+
+# Human units: the one formatter of every user-facing message (the allocator's reasons, API errors and
+# the CLI's text output). Wire values stay canonical quantity strings (format_milli / format_bytes).
+
+
+def _human(value: Decimal, places: int) -> str:
+    """``value`` rounded half up to ``places`` decimals, thousands grouped, trailing zeros dropped."""
+    text = f"{value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP):,.{places}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def tflops_text(milli_tflops: int, *, places: int = 3) -> str:
+    """Milli-TFLOPS as TFLOPS: ``6000`` -> ``"6 TFLOPS"``, ``133714`` -> ``"133.714 TFLOPS"``,
+    ``1788682500`` with ``places=1`` -> ``"1,788,682.5 TFLOPS"``."""
+    return f"{_human(Decimal(milli_tflops) / 1000, places)} TFLOPS"
+
+
+_VRAM_UNITS = (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def vram_text(vram_bytes: int, *, places: int = 2) -> str:
+    """Bytes in the largest binary unit that is at least 1: ``4Gi`` -> ``"4 GiB"``,
+    ``20000000000`` -> ``"18.63 GiB"``, ``512Mi`` -> ``"512 MiB"``; 0 -> ``"0 GiB"``; below 1 KiB in bytes."""
+    if vram_bytes == 0:
+        return "0 GiB"
+    for unit, factor in _VRAM_UNITS:
+        if abs(vram_bytes) >= factor:
+            return f"{_human(Decimal(vram_bytes) / factor, places)} {unit}"
+    return f"{vram_bytes} bytes"
+
+
+def percent_text(milli_percent: int, *, places: int = 1) -> str:
+    """A compute share in milli-percent: ``50_000`` -> ``"50 %"``, ``12_500`` -> ``"12.5 %"``."""
+    return f"{_human(Decimal(milli_percent) / 1000, places)} %"
+
+
+def share_text(part: int, whole: int) -> str:
+    """``part`` as a percentage of ``whole`` (same units): ``(20, 15)`` -> ``"133.3 %"``; "" when
+    ``whole`` is 0 (no share to give)."""
+    return f"{_human(Decimal(100 * part) / whole, 1)} %" if whole else ""

@@ -71,6 +71,11 @@ PLACEMENT_STRATEGIES: tuple[str, ...] = (
 )
 """Built-in placement strategy names (TensorFusion gpuallocator strategies); more may register."""
 
+NodePhase = Literal["Ready", "Unschedulable", "Lost"]
+"""A node's phase: ``Ready``, ``Unschedulable`` (cordoned or NotReady) or ``Lost`` (heartbeat TTL ran out)."""
+NODE_PHASES: tuple[NodePhase, ...] = ("Ready", "Unschedulable", "Lost")
+"""Every node phase (NodePhaseChanged.phase); GET /api/v1/nodes?phase= and ``gpuledger nodes --phase`` take these."""
+
 GPU_PHASES: tuple[str, ...] = ("Pending", "Updating", "Running", "Unknown", "Destroying", "Migrating")
 """TensorFusion GPU phases; only ``Running`` is schedulable."""
 

@@ -19,7 +19,7 @@ from events import bounds, guard
 from events.values import AllocationSpec
 from services.admission.patch import build_patch
 from services.admission.view import ClusterView
-from services.podspec import PodSpecError, compose, keys
+from services.podspec import PodSpecError, annotation_notes, compose, keys
 
 _VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 
@@ -29,7 +29,8 @@ MAX_REVIEW_DEPTH = 128
 
 class Verdict(msgspec.Struct, kw_only=True):
     """The outcome of one review. ``spec`` is set when a RequestAllocation must be published
-    (never for dryRun); ``field`` names the offending key of a denial."""
+    (never for dryRun); ``field`` names the offending key of a denial; ``warnings`` go back in the
+    response's ``warnings`` (kubectl prints them): TensorFusion annotations gpuledger ignores."""
 
     uid: str = ""
     api_version: str = "admission.k8s.io/v1"
@@ -40,6 +41,7 @@ class Verdict(msgspec.Struct, kw_only=True):
     patch: list[dict[str, Any]] = []
     spec: AllocationSpec | None = None
     dry_run: bool = False
+    warnings: list[str] = []
 
 
 def _decode(body: bytes) -> Mapping[str, Any]:
@@ -107,6 +109,7 @@ def _admit(verdict: Verdict, pod: dict[str, Any], *, view: ClusterView) -> Verdi
             context=view.context(review_uid=verdict.uid),
         )
         verdict.patch = build_patch(pod, spec=spec, native_resources=view.native_resources)
+        verdict.warnings = list(annotation_notes(pod))
     except PodSpecError as exc:
         return _deny(verdict, 400, str(exc), field=exc.field)
     except (TypeError, AttributeError, KeyError) as exc:
@@ -129,6 +132,8 @@ def response_body(verdict: Verdict) -> bytes:
         "allowed": verdict.allowed,
         "status": {"metadata": {}, "code": verdict.code, "message": verdict.message},
     }
+    if verdict.warnings:
+        response["warnings"] = verdict.warnings
     if verdict.allowed and verdict.patch:
         response["patchType"] = "JSONPatch"
         response["patch"] = base64.b64encode(msgspec.json.encode(verdict.patch)).decode()

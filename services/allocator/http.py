@@ -45,6 +45,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/healthz", probes.healthz), ("GET", "/readyz", probes.readyz), ("GET", "/metrics", probes.metrics),
     ("GET", "/openapi.json", openapi.serve),
     ("GET", "/api/v1/pools", reads.pools), ("PUT", "/api/v1/pools/{pool}", writes.configure_pool),
+    ("DELETE", "/api/v1/pools/{pool}", writes.remove_pool),
     ("GET", "/api/v1/nodes", reads.nodes), ("GET", "/api/v1/nodes/{name}", reads.node),
     ("GET", "/api/v1/nodes/{name}/allocations", reads.node_allocations),
     ("GET", "/api/v1/gpus", reads.gpus),

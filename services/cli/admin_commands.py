@@ -1,6 +1,7 @@
 """CLI commands that configure and inspect the cluster through the allocator's HTTP API:
-``quota set|list|remove``, ``pool list|configure`` (configure: services/cli/pool_commands.py), ``nodes``
-(list) and ``nodes show NAME``.
+``quota set|list|remove``, ``pool list|configure|remove`` (configure: services/cli/pool_commands.py),
+``nodes`` (list) and ``nodes show NAME``. A ``--pool`` or ``--phase`` the stack does not know is bad
+input naming the known ones (an empty list would look like a real answer).
 
 Every command takes ``--data-dir`` and ``--json``; writes are decided by the allocator like any intent.
 Exit codes: 0 done, 1 unreachable/other, 2 bad input (``{"error", "field"}``), 4 rejected.
@@ -8,7 +9,7 @@ Exit codes: 0 done, 1 unreachable/other, 2 bad input (``{"error", "field"}``), 4
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -17,6 +18,11 @@ from services.cli.exits import DataDir, JsonOut, guarded
 from services.cli.output import BadInput
 from services.cli.pool_commands import STRATEGIES_HELP, pool_configure
 from services.cli.pool_commands import STRATEGY_NAMES as STRATEGY_NAMES
+
+NodePhase = Literal["Ready", "Unschedulable", "Lost"]
+NODE_PHASES: tuple[NodePhase, ...] = ("Ready", "Unschedulable", "Lost")
+"""The node phases (events.values.NODE_PHASES; a test keeps them equal), as a constant so that
+``--help`` does not import the message contract."""
 
 
 def _api(data_dir: Any) -> client.Api:
@@ -64,6 +70,7 @@ def quota_set(
     unbounded."""
 
     def body() -> None:
+        output.kube_name("namespace", namespace, field="NAMESPACE")
         quota: dict[str, Any] = {}
         for key, value in (("total_requests", _amount(total_tflops, total_vram, "total")),
                            ("total_limits", _amount(limit_tflops, limit_vram, "limit")),
@@ -154,6 +161,34 @@ def pool_list(data_dir: DataDir = None, as_json: JsonOut = False) -> None:
     guarded(as_json, body)
 
 
+def pool_remove(pool: Annotated[str, typer.Argument(help="Pool whose configuration goes.")],
+                data_dir: DataDir = None, as_json: JsonOut = False) -> None:
+    """Remove a pool.
+
+    Removes POOL's configuration (what `pool configure` set). Refused (exit 2, naming them) while
+    the pool has nodes or live allocations, or when no such pool is configured."""
+
+    def body() -> None:
+        answer = _api(data_dir).request("DELETE", f"/api/v1/pools/{client.quoted(pool)}")
+        if as_json:
+            output.emit_json(answer)
+        else:
+            typer.echo(f"pool {pool} removed")
+        _rejected_exit(answer)
+
+    guarded(as_json, body)
+
+
+def known_pool(api: client.Api, pool: str | None) -> None:
+    """Nothing when ``pool`` is None or a pool the stack knows (with nodes, a configuration or
+    allocations); else BadInput (field ``pool``) naming the known pools."""
+    if pool is None:
+        return
+    names = [str(p.get("name")) for p in api.items("/api/v1/pools")]
+    if pool not in names:
+        raise BadInput(f"unknown pool {pool!r}; known pools: {', '.join(names) or 'none'}", field="pool")
+
+
 def _pool_row(row: dict[str, Any]) -> list[str]:
     config = row.get("config") or {}
     cap, free = row.get("capacity") or {}, row.get("available") or {}
@@ -166,8 +201,8 @@ def _pool_row(row: dict[str, Any]) -> list[str]:
 
 def nodes_list(ctx: typer.Context,
                pool: Annotated[str | None, typer.Option("--pool", help="Only this pool.")] = None,
-               phase: Annotated[str | None, typer.Option("--phase", help="Only this phase (e.g. Running, Lost).")]
-               = None,
+               phase: Annotated[str | None, typer.Option(
+                   "--phase", help="Only this phase: " + ", ".join(NODE_PHASES) + ".")] = None,
                limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many nodes (0: all).")] = 0,
                data_dir: DataDir = None, as_json: JsonOut = False) -> None:
     """List GPU nodes.
@@ -177,7 +212,11 @@ def nodes_list(ctx: typer.Context,
         return
 
     def body() -> None:
-        rows = list(_api(data_dir).items("/api/v1/nodes", limit=limit, pool=pool, phase=phase))
+        if phase is not None and phase not in NODE_PHASES:
+            raise BadInput(f"--phase must be one of {', '.join(NODE_PHASES)}, got {phase!r}", field="phase")
+        api = _api(data_dir)
+        known_pool(api, pool)
+        rows = list(api.items("/api/v1/nodes", limit=limit, pool=pool, phase=phase))
         if as_json:
             output.emit_json(rows)
             return
@@ -243,10 +282,11 @@ def register(app: typer.Typer) -> None:
     quota.command("list")(quota_list)
     quota.command("remove")(quota_remove)
     app.add_typer(quota, name="quota")
-    pool = typer.Typer(help="GPU pools: list them, configure their placement. " + STRATEGIES_HELP,
+    pool = typer.Typer(help="GPU pools: list them, configure their placement, remove one. " + STRATEGIES_HELP,
                        no_args_is_help=True, rich_markup_mode=None)
     pool.command("list")(pool_list)
     pool.command("configure")(pool_configure)
+    pool.command("remove")(pool_remove)
     app.add_typer(pool, name="pool")
     nodes = typer.Typer(help="GPU nodes: `nodes` lists them, `nodes show NAME` shows one.",
                         invoke_without_command=True, rich_markup_mode=None)

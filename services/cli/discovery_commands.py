@@ -4,7 +4,8 @@ Runs a discovery source and publishes RegisterNode/RemoveNode intents to the sta
 (``--nats-url``, else ``--data-dir``'s endpoints.json, else ``GPULEDGER_NATS_URL``), with
 heartbeats every ``--interval`` seconds until interrupted. ``--once`` reports once and exits;
 ``--print`` writes the intents as JSON lines on stdout instead of publishing (no NATS needed).
-Exit codes: 0 ok, 2 bad input (``{"error", "field"}`` under ``--json``), 1 anything else.
+Exit codes: 0 ok, 2 bad input (``{"error", "field"}`` under ``--json``), 1 anything else, 141
+stdout's reader went away (``--print | head``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from services.cli import endpoints
+from services.cli.exits import pipe_closed
 from services.cli.output import fail
 
 if TYPE_CHECKING:
@@ -55,10 +57,24 @@ def _field_of(text: str) -> str:
     return head if head in names else "settings"
 
 
-async def _printer(intent: Intent) -> None:
-    from events import codec
+class _Printer:
+    """``--print``'s publish: one JSON line per intent on stdout. When stdout's reader goes away
+    (``discovery --print | head``) it sets ``stop`` and remembers it, so the command ends with
+    exit 141 like every other command instead of retrying the write at each heartbeat."""
 
-    typer.echo(json.dumps(codec.to_builtins(intent), sort_keys=True))
+    def __init__(self, stop: asyncio.Event) -> None:
+        self.stop, self.closed = stop, False
+
+    async def __call__(self, intent: Intent) -> None:
+        from events import codec
+
+        if self.closed:
+            return
+        try:
+            typer.echo(json.dumps(codec.to_builtins(intent), sort_keys=True))
+        except BrokenPipeError:
+            self.closed = True
+            self.stop.set()
 
 
 def _summary(inventory: Any, source: str) -> dict[str, Any]:
@@ -100,10 +116,12 @@ def discovery(
     except (SettingsError, msgspec.ValidationError) as exc:
         fail(str(exc), field=_field_of(str(exc)), as_json=as_json)
     logs.setup(config.log_level, json=config.log_json)
-    publish = _printer if print_only else None
+    printers: list[_Printer] = []
 
     async def run(stop: asyncio.Event) -> None:
-        inventory = await wiring.run_discovery(config, publish=publish, once=once, stop=stop)
+        printers.append(_Printer(stop))
+        inventory = await wiring.run_discovery(config, publish=printers[0] if print_only else None, once=once,
+                                               stop=stop)
         if as_json and not print_only:
             typer.echo(json.dumps(_summary(inventory, config.source)))
 
@@ -115,6 +133,8 @@ def discovery(
         fail(str(exc), field="models_file" if isinstance(exc, CatalogError) else "kube_url", as_json=as_json)
     except FileNotFoundError as exc:
         fail(f"{exc.filename}: no such file", field="file", as_json=as_json)
+    if printers and printers[0].closed:
+        pipe_closed()
 
 
 def register(app: typer.Typer) -> None:

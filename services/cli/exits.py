@@ -8,10 +8,9 @@ endpoints and client modules only).
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import Annotated, NoReturn, TypeVar
 
 import typer
 
@@ -23,6 +22,19 @@ T = TypeVar("T")
 
 PIPE_CLOSED = 141
 """Exit code when stdout's reader went away: 128 + SIGPIPE, what a shell reports for `yes | head`."""
+
+INTERRUPTED = 130
+"""Exit code after Ctrl-C (SIGINT): 128 + 2, what a shell reports for an interrupted tool."""
+
+
+def pipe_closed() -> NoReturn:
+    """Exit :data:`PIPE_CLOSED` quietly because stdout's reader went away: stdout is pointed at
+    /dev/null first, so the interpreter's final flush cannot fail again (and print a traceback or
+    exit 120)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)  # fd 1 itself: sys.stdout may be a wrapper by now
+    raise SystemExit(PIPE_CLOSED) from None
+
 
 DataDir = Annotated[Path | None, typer.Option(
     "--data-dir", help="Data dir of `gpuledger up` (its endpoints.json); default ./.gpuledger or GPULEDGER_* URLs.")]
@@ -49,10 +61,8 @@ def guarded(as_json: bool, action: Callable[[], T]) -> T:
         bad = exc.field is not None or exc.status in (400, 404, 409, 422)
         fail(str(exc), field=exc.field if bad else None, as_json=as_json, code=BAD_INPUT if bad else OTHER)
     except KeyboardInterrupt:
-        fail("interrupted", field=None, as_json=as_json, code=130)
+        fail("interrupted", field=None, as_json=as_json, code=INTERRUPTED)
     except BrokenPipeError:  # `gpuledger nodes | head`: the reader left; stop quietly, as a SIGPIPE'd tool does
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
-        raise SystemExit(PIPE_CLOSED) from None
+        pipe_closed()
     except Exception as exc:
         fail(f"{type(exc).__name__}: {exc}" if str(exc) else repr(exc), field=None, as_json=as_json, code=OTHER)

@@ -86,8 +86,10 @@ def resize(target: Target,
            data_dir: DataDir = None, as_json: JsonOut = False) -> None:
     """Resize an allocation.
 
-    Changes a granted allocation's per-GPU request and limit in place (unset values are kept;
-    TensorFusion AdjustAllocation). Exit 4 when it does not fit, with the largest request that would."""
+    Changes a granted allocation's per-GPU request and limit in place (values not given are kept,
+    the limit too: a request above the kept limit is refused; TensorFusion AdjustAllocation). Exit 4
+    when it does not fit, with the largest request that would and what its GPUs have available
+    (TensorFusion's remain)."""
 
     def body() -> None:
         for value, field in ((tflops, "tflops"), (vram, "vram"), (tflops_limit, "tflops-limit"),
@@ -98,12 +100,13 @@ def resize(target: Target,
             raise BadInput("give at least one of --tflops, --vram, --tflops-limit, --vram-limit", field="tflops")
         api = client.connect(data_dir)
         allocation = find_allocation(api, target)
-        request = {k: v for k, v in (allocation.get("request") or {}).items() if k in ("tflops", "vram")}
-        limit = {k: v for k, v in (allocation.get("limit") or {}).items() if k in ("tflops", "vram")}
-        request.update({k: v for k, v in (("tflops", tflops), ("vram", vram)) if v is not None})
-        limit.update({k: v for k, v in (("tflops", tflops_limit), ("vram", vram_limit)) if v is not None})
+        given = {"request": {k: v for k, v in (("tflops", tflops), ("vram", vram)) if v is not None},
+                 "limit": {k: v for k, v in (("tflops", tflops_limit), ("vram", vram_limit)) if v is not None}}
         answer = api.request("POST", f"/api/v1/allocations/{client.quoted(allocation['allocation_id'])}/resize",
-                             body={"request": request, "limit": limit})
+                             body={side: values for side, values in given.items() if values})
+        request, limit = ({**{k: v for k, v in (allocation.get(side) or {}).items()
+                              if not (k == "compute_percent" and "tflops" in given[side])}, **given[side]}
+                          for side in ("request", "limit"))
         rejected = isinstance(answer, dict) and str(answer.get("type", "")).endswith("rejected")
         if as_json:
             output.emit_json(answer)
@@ -111,6 +114,8 @@ def resize(target: Target,
             typer.echo(f"resize rejected: {answer.get('reason', '')}")
             if answer.get("max_request"):
                 typer.echo(f"  largest request that fits: {output.request_text(answer['max_request'])}")
+            if answer.get("remain"):
+                typer.echo(f"  available on its GPUs now: {output.request_text(answer['remain'])}")
         else:
             typer.echo(f"resized {allocation.get('namespace')}/{allocation.get('pod')}: request "
                        f"{output.request_text(request)}, limit {output.request_text(limit, unset=True)}")
@@ -129,7 +134,11 @@ def queue(pool: Annotated[str | None, typer.Option("--pool", help="Only this poo
     In the order they would be granted, each with its current reason."""
 
     def body() -> None:
-        rows = list(client.connect(data_dir).items("/api/v1/queue", limit=limit, pool=pool, namespace=namespace))
+        from services.cli.admin_commands import known_pool
+
+        api = client.connect(data_dir)
+        known_pool(api, pool)
+        rows = list(api.items("/api/v1/queue", limit=limit, pool=pool, namespace=namespace))
         if as_json:
             output.emit_json(rows)
             return
@@ -199,7 +208,18 @@ def _print_ended(ended: dict[str, Any], *, as_json: bool) -> None:
                   ("reason", ended.get("reason") or "-")])
 
 
+_QUANTITY_KEYS = {"tflops": output.tflops, "vram": output.vram, "compute_percent": output.percent}
+"""Keys of an explanation whose values are canonical quantity strings, shown in TFLOPS / GiB / %."""
+
+
+def _shown(key: str, item: Any) -> Any:
+    shown = _QUANTITY_KEYS.get(key)
+    return shown(str(item)) if shown is not None and isinstance(item, str | int) else item
+
+
 def _print_tree(value: dict[str, Any], *, indent: str) -> None:
+    """An explanation as indented ``key: value`` lines, quantities in human units (``charges:
+    - 133.7 TFLOPS, 18.6 GiB``), never the canonical ``133714m`` / ``19531250Ki`` of ``--json``."""
     for key, item in value.items():
         if isinstance(item, dict):
             typer.echo(f"{indent}{key}:")
@@ -207,9 +227,10 @@ def _print_tree(value: dict[str, Any], *, indent: str) -> None:
         elif isinstance(item, list) and item and all(isinstance(x, dict) for x in item):
             typer.echo(f"{indent}{key}:")
             for entry in item:
-                typer.echo(f"{indent}  - " + ", ".join(f"{k} {v}" for k, v in entry.items()))
+                typer.echo(f"{indent}  - " + ", ".join(
+                    str(_shown(k, v)) if k in _QUANTITY_KEYS else f"{k} {v}" for k, v in entry.items()))
         elif item not in (None, "", [], {}):
-            typer.echo(f"{indent}{key}: {', '.join(map(str, item)) if isinstance(item, list) else item}")
+            typer.echo(f"{indent}{key}: {', '.join(map(str, item)) if isinstance(item, list) else _shown(key, item)}")
 
 
 def register(app: typer.Typer) -> None:

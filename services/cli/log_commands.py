@@ -71,24 +71,46 @@ def dsn(url: str) -> str:
 
 def with_pool(url: str, work: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
     """Run ``work(pool)`` on a small asyncpg pool at ``url``; raises StackUnreachable when PostgreSQL
-    does not answer within CONNECT_TIMEOUT_S."""
+    does not answer within CONNECT_TIMEOUT_S, and KeyboardInterrupt (exit 130) when Ctrl-C came
+    while it ran, even when ``work`` swallowed the cancellation and returned: a result of
+    interrupted work (``replay --verify``'s "ok") is never printed."""
     import asyncio
+    import signal
 
     import asyncpg
 
     from services.cli import bus, client
 
     async def run() -> T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        interrupted = asyncio.Event()
+
+        def on_sigint() -> None:
+            interrupted.set()
+            if task is not None:
+                task.cancel()
+
+        loop.add_signal_handler(signal.SIGINT, on_sigint)
         try:
-            pool = await asyncpg.create_pool(dsn(url), min_size=1, max_size=2,
-                                             timeout=CONNECT_TIMEOUT_S)
-        except (OSError, TimeoutError, asyncpg.CannotConnectNowError) as exc:
-            raise client.StackUnreachable(f"no PostgreSQL answers at {bus.redacted(url)}: "
-                                          f"{exc or type(exc).__name__}. Is `gpuledger up` running?") from None
-        try:
-            return await work(pool)
+            try:
+                pool = await asyncpg.create_pool(dsn(url), min_size=1, max_size=2, timeout=CONNECT_TIMEOUT_S)
+            except (OSError, TimeoutError, asyncpg.CannotConnectNowError) as exc:
+                raise client.StackUnreachable(f"no PostgreSQL answers at {bus.redacted(url)}: "
+                                              f"{exc or type(exc).__name__}. Is `gpuledger up` running?") from None
+            try:
+                result = await work(pool)
+            finally:
+                await pool.close()
+        except asyncio.CancelledError:
+            if interrupted.is_set():
+                raise KeyboardInterrupt from None
+            raise
         finally:
-            await pool.close()
+            loop.remove_signal_handler(signal.SIGINT)
+        if interrupted.is_set():
+            raise KeyboardInterrupt
+        return result
 
     return asyncio.run(run())
 

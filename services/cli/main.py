@@ -8,10 +8,15 @@ Start-up is kept fast: the area modules import only the standard library, Typer 
 own light modules; each command imports the services it needs when it runs (a test checks that
 importing this module loads none of the heavy libraries).
 Exit codes: 0 done/granted, 1 other failure (stack unreachable, timeout), 2 bad input
-(``{"error", "field"}`` under ``--json``), 3 queued, 4 rejected.
+(``{"error", "field"}`` under ``--json``), 3 queued, 4 rejected, 130 interrupted (Ctrl-C), 141 the
+reader of stdout went away (``| head``): :func:`run` maps the last two for every command, also
+when they happen outside a command's own error handling (while printing its answer).
 """
 
 from __future__ import annotations
+
+import errno
+import sys
 
 import typer
 
@@ -21,12 +26,16 @@ from services.cli import (
     autoscaler_commands,
     discovery_commands,
     events_command,
+    exits,
     lifecycle_commands,
     log_commands,
     output,
     stack_commands,
     trace_commands,
 )
+
+_CLICK_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+"""Click's ClickException (usage errors), found through Typer's BadParameter: Typer vendors click."""
 
 app = typer.Typer(
     name="gpuledger",
@@ -42,10 +51,32 @@ for _area in (stack_commands, lifecycle_commands, events_command, admin_commands
     _area.register(app)
 
 
-def run() -> None:
-    """Console-script entry point."""
-    app()
+def run(prog_name: str | None = None) -> None:
+    """Console-script entry point: runs ``app`` and exits with the README's codes. Click's own
+    handling would exit 1 for a closed pipe (EPIPE); here a closed stdout exits 141 quietly and
+    Ctrl-C 130 wherever it happens."""
+    try:
+        code = app(prog_name=prog_name, standalone_mode=False)
+    except _CLICK_ERROR as exc:  # usage errors: message and exit 2, as click prints them
+        exc.show()  # type: ignore[attr-defined]
+        sys.exit(exc.exit_code)  # type: ignore[attr-defined]
+    except typer.Abort:  # end of input at a prompt: click's "Aborted!", exit 1
+        typer.echo("Aborted!", err=True)
+        sys.exit(output.OTHER)
+    except KeyboardInterrupt:
+        sys.exit(exits.INTERRUPTED)
+    except BrokenPipeError:
+        exits.pipe_closed()
+    except OSError as exc:
+        if exc.errno != errno.EPIPE:
+            raise
+        exits.pipe_closed()
+    except SystemExit as exc:  # click's own EPIPE handling (help text): it wraps stdout, then exits 1
+        if exc.code == 1 and type(sys.stdout).__name__ == "PacifyFlushWrapper":
+            exits.pipe_closed()
+        raise
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":  # `python3 -m services.cli.main ...` runs the CLI from a checkout without installing it
-    app(prog_name="gpuledger")
+    run(prog_name="gpuledger")

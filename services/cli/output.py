@@ -2,12 +2,15 @@
 
 Exit codes (every command): 0 done or granted, 1 anything else (stack unreachable, timeout, server
 error), 2 bad input (``{"error", "field"}`` on stdout under ``--json``; the field names the option,
-argument or manifest field), 3 queued, 4 rejected.
+argument or manifest field), 3 queued, 4 rejected, 130 interrupted (Ctrl-C), 141 stdout's reader
+went away (services.cli.main.run).
 
-Text output shows quantities in human units (``1,788.7 TFLOPS``, ``80 GiB``, ``50 %``, ``unset``);
+Text output shows quantities in human units (``1,788.7 TFLOPS``, ``80 GiB``, ``50 %``, ``unset``;
+rendered by events.quantity's formatters, the same as the allocator's messages);
 JSON keeps the canonical Kubernetes quantity strings. Tables are Rich tables on a terminal and
 tab-separated full values (one header line) through a pipe, so ``| cut -f3`` and ``| column -t``
-work. This module imports only the standard library and Typer: it is paid by every command.
+work. This module imports only the standard library and Typer at load (events.quantity when a
+quantity is printed): it is paid by every command.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ OUTCOME_CODES = {"allocation_granted": OK, "granted": OK, "allocation_queued": Q
                  "allocation_rejected": REJECTED, "rejected": REJECTED, "intent_rejected": BAD_INPUT}
 """Exit code of ``submit`` per outcome type (event tag or allocation status)."""
 
-EXIT_CODES_HELP = "Exit codes: 0 done/granted, 1 other failure, 2 bad input, 3 queued, 4 rejected."
+EXIT_CODES_HELP = ("Exit codes: 0 done/granted, 1 other failure, 2 bad input, 3 queued, 4 rejected, 130 interrupted "
+                   "(Ctrl-C), 141 output pipe closed.")
 
 
 class BadInput(ValueError):
@@ -51,6 +55,17 @@ def fail(message: str, *, field: str | None, as_json: bool, code: int | None = N
     raise typer.Exit(code if code is not None else (2 if field is not None else 1))
 
 
+def kube_name(kind: str, text: str, *, field: str) -> str:
+    """``text`` when it is a valid Kubernetes ``kind`` name (``namespace``: a DNS label; ``pool``:
+    a DNS subdomain; events.names, the rule the allocator applies); else BadInput naming ``field``."""
+    from events import names  # imported when used: --help stays fast
+
+    message = names.problem("namespace" if kind == "namespace" else "pool", text, field=field)
+    if message is not None:
+        raise BadInput(message, field=field)
+    return text
+
+
 def emit_json(value: Any) -> None:
     """Print ``value`` as one JSON document on stdout."""
     typer.echo(json.dumps(value))
@@ -66,6 +81,8 @@ def quantity(text: str | int | float | None) -> Decimal | None:
     if text is None or text == "":
         return None
     raw = str(text).strip()
+    if not raw.isascii():  # Decimal reads full-width digits ("１０"); Kubernetes does not
+        return None
     for table in (_BINARY, _DECIMAL):
         for suffix, factor in table.items():
             if raw.endswith(suffix):
@@ -82,36 +99,37 @@ def _decimal(number: str, factor: int | Decimal) -> Decimal | None:
         return None
 
 
-def _grouped(value: Decimal, places: int) -> str:
-    text = f"{value:,.{places}f}"
-    if "." in text:
-        text = text.rstrip("0").rstrip(".")
-    return text
-
-
 def tflops(text: str | None, *, unset: bool = False) -> str:
-    """``"1788682500m"`` -> ``"1,788.7 TFLOPS"``; ``"5k"`` -> ``"5,000 TFLOPS"``. With ``unset``, zero
-    or empty reads ``unset`` (a limit that was not given)."""
+    """``"1788682500m"`` -> ``"1,788,682.5 TFLOPS"``; ``"5k"`` -> ``"5,000 TFLOPS"``. With ``unset``, zero
+    or empty reads ``unset`` (a limit that was not given). Rendered by events.quantity.tflops_text,
+    the formatter of every message in TFLOPS."""
     value = quantity(text)
     if value is None or (unset and value == 0):
         return "unset" if unset else "-"
-    return f"{_grouped(value, 1)} TFLOPS"
+    from events.quantity import tflops_text  # imported when used: --help stays fast
+
+    return tflops_text(int(value * 1000), places=1)
 
 
 def vram(text: str | None, *, unset: bool = False) -> str:
-    """``"85899345920"`` or ``"80Gi"`` -> ``"80 GiB"``; below 1 GiB in MiB. ``unset`` as for tflops."""
+    """``"85899345920"`` or ``"80Gi"`` -> ``"80 GiB"``; below 1 GiB in MiB (events.quantity.vram_text).
+    ``unset`` as for tflops."""
     value = quantity(text)
     if value is None or (unset and value == 0):
         return "unset" if unset else "-"
-    if abs(value) >= 2**30 or value == 0:
-        return f"{_grouped(value / 2**30, 1)} GiB"
-    return f"{_grouped(value / 2**20, 1)} MiB"
+    from events.quantity import vram_text
+
+    return vram_text(int(value), places=1)
 
 
 def percent(text: str | None) -> str:
     """A compute share (``"50"``, ``"12500m"``) as ``"50 %"`` / ``"12.5 %"``; ``-`` when absent."""
     value = quantity(text)
-    return "-" if value is None else f"{_grouped(value, 1)} %"
+    if value is None:
+        return "-"
+    from events.quantity import percent_text
+
+    return percent_text(int(value * 1000))
 
 
 def request_text(resources: dict[str, Any] | None, *, unset: bool = False) -> str:
@@ -129,7 +147,9 @@ def usage(used: Decimal | None, capacity: Decimal | None) -> str:
     """``used / capacity`` as a percentage string (``"37.5 %"``); ``-`` without capacity."""
     if used is None or not capacity:
         return "-"
-    return f"{_grouped(100 * used / capacity, 1)} %"
+    from events.quantity import share_text
+
+    return share_text(int(used * 1000), int(capacity * 1000)) or "-"
 
 
 def is_terminal() -> bool:

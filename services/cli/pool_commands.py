@@ -1,7 +1,8 @@
 """``pool configure``: a pool's placement strategy, score weights, workers per node, preemption
 scope, isolation policy and topology (docs/allocation.md), through the allocator's HTTP API.
 
-Options not given keep the pool's current value. Exit codes as every admin command: 0 done,
+Options not given keep the pool's current value; a pool the stack does not know is refused unless
+``--create`` is given (``pool remove`` removes a configuration again). Exit codes as every admin command: 0 done,
 1 unreachable/other, 2 bad input (``{"error", "field"}``), 4 rejected.
 """
 
@@ -51,15 +52,19 @@ def pool_configure(
     max_topology_tier: Annotated[int | None, typer.Option(
         "--max-topology-tier", min=0, max=3, help="Worst tier a multi-GPU placement may have under hard topology: "
         "0 NVLink, 1 same NUMA, 2 cross-NUMA, 3 unknown.")] = None,
+    create: Annotated[bool, typer.Option("--create", help="Create POOL if the stack does not know it yet (without "
+                                         "it an unknown pool, e.g. a typo, is refused).")] = False,
     data_dir: DataDir = None,
     as_json: JsonOut = False,
 ) -> None:
     """Configure a pool.
 
     Sets POOL's placement strategy, score weights, workers per node, preemption, isolation
-    policy and topology (options not given keep their value)."""
+    policy and topology (options not given keep their value). A pool the stack does not know
+    is refused, naming the known ones, unless --create is given (`pool remove` removes one)."""
 
     def body() -> None:
+        output.kube_name("pool", pool, field="POOL")
         if strategy is not None and strategy not in STRATEGY_NAMES:
             raise BadInput(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGY_NAMES)}", field="strategy")
         for value, known, field in ((preemption, _PREEMPTION, "preemption"),
@@ -77,6 +82,9 @@ def pool_configure(
                            "--preemption, --isolation-policy, --topology, --max-topology-tier", field="strategy")
         api = client.connect(data_dir)
         pools = {str(p.get("name")): p for p in api.items("/api/v1/pools")}
+        if pool not in pools and not create:
+            raise BadInput(f"unknown pool {pool!r}; known pools: {', '.join(sorted(pools)) or 'none'} "
+                           "(pass --create to create it)", field="pool")
         current = (pools.get(pool) or {}).get("config") or {}
         config = {key: current[key] for key in POOL_KEYS if key in current} | changes
         answer: Any = api.request("PUT", f"/api/v1/pools/{client.quoted(pool)}", body=config)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import os
 from collections.abc import Callable, Coroutine
 from pathlib import Path
@@ -61,6 +62,8 @@ class UpOptions(msgspec.Struct, kw_only=True):
     http_port: int = 0
     nodes: list[intents.RegisterNode] | None = None
     api_token: bool = True
+    json_out: bool = False
+    """``up --json``: once up, one JSON line on stdout (:func:`up_document`); text goes to stderr."""
 
 
 def ensure_api_token(data_dir: Path, *, wanted: bool) -> Path | None:
@@ -160,6 +163,8 @@ async def run_up(options: UpOptions, stop: asyncio.Event, *, console: Console) -
         await _load_demo(allocator, options, found, console)
         endpoints.write(data_dir, found)
         _print_urls(console, found, data_dir, token_file=token_file, open_api=not options.api_token)
+        if options.json_out:
+            print(json.dumps(up_document(found, data_dir)), flush=True)
         await _until_stopped(stop, tasks[0])
         return found
     finally:
@@ -210,6 +215,15 @@ async def _load_demo(allocator: Allocator, options: UpOptions, found: endpoints.
         return
     await _publish_inventory(allocator, nodes, nats_url=found.nats_url, console=console)
     console.print(f"inventory: {len(nodes)} nodes from {path}")
+
+
+def up_document(found: endpoints.Endpoints, data_dir: Path) -> dict[str, str]:
+    """``up --json``'s line once the stack is up: ``{"status": "up", "nats", "database" (passwords
+    redacted), "allocator", "dashboard", "webhook" ("" when not served), "endpoints"}`` (the
+    endpoints.json path, which holds the full URLs)."""
+    return {"status": "up", "nats": redact_url(found.nats_url), "database": redact_url(found.database_url),
+            "allocator": found.allocator_http, "dashboard": f"{found.allocator_http}/ui/",
+            "webhook": found.webhook_https, "endpoints": str(data_dir / endpoints.ENDPOINTS_FILE)}
 
 
 def _print_urls(console: Console, found: endpoints.Endpoints, data_dir: Path, *, token_file: Path | None,

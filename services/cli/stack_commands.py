@@ -64,6 +64,22 @@ def labelled(pod: dict[str, Any], *, force: bool) -> dict[str, Any]:
     return pod
 
 
+def print_notes(pod: dict[str, Any]) -> None:
+    """``note: ...`` on stderr for each TensorFusion annotation of ``pod`` that gpuledger ignores;
+    BadInput naming a ``tensor-fusion.ai/*`` key neither gpuledger nor TensorFusion knows, with the
+    closest known one (services.podspec.known, the parser's own check), before any connection."""
+    from services.podspec import PodSpecError  # imported when used: --help stays fast
+    from services.podspec.known import check_keys
+
+    annotations = _mapping(_mapping(pod.get("metadata")).get("annotations"))
+    try:
+        notes = check_keys({str(k): str(v) for k, v in annotations.items()})
+    except PodSpecError as exc:
+        raise BadInput(str(exc), field=exc.field) from None
+    for note in notes:
+        typer.echo(f"note: {note}", err=True)
+
+
 def _mapping(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
@@ -98,6 +114,10 @@ def print_outcome(view: dict[str, Any]) -> None:
 def up(data_dir: Path = typer.Option(endpoints.DEFAULT_DATA_DIR, "--data-dir", help="State directory."),
        inventory: Path | None = typer.Option(None, "--inventory", help="YAML inventory or node CSV."),
        http_port: int = typer.Option(0, "--http-port", help="Allocator HTTP port (0: any free)."),
+       as_json: bool = typer.Option(False, "--json", help="Once up, print one JSON line {\"status\": \"up\", "
+                                    "\"nats\", \"database\", \"allocator\", \"dashboard\", \"webhook\", "
+                                    "\"endpoints\"} on stdout, and {\"status\": \"stopped\"} at the end; "
+                                    "progress goes to stderr."),
        no_token: bool = typer.Option(False, "--no-token",
                                      help="Serve the API and dashboard without a token (local experiments only).")
        ) -> None:
@@ -109,20 +129,20 @@ def up(data_dir: Path = typer.Option(endpoints.DEFAULT_DATA_DIR, "--data-dir", h
     from services.cli.datalock import DataDirLock, DataDirLocked
 
     if inventory is not None and not inventory.is_file():
-        fail(f"inventory file {inventory} not found", field="inventory", code=2, as_json=False)
-    nodes = _read_inventory(inventory) if inventory is not None else None
+        fail(f"inventory file {inventory} not found", field="inventory", code=2, as_json=as_json)
+    nodes = _read_inventory(inventory, as_json=as_json) if inventory is not None else None
     lock = DataDirLock(data_dir.resolve())
     try:
         lock.acquire()
     except DataDirLocked as exc:
-        fail(str(exc), field="data_dir", code=output.BAD_INPUT, as_json=False)
+        fail(str(exc), field="data_dir", code=output.BAD_INPUT, as_json=as_json)
     try:
-        _run_up(data_dir, inventory, http_port, nodes, api_token=not no_token)
+        _run_up(data_dir, inventory, http_port, nodes, as_json=as_json, api_token=not no_token)
     finally:
         lock.release()
 
 
-def _read_inventory(path: Path) -> list[Any] | None:
+def _read_inventory(path: Path, *, as_json: bool) -> list[Any] | None:
     """The RegisterNode intents of ``--inventory``, read before anything starts, so a bad file
     exits 2 naming its field instead of starting and stopping the stack; None when the loader
     (the discovery area) is not installed."""
@@ -134,11 +154,11 @@ def _read_inventory(path: Path) -> list[Any] | None:
         return None
     except (ValueError, OSError) as exc:  # InventoryError is a ValueError; a bad encoding too
         where = getattr(exc, "field", "")
-        fail(str(exc), field=f"inventory {where}".strip(), code=2, as_json=False)
+        fail(str(exc), field=f"inventory {where}".strip(), code=2, as_json=as_json)
 
 
 def _run_up(data_dir: Path, inventory: Path | None, http_port: int, nodes: list[Any] | None, *,
-            api_token: bool) -> None:
+            as_json: bool, api_token: bool) -> None:
     import asyncio
 
     from rich.console import Console
@@ -147,15 +167,17 @@ def _run_up(data_dir: Path, inventory: Path | None, http_port: int, nodes: list[
     from services.shared import lifecycle, logs
 
     logs.setup("warning")
-    console = Console()
+    console = Console(stderr=as_json)  # under --json stdout carries only the JSON lines
     options = stack.UpOptions(data_dir=data_dir, inventory=inventory, http_port=http_port, nodes=nodes,
-                              api_token=api_token)
+                              json_out=as_json, api_token=api_token)
 
     async def main(stop: asyncio.Event) -> None:
         await stack.run_up(options, stop, console=console)
 
-    guarded(False, lambda: lifecycle.run_service(main))
+    guarded(as_json, lambda: lifecycle.run_service(main))
     console.print("gpuledger stopped")
+    if as_json:
+        output.emit_json({"status": "stopped"})
 
 
 def allocator() -> None:
@@ -191,6 +213,7 @@ def submit(pod_file: PodFile,
 
     def body() -> dict[str, Any]:
         pod = labelled(read_pod(pod_file), force=force)
+        print_notes(pod)
         api = client.connect(data_dir, timeout_s=timeout + 5)
         query = {"wait": f"{min(timeout, MAX_WAIT_S):g}", "force": "true" if force else None}
         view: dict[str, Any] = api.request("POST", "/api/v1/allocations", body=pod, query=query)
@@ -245,6 +268,7 @@ def simulate(pod_file: PodFile, data_dir: DataDir = None, as_json: JsonOut = Fal
 
     def body() -> dict[str, Any]:
         pod = read_pod(pod_file)
+        print_notes(pod)
         result: dict[str, Any] = client.connect(data_dir).request("POST", "/api/v1/simulate", body=pod)
         return result
 

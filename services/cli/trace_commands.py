@@ -6,8 +6,9 @@ Both default to the openb files shipped in ``data/openb``. ``trace replay`` play
 ``--speedup`` is given, shows progress, and runs in its own pool ``trace`` (node names
 ``trace-...``, namespace ``trace``): the default pool is never touched. Ctrl-C or SIGTERM stops it
 after it has released every allocation it still holds.
-Exit codes: 0 ok, 1 anything else (including an interrupted or unverified replay), 2 bad input
-(``{"error", "field"}`` on stdout under ``--json``).
+At the end, and after Ctrl-C, it removes its nodes (and so its pool) again: the stack's totals are
+what they were before. Exit codes: 0 ok, 1 anything else (including an unverified replay), 2 bad
+input (``{"error", "field"}`` on stdout under ``--json``), 130 interrupted (Ctrl-C / SIGTERM).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from services.cli import endpoints
+from services.cli.exits import INTERRUPTED
 from services.cli.output import fail
 
 if TYPE_CHECKING:
@@ -139,7 +141,9 @@ def replay(
         typer.echo(json.dumps(msgspec.to_builtins(report)))
     else:
         typer.echo(report.summary())
-    if report.interrupted or not report.verified:
+    if report.interrupted:
+        raise typer.Exit(INTERRUPTED)
+    if not report.verified:
         raise typer.Exit(1)
 
 

@@ -8,6 +8,7 @@ the table's. Units: milli-TFLOPS and bytes.
 
 from __future__ import annotations
 
+import difflib
 import re
 from decimal import Decimal
 from pathlib import Path
@@ -110,6 +111,17 @@ class ModelTable:
         """The row for any spelling of ``name``, or None."""
         return self._by_key.get(normalize(name)) if name.strip() else None
 
+    def closest(self, name: str, *, most: int = 3) -> list[str]:
+        """Up to ``most`` model names spelled most like ``name`` (difflib over every normalised
+        spelling), best first; for a refusal that names an unknown model."""
+        keys = difflib.get_close_matches(normalize(name), list(self._by_key), n=4 * most, cutoff=0.5)
+        found: list[str] = []
+        for key in keys:
+            model = self._by_key[key].name
+            if model not in found:
+                found.append(model)
+        return found[:most]
+
     def capacity(self, name: str, *, vram_bytes: int = 0, default_milli_tflops: int,
                  default_vram_bytes: int, where: str = "") -> Capacity:
         """Capacity of a GPU reported as ``name`` with ``vram_bytes`` measured memory (0: not measured).
@@ -121,7 +133,7 @@ class ModelTable:
         model = self.find(name)
         if model is None:
             log.warning("unknown GPU model: using the default capacity; add it to the model table "
-                        "(GPULEDGER_MODELS_FILE)", model=name, node=where or "?",
+                        "(GPULEDGER_DISCOVERY_MODELS_FILE)", model=name, node=where or "?",
                         default_tflops=quantity.format_milli(default_milli_tflops))
             return Capacity(model=name.strip() or "unknown", vendor="NVIDIA", known=False,
                             milli_tflops=default_milli_tflops, vram_bytes=vram_bytes or default_vram_bytes)

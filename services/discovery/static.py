@@ -18,8 +18,9 @@ YAML format (documented in docs/discovery.md)::
 CSV (cluster-trace-gpu-v2023 ``openb_node_list_gpu_node.csv``): header ``sn,cpu_milli,memory_mib,
 gpu,model``, optionally also ``numa_nodes``, ``interconnect_groups`` (space-separated, one per GPU)
 and ``isolation_capabilities`` (space-separated modes). Bad input raises :class:`InventoryError`
-naming the file, the entry and the field. Intent ids are content hashes, so loading the same file
-twice registers nothing new.
+naming the file, the entry and the field; so does a model the model table does not know, naming the
+closest known ones, unless a YAML entry gives both ``tflops`` and ``vram``. Intent ids are content
+hashes, so loading the same file twice registers nothing new.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 import msgspec
 import yaml
 
-from events import bounds, quantity
+from events import bounds, names, quantity
 from events.intents import RegisterNode
 from events.values import ISOLATION_MODES, IsolationCapabilities
 from services.discovery.catalog import ModelTable
@@ -118,6 +119,8 @@ def load_csv(path: Path, *, pool: str, table: ModelTable, config: ReportConfig) 
         if not name:
             raise InventoryError(path, f"{where}.sn", "empty node name")
         count = _int(path, f"{where}.gpu", row["gpu"], high=bounds.MAX_GPUS_PER_NODE)
+        if count:
+            _check_model(path, where, (row["model"] or "").strip(), table, given=False)
         readings = _topology(path, where, row, count, [
             GpuReading(model=(row["model"] or "").strip(), index=i) for i in range(count)])
         nodes.append(_finish(path, where, RegisterNode(
@@ -142,7 +145,20 @@ def _topology(path: Path, where: str, entry: dict[str, Any], count: int,
         if numas else None) for i, reading in enumerate(readings)]
 
 
-def _readings(path: Path, where: str, groups: object) -> list[GpuReading]:
+def _check_model(path: Path, field: str, model: str, table: ModelTable, *, given: bool) -> None:
+    """Refuse a model the table does not know unless the entry gives its capacity (``tflops`` and
+    ``vram``): a typo (``H100-SXM5``) must not register a GPU with the default capacity (100
+    TFLOPS, 16 GiB) that no one sees. The message names the model and the closest known ones."""
+    if given or table.find(model) is not None:
+        return
+    close = table.closest(model)
+    hint = f"closest known: {', '.join(close)}" if close else "no known model is spelled like it"
+    raise InventoryError(path, f"{field}.model", f"unknown GPU model {model!r} ({hint}); fix the name, give the "
+                         "GPU's capacity (tflops and vram) in the entry, or add the model to the model table "
+                         "(GPULEDGER_DISCOVERY_MODELS_FILE)")
+
+
+def _readings(path: Path, where: str, groups: object, table: ModelTable) -> list[GpuReading]:
     if not isinstance(groups, list):
         raise InventoryError(path, f"{where}.gpus", "must be a list of {model, count, ...} groups")
     readings: list[GpuReading] = []
@@ -156,6 +172,7 @@ def _readings(path: Path, where: str, groups: object) -> list[GpuReading]:
         uuids = _per_gpu(path, f"{field}.uuids", group.get("uuids") or [], count)
         vram = _quantity(path, f"{field}.vram", group["vram"], milli=False) if "vram" in group else 0
         tflops = _quantity(path, f"{field}.tflops", group["tflops"], milli=True) if "tflops" in group else 0
+        _check_model(path, field, str(group["model"]).strip(), table, given=bool(tflops and vram))
         readings.extend(_topology(path, field, group, count, [GpuReading(
             model=str(group["model"]).strip(), index=len(readings) + i, vram_bytes=vram, milli_tflops=tflops,
             uuid=uuids[i] if uuids else "") for i in range(count)]))
@@ -171,9 +188,13 @@ def _yaml_node(path: Path, index: int, entry: object, *, pool: str, table: Model
     labels = entry.get("labels") or {}
     if not isinstance(labels, dict):
         raise InventoryError(path, f"{where}.labels", "must be a mapping of strings")
-    readings = _readings(path, where, entry.get("gpus") or [])
+    readings = _readings(path, where, entry.get("gpus") or [], table)
+    node_pool = str(entry.get("pool") or pool)
+    invalid = names.problem("pool", node_pool, field="pool")
+    if invalid:
+        raise InventoryError(path, f"{where}.pool", invalid)
     return _finish(path, where, RegisterNode(
-        intent_id="", node=name, pool=str(entry.get("pool") or pool),
+        intent_id="", node=name, pool=node_pool,
         gpus=build_gpus(name, readings, table=table, config=config),
         labels={str(k): str(v) for k, v in labels.items()},
         cpu_milli=_quantity(path, f"{where}.cpu", entry["cpu"], milli=True) if "cpu" in entry else 0,

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import msgspec
 
+from events.bounds import MAX_PARTITION_SLOTS
 from events.values import Resources
 
 PROFILES_FILE = Path(__file__).with_name("mig_profiles.yaml")
@@ -29,6 +30,10 @@ GB = 10**9
 """Bytes per decimal gigabyte: NVIDIA's profile names ("1g.10gb") count memory in GB."""
 
 _NAME = re.compile(r"^(?P<compute>\d+)g\.(?P<memory>\d+)gb(?P<me>\+me)?$")
+
+
+CHARGE_STEP_MILLI_TFLOPS = 10
+"""A partition's TFLOPS charge is a multiple of 0.01 TFLOPS (TensorFusion formats it with ``%.2f``)."""
 
 
 class TemplateError(ValueError):
@@ -123,6 +128,9 @@ def check_family(family: MigFamily) -> None:
 
 
 def _check_profile(family: MigFamily, profile: MigProfile, where: str) -> None:
+    if not 0 <= profile.nvml_profile_id <= MAX_PARTITION_SLOTS:  # the contract's Partition.profile_id (a Slot)
+        raise TemplateError(f"{where}: nvml_profile_id {profile.nvml_profile_id} not in 0..{MAX_PARTITION_SLOTS} "
+                            "(the bound of Partition.profile_id in the event contract)")
     match = _NAME.match(profile.name)
     if match is None or int(match["compute"]) != profile.compute_slices or int(match["memory"]) != profile.memory_gb:
         raise TemplateError(f"{where}: name must be <compute_slices>g.<memory_gb>gb[+me] "
@@ -203,10 +211,14 @@ def free_starts(profile: MigProfile, taken: Iterable[tuple[int, int]]) -> tuple[
 def charge(family: MigFamily, profile: MigProfile, capacity: Resources) -> Resources:
     """What one ``profile`` instance takes of a GPU of ``family`` with ``capacity``.
 
-    milli-TFLOPS: ``capacity.milli_tflops * profile.compute_slices // family.compute_slices``
-    (rounded down, so the instances of any valid placement never sum above the capacity);
+    milli-TFLOPS: ``capacity.milli_tflops * profile.compute_slices / family.compute_slices`` rounded
+    down to 0.01 TFLOPS (10 milli-TFLOPS), TensorFusion's precision (its CalculatePartitionResourceUsage
+    formats the template's TFLOPS with ``%.2f``: 312 TFLOPS / 7 is charged 44.57 by both); down
+    rather than to nearest, so the instances of any valid placement never sum above the capacity
+    (docs/compatibility.md);
     bytes: the profile's memory (GB x 10^9), at most the GPU's VRAM. TensorFusion charges a
     partition at its template's size, not at the request (internal/gpuallocator/partition_strategy.go).
     """
-    return Resources(milli_tflops=capacity.milli_tflops * profile.compute_slices // family.compute_slices,
+    exact = capacity.milli_tflops * profile.compute_slices // family.compute_slices
+    return Resources(milli_tflops=exact - exact % CHARGE_STEP_MILLI_TFLOPS,
                      vram_bytes=min(profile.memory_bytes, capacity.vram_bytes))

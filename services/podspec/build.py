@@ -12,7 +12,7 @@ from typing import Any
 
 import msgspec
 
-from events import bounds, guard
+from events import bounds, guard, names
 from events.values import AllocationSpec, NodeAffinity
 from services.podspec import keys
 from services.podspec.affinity import combine, parse_node_affinity
@@ -125,6 +125,18 @@ def check_bounds(spec: AllocationSpec, annotations: Mapping[str, str]) -> Alloca
         ) from None
 
 
+def _check_names(namespace: str, pod: str, *, named: bool) -> None:
+    """PodSpecError unless the namespace is a DNS label and the pod name (or its ``generateName``
+    prefix) a DNS subdomain, as the API server requires (:mod:`events.names`)."""
+    field = "metadata.name" if named else "metadata.generateName"
+    invalid = names.problem("namespace", namespace, field="metadata.namespace")
+    if invalid:
+        raise PodSpecError(invalid, field="metadata.namespace", value=namespace)
+    invalid = names.problem("pod", pod, field=field) if pod else None
+    if invalid:
+        raise PodSpecError(invalid, field=field, value=pod)
+
+
 def build_spec(
     pod: Mapping[str, Any], *, annotations: Mapping[str, str], resolved: Resolved, context: ComposeContext
 ) -> AllocationSpec:
@@ -138,6 +150,7 @@ def build_spec(
     )
     cpu, memory = cpu_memory(pod)
     pod_name = str(meta.get("name") or meta.get("generateName") or "")
+    _check_names(namespace, pod_name, named=bool(meta.get("name")))
     opts = resolved.opts
     spec = AllocationSpec(
         allocation_id=uid or f"{namespace}/{pod_name}",

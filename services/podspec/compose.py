@@ -18,6 +18,7 @@ from services.podspec.build import Resolved, build_spec
 from services.podspec.context import ComposeContext, PoolDefaults
 from services.podspec.errors import PodSpecError
 from services.podspec.fields import parse_int32, read_indices
+from services.podspec.known import check_keys
 from services.podspec.options import Options, read_options
 from services.podspec.pod import NativeGpus, native_gpus
 from services.podspec.profile import Profile, Side, parse_profile
@@ -40,6 +41,20 @@ def _annotations(meta: Mapping[str, Any]) -> dict[str, str]:
                 value=repr(value)[:80],
             )
     return {str(k): v for k, v in raw.items()}
+
+
+def annotation_notes(pod: Mapping[str, Any]) -> tuple[str, ...]:
+    """The notes :func:`compose` passes over silently: one per TensorFusion annotation gpuledger does
+    not use (services.podspec.known). For the webhook's ``warnings`` and the CLI; () for a Pod whose
+    annotations are not a map (compose names that error)."""
+    meta = pod.get("metadata") if isinstance(pod, Mapping) else None
+    raw = meta.get("annotations") if isinstance(meta, Mapping) else None
+    if not isinstance(raw, Mapping):
+        return ()
+    try:
+        return check_keys({str(k): str(v) for k, v in raw.items()})
+    except PodSpecError:
+        return ()
 
 
 def _profile(annotations: Mapping[str, str], profile: Mapping[str, Any] | None) -> Profile:
@@ -156,6 +171,7 @@ def compose(
     if not isinstance(meta, Mapping):
         raise PodSpecError("metadata: a Pod object needs metadata", field="metadata", value="")
     annotations = _annotations(meta)
+    check_keys(annotations)
     _check_node_name(pod)
     prof = _profile(annotations, profile)
     opts = read_options(annotations, prof=prof, pool=pool_defaults, context=context)

@@ -46,6 +46,11 @@ def _timeout(annotations: Mapping[str, str], profile_gang: Mapping[str, Any]) ->
         raise PodSpecError(
             f'invalid {keys.GANG_TIMEOUT} value "{raw}": {exc}', field=keys.GANG_TIMEOUT, value=raw
         ) from None
+    if 0 < seconds < 1:  # the contract counts whole seconds: rounding 100ms up to 1 s would wait 10 times longer
+        raise PodSpecError(
+            f'invalid {keys.GANG_TIMEOUT} value "{raw}": below gpuledger\'s resolution of 1s (give 0 for no '
+            "timeout, or 1s or more)", field=keys.GANG_TIMEOUT, value=raw
+        )
     return raw if seconds else ""
 
 
@@ -112,8 +117,9 @@ def gang_attributes(
 def gang_spec(stamped: Mapping[str, str]) -> GangSpec | None:
     """The contract's gang from the stamped attributes (:func:`gang_attributes`), None without one.
 
-    ``timeout_s`` is the ``gang-timeout`` duration in whole seconds, rounded up (``300ms`` waits
-    1 s); the bounds (:mod:`events.bounds`) are checked with the rest of the spec."""
+    ``timeout_s`` is the ``gang-timeout`` duration in whole seconds, rounded up (``1500ms`` waits
+    2 s; a timeout below 1 s is refused when the annotation is read, docs/compatibility.md); the
+    bounds (:mod:`events.bounds`) are checked with the rest of the spec."""
     key = stamped.get(keys.GANG_GROUP_KEY)
     if key is None:
         return None

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import msgspec
 
+from events import names
 from events.values import ISOLATION_MODES
 from services.podspec import keys
 from services.podspec.context import ComposeContext, PoolDefaults
@@ -65,6 +66,9 @@ def _pool(annotations: Mapping[str, str], pool: PoolDefaults, context: ComposeCo
     name = annotations.get(keys.POOL) or pool.name
     if not name or (context.known_pools is not None and name not in context.known_pools):
         raise PodSpecError(f"{keys.POOL}={name!r}: gpu pool not found", field=keys.POOL, value=name)
+    invalid = names.problem("pool", name, field=keys.POOL)
+    if invalid:
+        raise PodSpecError(invalid, field=keys.POOL, value=name)
     return name
 
 

@@ -12,12 +12,15 @@ Isolation: the replay has its own pool (``trace``), namespace (``trace``) and no
 (``trace-`` + the trace's name), and every request targets that pool, so the default pool's nodes
 and allocations are never touched. When ``stop`` is set (Ctrl-C / SIGTERM in the CLI) it stops
 publishing, releases or withdraws every allocation it still holds, waits for those decisions and
-returns a report marked ``interrupted``.
+returns a report marked ``interrupted``. At the end, interrupted or not (and also when it fails
+after registering nodes), it releases what it still holds and removes its nodes (RemoveNode), so
+the pool ``trace`` leaves the stack's node and GPU totals; ``final_states`` are counted before.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -27,7 +30,7 @@ from nats.aio.msg import Msg
 from nats.js.client import JetStreamContext
 
 from events import codec, subjects
-from events.intents import RegisterNode, ReleaseAllocation, RequestAllocation
+from events.intents import RegisterNode, ReleaseAllocation, RemoveNode, RequestAllocation
 from services.allocator.adapters import database
 from services.allocator.adapters.postgres import PostgresEventStore
 from services.allocator.adapters.relay import INTENT_HEADER
@@ -144,16 +147,29 @@ async def _stopped(stop: asyncio.Event, delay: float) -> bool:
     return True
 
 
-async def _release_live(js: JetStreamContext, tracker: Tracker, timeout_s: float) -> int:
+async def _release_live(js: JetStreamContext, tracker: Tracker, timeout_s: float, *, interrupted: bool) -> int:
     """Release (or withdraw) every allocation the replay still holds; returns how many."""
     live = tracker.live()
     ids = []
     for aid in live:
-        intent = _release(aid, "interrupted", "trace replay interrupted")
+        intent = (_release(aid, "interrupted", "trace replay interrupted") if interrupted
+                  else _release(aid, "end", "trace replay finished"))
         ids.append(intent.intent_id)
         await _publish(js, intent, tracker)
     await _wait(ids, tracker, timeout_s)
     return len(live)
+
+
+async def _remove_nodes(js: JetStreamContext, nodes: Sequence[RegisterNode], tracker: Tracker,
+                        timeout_s: float) -> int:
+    """Remove the replay's nodes again (RemoveNode each; any allocation left on them is released by
+    the allocator); returns how many were decided within the stall timeout."""
+    removals = [RemoveNode(intent_id=f"{n.intent_id}-remove", node=n.node, pool=REPLAY_POOL) for n in nodes]
+    for intent in removals:
+        tracker.sent[intent.intent_id] = time.monotonic()
+        await messaging.publish_intent(js, intent)
+    await _wait([r.intent_id for r in removals], tracker, timeout_s)
+    return sum(1 for r in removals if r.intent_id in tracker.decided)
 
 
 async def _verify(database_url: str) -> tuple[bool, str, int, list[str]]:
@@ -190,7 +206,8 @@ async def replay_trace(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], 
     own_nodes = replay_nodes(nodes, run)
     tracker = Tracker({f"{run}-{p.name}": p for p in pods})
     nc = await messaging.connect(nats_url, name="gpuledger-trace-replay", allow_reconnect=False)
-    released = 0
+    released = removed = 0
+    registered = False
     try:
         async def on_msg(msg: Msg) -> None:
             intent_id = (msg.headers or {}).get(INTENT_HEADER, "")
@@ -198,6 +215,7 @@ async def replay_trace(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], 
 
         await nc.subscribe(f"{subjects.EVENT_SUBJECT_PREFIX}.>", cb=on_msg)
         js = nc.jetstream()
+        registered = True  # from here on the stack may hold some of the replay's nodes
         await _register_nodes(js, own_nodes, tracker, timeout_s=timeout_s)
         started = time.monotonic()
         samples = await _drive(js, events, tracker, speedup=speedup, stop=stop, progress=progress,
@@ -205,9 +223,15 @@ async def replay_trace(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], 
         intents = [i for i in tracker.sent if i.endswith(("-req", "-rel"))]
         complete = await _wait(intents, tracker, timeout_s)
         wall = time.monotonic() - started
-        if stop.is_set():
-            released = await _release_live(js, tracker, timeout_s)
+        final_states = tracker.final_counts()  # the cleanup below must not count as the trace's outcomes
+        latency, queue_wait = percentiles(tracker.latency), percentiles(tracker.queue_wait)
+        decisions = len(tracker.latency)
+        held = await _release_live(js, tracker, timeout_s, interrupted=stop.is_set())
+        released = held if stop.is_set() else 0
     finally:
+        if registered:  # also after a failure: the replay's nodes must not stay in the stack's totals
+            with contextlib.suppress(Exception):
+                removed = await _remove_nodes(nc.jetstream(), own_nodes, tracker, timeout_s)
         await nc.close()
     ok, digest, position, problems = await _verify(database_url)
     decided = sum(1 for i in intents if i in tracker.decided)
@@ -215,9 +239,9 @@ async def replay_trace(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], 
         problems.append(f"{len(intents) - decided} intents had no decision (none came for {timeout_s}s)")
     return ReplayReport(
         pods=len(pods), intents=len(intents), decided=decided, seconds=round(wall, 3), speedup=speedup,
-        decisions_per_s=round(len(tracker.latency) / wall, 1) if wall else 0.0,
-        latency_ms=percentiles(tracker.latency), queue_wait_ms=percentiles(tracker.queue_wait),
-        final_states=tracker.final_counts(), multiple_outcomes=tracker.multiple_outcomes(),
+        decisions_per_s=round(decisions / wall, 1) if wall else 0.0, latency_ms=latency, queue_wait_ms=queue_wait,
+        final_states=final_states, multiple_outcomes=tracker.multiple_outcomes(),
         allocation_pct_over_time=samples, verified=ok and complete, digest=digest,
         position=position, problems=problems, interrupted=stop.is_set(), released_on_interrupt=released,
+        removed_nodes=removed,
     )

@@ -98,7 +98,8 @@ class ReplayReport(msgspec.Struct, kw_only=True):
     queued, rejected, released, withdrawn); ``allocation_pct_over_time``: (trace hours, allocated
     GPU % of the replayed nodes); ``verified``: every intent decided and ``replay --verify`` ok;
     ``interrupted``: stopped early (Ctrl-C/SIGTERM) after releasing ``released_on_interrupt``
-    live allocations."""
+    live allocations; ``removed_nodes``: the replay's own nodes removed again at the end (with them
+    its pool leaves the stack's totals)."""
 
     pods: int
     intents: int
@@ -117,6 +118,7 @@ class ReplayReport(msgspec.Struct, kw_only=True):
     problems: list[str] = []
     interrupted: bool = False
     released_on_interrupt: int = 0
+    removed_nodes: int = 0
 
     def summary(self) -> str:
         """Human-readable lines."""
@@ -133,5 +135,6 @@ class ReplayReport(msgspec.Struct, kw_only=True):
         ]
         if self.interrupted:
             lines.append(f"interrupted: released or withdrew its {self.released_on_interrupt} live allocations")
+        lines.append(f"cleaned up: removed its {self.removed_nodes} nodes (pool trace) again")
         lines += [f"problem: {p}" for p in self.problems]
         return "\n".join(lines)

@@ -10,12 +10,11 @@ publishing. Every refusal is ApiError(400) naming the field.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
-from events import bounds
+from events import bounds, names
 from events.quantity import QuantityError, format_bytes, format_milli, parse
 from events.values import (
     ISOLATION_POLICIES,
@@ -39,16 +38,23 @@ def name(text: str, *, field: str, limit: int) -> str:
     return text
 
 
-_NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-
-
 def namespace(text: str, *, field: str = "namespace") -> str:
-    """``text`` when it is a Kubernetes namespace name (an RFC 1123 DNS label: lowercase letters,
-    digits and '-', 1 to 63 characters, starting and ending with a letter or digit); else 400."""
-    if not _NAMESPACE.fullmatch(text):
-        raise ApiError(400, f"{field} {text[:80]!r} is not a Kubernetes namespace name (lowercase letters, digits "
-                       "and '-', 1 to 63 characters, starting and ending with a letter or digit)", field=field)
-    return text
+    """``text`` when it is a Kubernetes namespace name (an RFC 1123 DNS label, :mod:`events.names`);
+    else 400 naming ``field``."""
+    return _named("namespace", text, field=field)
+
+
+def pool_name(text: str, *, field: str = "pool") -> str:
+    """``text`` when it is a valid pool name (an RFC 1123 DNS subdomain, :mod:`events.names`: not
+    ``" "`` or ``a/b``); else 400 naming ``field``."""
+    return _named("pool", text, field=field)
+
+
+def _named(kind: names.NameKind, text: str, *, field: str) -> str:
+    try:
+        return names.check(kind, text, field=field)
+    except names.InvalidName as exc:
+        raise ApiError(400, str(exc), field=field) from exc
 
 
 def only(body: dict[str, Any], allowed: Iterable[str], *, field: str) -> None:
@@ -84,6 +90,34 @@ def resources(raw: Any, *, field: str) -> Resources:
     return Resources(
         milli_tflops=quantity(raw.get("tflops", 0), field=f"{field}.tflops", scale=1000, bound=bounds.MAX_MILLI_TFLOPS),
         vram_bytes=quantity(raw.get("vram", 0), field=f"{field}.vram", scale=1, bound=bounds.MAX_VRAM_BYTES))
+
+
+def resize_sides(body: dict[str, Any], *, request: Resources | None, limit: Resources | None
+                 ) -> tuple[Resources, Resources]:
+    """The (request, limit) of a resize body ``{"request": {"tflops", "vram"}, "limit": {...}}``
+    against the live allocation's ``request`` and ``limit`` (None: no live allocation).
+
+    One rule for the HTTP API and ``gpuledger resize`` (which sends only what it was given): what
+    the body leaves out is kept, a whole side or one dimension of it; a TFLOPS value given replaces
+    a compute-percent share. A limit left out is never lowered to the new request: a request above
+    the kept limit is refused by the allocator, naming both in TFLOPS (TensorFusion's
+    AdjustAllocation likewise takes request and limit separately). Raises ApiError(400) naming
+    the field of a bad value."""
+    only(body, ("request", "limit"), field="body")
+    if body.get("request") is None and body.get("limit") is None:
+        raise ApiError(400, "give request and/or limit, each {\"tflops\", \"vram\"}", field="request")
+    sides = []
+    for side, current in (("request", request), ("limit", limit)):
+        raw = body.get(side)
+        if raw is None:
+            sides.append(current or Resources())
+            continue
+        parsed = resources(raw, field=side)
+        sides.append(parsed if current is None else Resources(
+            milli_tflops=parsed.milli_tflops if "tflops" in raw else current.milli_tflops,
+            compute_milli_percent=0 if "tflops" in raw else current.compute_milli_percent,
+            vram_bytes=parsed.vram_bytes if "vram" in raw else current.vram_bytes))
+    return sides[0], sides[1]
 
 
 def _amount(raw: Any, *, field: str) -> QuotaAmount | None:

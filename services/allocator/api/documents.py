@@ -13,16 +13,12 @@ from typing import Any
 
 import msgspec
 
-from events.quantity import format_bytes, format_milli
+from events.quantity import format_bytes, format_milli, percent_text, tflops_text, vram_text
 from events.values import QOS_LEVELS, QuotaAmount, Resources
 from services.allocator.api import reasons, views
 from services.allocator.api.quota_status import QuotaStatus, quota_status
-from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState
+from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState, capacity_totals
 from services.allocator.domain.state import ClusterState
-
-
-def _sum(values: list[Resources]) -> Resources:
-    return Resources(milli_tflops=sum(v.milli_tflops for v in values), vram_bytes=sum(v.vram_bytes for v in values))
 
 
 def pool_names(state: ClusterState) -> list[str]:
@@ -33,12 +29,11 @@ def pool_names(state: ClusterState) -> list[str]:
 
 
 def pool_doc(state: ClusterState, pool: str) -> dict[str, Any]:
-    """One pool: config (strategy and weights), capacity/allocated/available, GPUs by phase,
-    nodes, allocations by status, queued by QoS."""
+    """One pool: config (strategy and weights), capacity/allocated/available (GPUs discovery no
+    longer reports left out: model.capacity_totals), GPUs by phase, nodes, allocations by status,
+    queued by QoS."""
     gpus = [g for g in state.gpus.values() if g.pool == pool]
-    capacity = _sum([g.capacity for g in gpus])
-    allocated = Resources(milli_tflops=sum(g.used_milli_tflops for g in gpus),
-                          vram_bytes=sum(g.used_vram_bytes for g in gpus))
+    totals = capacity_totals(gpus)
     lives = [a for a in state.allocations.values() if a.spec.pool == pool]
     queued_by_qos = Counter(a.spec.qos for a in lives if a.status == QUEUED)
     return {
@@ -48,21 +43,23 @@ def pool_doc(state: ClusterState, pool: str) -> dict[str, Any]:
         "nodes": len(state.pool_nodes.get(pool, ())),
         "gpus": len(gpus),
         "gpus_by_phase": dict(sorted(Counter(g.phase for g in gpus).items())),
-        "capacity": views.resources_view(capacity),
-        "allocated": views.resources_view(allocated),
-        "available": views.resources_view(_sum([g.available for g in gpus])),
+        "capacity": views.resources_view(totals.capacity),
+        "allocated": views.resources_view(totals.allocated),
+        "available": views.resources_view(totals.available),
         "allocations": {GRANTED: sum(a.status == GRANTED for a in lives), QUEUED: sum(queued_by_qos.values())},
         "queued_by_qos": {qos: queued_by_qos.get(qos, 0) for qos in QOS_LEVELS},
     }
 
 
 def node_doc(state: ClusterState, node: NodeState) -> dict[str, Any]:
-    """One node in a list: pool, phase, schedulable, GPU count, capacity/available, allocation count."""
+    """One node in a list: pool, phase, schedulable, GPU count, capacity/available (without missing
+    GPUs), allocation count."""
     gpus = [state.gpus[g] for g in node.gpus if g in state.gpus]
+    totals = capacity_totals(gpus)
     return {
         "name": node.name, "pool": node.pool, "phase": node.phase, "schedulable": node.schedulable,
-        "gpus": len(gpus), "capacity": views.resources_view(_sum([g.capacity for g in gpus])),
-        "available": views.resources_view(_sum([g.available for g in gpus])),
+        "gpus": len(gpus), "capacity": views.resources_view(totals.capacity),
+        "available": views.resources_view(totals.available),
         "allocations": len({a for g in gpus for a in g.charges}),
         "last_heartbeat": node.last_seen.isoformat() if node.last_seen else None,
         "heartbeat_ttl_s": node.heartbeat_ttl_s, "source": node.source,
@@ -106,9 +103,10 @@ def _need(state: ClusterState, allocation: AllocationState, reason: reasons.Reas
         return (f"namespace {spec.namespace}'s quota ({reason.quota_dimension or 'total'}) must allow it: "
                 "release or shrink allocations of the namespace, or raise its quota")
     if reason.code == "capacity":
-        per_gpu = views.resources_view(spec.request)
-        return (f"{spec.gpu_count} GPU(s) in pool {spec.pool} passing every filter with {per_gpu['tflops']} "
-                f"TFLOPS and {per_gpu['vram']} VRAM free each")
+        amount = (percent_text(spec.request.compute_milli_percent) if spec.request.compute_milli_percent
+                  else tflops_text(spec.request.milli_tflops))
+        return (f"{spec.gpu_count} GPU(s) in pool {spec.pool} passing every filter with {amount} "
+                f"and {vram_text(spec.request.vram_bytes)} VRAM free each")
     if reason.code == "fits":
         return "nothing: it fits now and is granted at the next queue drain"
     if reason.code == "gang" and spec.gang is not None:

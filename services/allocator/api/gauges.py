@@ -5,8 +5,9 @@ Names (Prometheus conventions: base units, ``pool`` label): ``gpuledger_pool_cap
 ``gpuledger_pool_capacity_vram_bytes``, ``gpuledger_pool_allocated_vram_bytes``,
 ``gpuledger_pool_available_vram_bytes``, ``gpuledger_pool_gpus{pool,phase}``,
 ``gpuledger_pool_nodes{pool,phase}``, ``gpuledger_pool_allocations{pool,status}`` (granted,
-queued) and ``gpuledger_pool_queued{pool,qos}``. Cost per scrape: one pass over GPUs, nodes and
-live allocations.
+queued) and ``gpuledger_pool_queued{pool,qos}``. Capacity and available leave out the GPUs discovery
+no longer reports (phase Unknown; model.capacity_totals). Cost per scrape: one pass over GPUs, nodes
+and live allocations.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from events.values import QOS_LEVELS
-from services.allocator.domain.model import GRANTED, QUEUED
+from services.allocator.domain.model import GRANTED, QUEUED, GpuState, capacity_totals
 from services.allocator.domain.state import ClusterState
 
 _RESOURCES = (
@@ -49,16 +50,18 @@ class PoolCollector(ProjectionCollector):
         state = self._state()
         families = {name: GaugeMetricFamily(f"gpuledger_pool_{name}", text, labels=["pool"])
                     for name, text in _RESOURCES}
-        totals: dict[str, dict[str, float]] = {}
+        members: dict[str, list[GpuState]] = {}
         for gpu in state.gpus.values():
-            t = totals.setdefault(gpu.pool, dict.fromkeys(families, 0.0))
-            cap = gpu.capacity
-            t["capacity_tflops"] += cap.milli_tflops / 1000
-            t["allocated_tflops"] += gpu.used_milli_tflops / 1000
-            t["available_tflops"] += gpu.available_milli_tflops / 1000
-            t["capacity_vram_bytes"] += cap.vram_bytes
-            t["allocated_vram_bytes"] += gpu.used_vram_bytes
-            t["available_vram_bytes"] += gpu.available_vram_bytes
+            members.setdefault(gpu.pool, []).append(gpu)
+        totals: dict[str, dict[str, float]] = {}
+        for pool, gpus in members.items():
+            sums = capacity_totals(gpus)  # GPUs discovery no longer reports are left out
+            totals[pool] = {
+                "capacity_tflops": sums.capacity.milli_tflops / 1000,
+                "allocated_tflops": sums.allocated.milli_tflops / 1000,
+                "available_tflops": sums.available.milli_tflops / 1000,
+                "capacity_vram_bytes": sums.capacity.vram_bytes, "allocated_vram_bytes": sums.allocated.vram_bytes,
+                "available_vram_bytes": sums.available.vram_bytes}
         for pool in sorted(totals):
             for name, family in families.items():
                 family.add_metric([pool], totals[pool][name])

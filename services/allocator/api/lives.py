@@ -16,7 +16,7 @@ import msgspec
 
 from events import codec
 from events import decisions as ev
-from events.quantity import format_bytes, format_milli
+from events.quantity import tflops_text, vram_text
 from events.values import Resources
 from services.allocator.adapters.postgres import PostgresEventStore
 from services.allocator.adapters.replay import decode_row
@@ -81,7 +81,7 @@ async def _pg_events(store: PostgresEventStore, allocation_id: str, limit: int) 
 
 
 def _res(value: Resources) -> str:
-    return f"{format_milli(value.milli_tflops)} TFLOPS, {format_bytes(value.vram_bytes)} VRAM"
+    return f"{tflops_text(value.milli_tflops)}, {vram_text(value.vram_bytes)} VRAM"
 
 
 def describe(event: ev.AnyEvent) -> str:

@@ -11,6 +11,8 @@ from typing import Any
 
 from aiohttp import web
 
+from events.values import NODE_PHASES
+
 _ERROR = {"$ref": "#/components/schemas/Error"}
 _PAGE = {"$ref": "#/components/schemas/Page"}
 _ANY = {"type": "object", "additionalProperties": True}
@@ -104,8 +106,11 @@ def document() -> dict[str, Any]:
         "/api/v1/pools": {"get": _op("Pools: config, capacity, allocated, available, queued by QoS", _PAGE,
                                      params=_PAGING)},
         "/api/v1/pools/{pool}": {"put": _op("Configure a pool", _DECISION, params=[_path("pool"), _WAIT],
-                                            body="PoolConfig", extra=_WRITE)},
-        "/api/v1/nodes": {"get": _op("Nodes", _PAGE, params=[q("pool", "Pool"), q("phase", "Phase"), *_PAGING])},
+                                            body="PoolConfig", extra=_WRITE),
+                                 "delete": _op("Remove a pool's configuration (no nodes, no live allocations)",
+                                               _DECISION, params=[_path("pool"), _WAIT], extra=(*_WRITE, 404, 409))},
+        "/api/v1/nodes": {"get": _op("Nodes", _PAGE, params=[q("pool", "Pool"), q("phase", "Phase", NODE_PHASES),
+                                                            *_PAGING])},
         "/api/v1/nodes/{name}": {"get": _op("A node with its GPUs and allocations", _ANY, params=[_path("name")],
                                             extra=(404,))},
         "/api/v1/nodes/{name}/allocations": {"get": _op(
@@ -134,7 +139,8 @@ def document() -> dict[str, Any]:
         "/api/v1/quotas/{namespace}": {
             "put": _op("Set a namespace's quota", _DECISION, params=[_path("namespace"), _WAIT], body="Quota",
                        extra=_WRITE),
-            "delete": _op("Remove a namespace's quota", _DECISION, params=[_path("namespace"), _WAIT], extra=_WRITE)},
+            "delete": _op("Remove a namespace's quota", _DECISION, params=[_path("namespace"), _WAIT],
+                          extra=(*_WRITE, 404))},
         "/api/v1/status": {"get": _op("Summary: pools, nodes and GPUs by phase, allocation counts", _ANY)},
         "/api/v1/simulate": {"post": _op("What would be decided for a Pod now (nothing written)", _ANY, body="Pod",
                                          extra=(413, 415))},

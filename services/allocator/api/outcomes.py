@@ -39,6 +39,8 @@ def decision_view(event: decisions.AnyEvent, position: int | None) -> dict[str, 
         view["reason"] = event.reason
     if isinstance(event, decisions.AllocationResized | decisions.ResizeRejected):  # the new (or asked) sizes
         view.update(request=views.resources_view(event.request), limit=views.resources_view(event.limit))
+    if isinstance(event, decisions.ResizeRejected) and event.code in ("capacity", "quota"):
+        view["max_request"] = views.resources_view(event.max_request)  # the largest per-GPU request that fits
     return {**view, "event": payload}
 
 

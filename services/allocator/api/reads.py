@@ -12,7 +12,8 @@ from typing import Any
 
 from aiohttp import web
 
-from events.values import QOS_LEVELS
+from events.values import NODE_PHASES, QOS_LEVELS
+from services import podspec
 from services.allocator.api import bounds, documents, ended, paging, reasons, simulation, views
 from services.allocator.api.context import allocator_of, reason_of
 from services.allocator.domain.model import AllocationState
@@ -34,8 +35,9 @@ async def pools(request: web.Request) -> web.Response:
 
 
 async def nodes(request: web.Request) -> web.Response:
-    """GET /api/v1/nodes?pool=&phase=: nodes (documents.node_doc), by name."""
-    params = paging.query(request, allowed=("pool", "phase"))
+    """GET /api/v1/nodes?pool=&phase=: nodes (documents.node_doc), by name; ``phase`` one of
+    events.values.NODE_PHASES (400 naming them otherwise)."""
+    params = paging.query(request, allowed=("pool", "phase"), choices={"phase": NODE_PHASES})
     state = allocator_of(request).state
     chosen = [n for n in state.nodes.values()
               if params.get("pool", n.pool) == n.pool and params.get("phase", n.phase) == n.phase]
@@ -149,7 +151,11 @@ async def status(request: web.Request) -> web.Response:
 
 async def simulate(request: web.Request) -> web.Response:
     """POST /api/v1/simulate: what would be decided for the posted Pod now (nothing is written);
-    400 ``{"error", "field"}`` for a body that is not a Pod or has invalid annotations."""
+    400 ``{"error", "field"}`` for a body that is not a Pod or has invalid annotations (an unknown
+    ``tensor-fusion.ai/*`` key among them); ``notes`` lists the TensorFusion annotations ignored."""
     paging.query(request, allowed=())
-    spec = bounds.compose_pod(await bounds.read_object(request))
-    return _json(simulation.simulate_spec(allocator_of(request).state, spec))
+    pod = await bounds.read_object(request)
+    spec = bounds.compose_pod(pod)
+    result = simulation.simulate_spec(allocator_of(request).state, spec)
+    notes = podspec.annotation_notes(pod)
+    return _json({**result, "notes": list(notes)} if notes else result)

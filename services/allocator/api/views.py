@@ -13,9 +13,8 @@ from events import codec, decisions
 from events.quantity import format_bytes, format_milli, format_percent_milli
 from events.values import AllocationSpec, Partition, Resources, priority_of
 from services.allocator.domain.filters.isolation_policy import lock_of
-from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState
+from services.allocator.domain.model import AllocationState, GpuState
 from services.allocator.domain.preemption import NoPlan, Plan
-from services.allocator.domain.state import ClusterState
 
 OUTCOME_TYPES = ("allocation_granted", "allocation_queued", "allocation_rejected", "intent_rejected")
 """Event tags that end a RequestAllocation (what ``submit`` waits for)."""
@@ -96,31 +95,6 @@ def partition_view(partition: Partition) -> dict[str, Any]:
     """One MIG partition: template, NVML profile id, start and end slot (end exclusive)."""
     return {"template": partition.template, "profile_id": partition.profile_id, "start": partition.start,
             "end": partition.end}
-
-
-def _sum(values: list[Resources]) -> Resources:
-    return Resources(milli_tflops=sum(v.milli_tflops for v in values),
-                     vram_bytes=sum(v.vram_bytes for v in values))
-
-
-def status_view(state: ClusterState) -> dict[str, Any]:
-    """``status --json``: position, pools (gpus, capacity, available), nodes, gpus, allocation counts."""
-    gpus = [state.gpus[name] for name in sorted(state.gpus)]
-    pools: dict[str, list[GpuState]] = {}
-    for gpu in gpus:
-        pools.setdefault(gpu.pool, []).append(gpu)
-    statuses = [allocation.status for allocation in state.allocations.values()]
-    return {
-        "position": state.position,
-        "pools": [{"name": name, "gpus": len(members),
-                   "capacity": resources_view(_sum([g.capacity for g in members])),
-                   "available": resources_view(_sum([g.available for g in members]))}
-                  for name, members in sorted(pools.items())],
-        "nodes": [{"name": node.name, "pool": node.pool, "phase": node.phase, "gpus": len(node.gpus)}
-                  for node in (state.nodes[name] for name in sorted(state.nodes))],
-        "gpus": [gpu_view(gpu) for gpu in gpus],
-        "allocations": {"granted": statuses.count(GRANTED), "queued": statuses.count(QUEUED)},
-    }
 
 
 def is_outcome_of(event: decisions.AnyEvent, allocation_id: str) -> bool:

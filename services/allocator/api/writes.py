@@ -4,25 +4,41 @@ its decision (:mod:`services.allocator.api.outcomes`), or 202 ``{"intent_id", "s
 
 A decision is 200 with the ``submit --json`` shape (``type`` says granted, queued, rejected,
 released, ...); a refused one (:func:`refusal`) adds ``error`` and ``field``: 404 for an allocation
-that is not live (saying how it ended, :mod:`~services.allocator.api.ended`), 409 for a resize of a
-queued one, 400 for bad input. NATS unreachable: 503.
+that is not live (saying how it ended, :mod:`~services.allocator.api.ended`), 409 for one in the
+wrong state (a resize of a queued one, a pool that still has nodes or allocations), 400 for bad
+input. NATS unreachable: 503.
+
+What the projection already shows to be refused (an unknown or ended allocation, a resize of a
+queued one or with request above limit, an unknown strategy, an unknown pool) is answered before
+anything is published, so no ``intent_rejected`` enters the permanent log for it; the same checks
+in ``decide`` still refuse such an intent from any other producer. Submits of one pod are
+serialised (:class:`_PodTurns`): racing duplicates get the ``existing`` answer a sequential
+duplicate gets.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
+import weakref
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from aiohttp import web
 
 from events import guard as events_guard
 from events import intents
-from events.bounds import MAX_LABEL_VALUE_LENGTH, MAX_NAME_LENGTH, BoundsError
+from events.bounds import MAX_LABEL_VALUE_LENGTH, BoundsError
 from events.values import Resources
 from services import podspec
-from services.allocator.api import bodies, bounds, documents, ended, paging
+from services.allocator.api import bodies, bounds, documents, ended, paging, views
 from services.allocator.api.context import allocator_of, waiter_of
-from services.allocator.domain.model import AllocationState
+from services.allocator.domain import profile
+from services.allocator.domain.model import GRANTED, AllocationState
+from services.allocator.domain.state import ClusterState
+from services.allocator.domain.validation import check_request_limit
+from services.allocator.loop.leader import Allocator
 
 DEFAULT_WAIT_S = 10.0
 MAX_WAIT_S = 60.0
@@ -39,7 +55,8 @@ def _wait_of(params: dict[str, str]) -> float:
     return wait
 
 
-async def _decide(request: web.Request, intent: intents.AnyIntent, wait_s: float) -> web.Response:
+async def _decide(request: web.Request, intent: intents.AnyIntent, wait_s: float,
+                  adorn: Callable[[dict[str, Any]], None] | None = None) -> web.Response:
     try:
         events_guard.check_message(intent)
     except BoundsError as exc:
@@ -55,6 +72,8 @@ async def _decide(request: web.Request, intent: intents.AnyIntent, wait_s: float
         allocation_id = getattr(intent, "allocation_id", "")
         error = ended.sentence(allocation_id, await ended.ended_life(allocator_of(request).store, allocation_id))
     extra = {"error": error, "field": "id" if status in (404, 409) else view.get("field") or "request"} if error else {}
+    if adorn is not None:
+        adorn(view)
     return web.json_response({**view, "intent_id": intent.intent_id, **extra}, status=status)
 
 
@@ -69,9 +88,48 @@ def refusal(view: dict[str, Any]) -> tuple[int, str]:
         return 404, view["reason"]
     if kind == "resize_rejected" and code == "not_granted":
         return (409, view["reason"]) if view.get("namespace") else (404, view["reason"])
+    if kind == "intent_rejected" and view.get("event", {}).get("intent_type") == "remove_pool":
+        return 409, view["reason"]  # the pool gained a node or an allocation since the API looked
     if kind == "intent_rejected" or (kind == "resize_rejected" and code == "invalid"):
         return 400, view["reason"]
     return 200, ""
+
+
+async def _not_live(request: web.Request, allocation_id: str) -> web.Response:
+    """404 ``{"error", "field": "id", "ended"}`` saying how ``allocation_id`` ended (``ended`` null
+    when it never existed), as GET /api/v1/allocations/{id} answers; nothing is published."""
+    life = await ended.ended_life(allocator_of(request).store, allocation_id)
+    return web.json_response({"error": ended.sentence(allocation_id, life), "field": "id", "ended": life},
+                             status=404)
+
+
+class _PodTurns:
+    """One submit at a time per (namespace, pod) in this process: a duplicate that races the first
+    waits for its decision and then finds the live allocation (``existing``), as a sequential
+    duplicate does, instead of publishing a second RequestAllocation that ``decide`` refuses."""
+
+    def __init__(self) -> None:
+        self._locks: dict[tuple[str, str], tuple[asyncio.Lock, int]] = {}  # (lock, holders and waiters)
+
+    @contextlib.asynccontextmanager
+    async def turn(self, namespace: str, pod: str) -> AsyncIterator[None]:
+        """``async with turns.turn(namespace, pod):`` holds the pod's turn."""
+        key = (namespace, pod)
+        lock, users = self._locks.get(key, (asyncio.Lock(), 0))
+        self._locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[key]
+            if users <= 1:
+                del self._locks[key]
+            else:
+                self._locks[key] = (lock, users - 1)
+
+
+_TURNS: weakref.WeakKeyDictionary[Allocator, _PodTurns] = weakref.WeakKeyDictionary()
+"""The submit turns of each allocator this process serves."""
 
 
 def _intent_id(kind: str) -> str:
@@ -105,49 +163,68 @@ async def submit(request: web.Request) -> web.Response:
     wait = _wait_of(params)
     pod = _pod_of(await bounds.read_object(request), force=params.get("force") == "true")
     spec = bounds.compose_pod(pod)
-    state = allocator_of(request).state
-    live = _live_pod(state.allocations, spec.namespace, spec.pod)
-    if live is not None:
-        return web.json_response({**documents.allocation_doc(live), "type": "existing"})
-    return await _decide(request, intents.RequestAllocation(intent_id=_intent_id("request"), spec=spec), wait)
+    allocator = allocator_of(request)
+    async with _TURNS.setdefault(allocator, _PodTurns()).turn(spec.namespace, spec.pod):
+        live = _live_pod(allocator.state.allocations, spec.namespace, spec.pod)
+        if live is not None:
+            return web.json_response({**documents.allocation_doc(live), "type": "existing"})
+        answer = await _decide(request, intents.RequestAllocation(intent_id=_intent_id("request"), spec=spec), wait)
+        live = _live_pod(allocator.state.allocations, spec.namespace, spec.pod)
+        if answer.status == 400 and live is not None:  # raced a submit of another API process: same answer
+            return web.json_response({**documents.allocation_doc(live), "type": "existing"})
+        return answer
 
 
 async def release(request: web.Request) -> web.Response:
     """DELETE /api/v1/allocations/{id}?wait=: release a granted allocation or withdraw a queued one."""
     params = paging.query(request, allowed=("wait",))
     allocation_id = bodies.name(request.match_info["id"], field="id", limit=bodies.MAX_ID_CHARS)
+    wait = _wait_of(params)
+    if allocation_id not in allocator_of(request).state.allocations:
+        return await _not_live(request, allocation_id)
     intent = intents.ReleaseAllocation(intent_id=_intent_id("release"), allocation_id=allocation_id,
                                        reason="released through the HTTP API")
-    return await _decide(request, intent, _wait_of(params))
+    return await _decide(request, intent, wait)
 
 
 async def resize(request: web.Request) -> web.Response:
     """POST /api/v1/allocations/{id}/resize?wait=: body ``{"request": {"tflops", "vram"},
-    "limit": {...}}`` (per GPU; ``limit`` defaults to ``request``; a dimension left out keeps the live
-    allocation's value, as ``gpuledger resize`` does, instead of becoming 0)."""
+    "limit": {...}}`` (per GPU); what the body leaves out, a side or a dimension, keeps the live
+    allocation's value, as ``gpuledger resize`` does (:func:`bodies.resize_sides`)."""
     params = paging.query(request, allowed=("wait",))
+    wait = _wait_of(params)
     allocation_id = bodies.name(request.match_info["id"], field="id", limit=bodies.MAX_ID_CHARS)
     body = await bounds.read_object(request)
-    bodies.only(body, ("request", "limit"), field="body")
-    live = allocator_of(request).state.allocations.get(allocation_id)
-    asked = _kept(body.get("request"), bodies.resources(body.get("request"), field="request"),
-                  live.spec.request if live is not None else None)
-    limit = asked if body.get("limit") is None else _kept(
-        body["limit"], bodies.resources(body["limit"], field="limit"), live.spec.limit if live is not None else None)
+    state = allocator_of(request).state
+    live = state.allocations.get(allocation_id)
+    asked, limit = bodies.resize_sides(body, request=live.spec.request if live is not None else None,
+                                       limit=live.spec.limit if live is not None else None)
+    if live is None:
+        return await _not_live(request, allocation_id)
+    if live.status != GRANTED:
+        raise bounds.ApiError(409, f"allocation {allocation_id!r} is {live.status}, not granted: only a granted "
+                              "allocation can be resized", field="id")
+    problem = check_request_limit(asked, limit)
+    if problem:
+        raise bounds.ApiError(400, problem[2], field="request")
     intent = intents.ResizeAllocation(intent_id=_intent_id("resize"), allocation_id=allocation_id,
                                       request=asked, limit=limit)
-    return await _decide(request, intent, _wait_of(params))
+    return await _decide(request, intent, wait, adorn=lambda view: _add_remain(view, state, allocation_id))
 
 
-def _kept(raw: Any, parsed: Resources, current: Resources | None) -> Resources:
-    """``parsed`` (from the body object ``raw``) with the dimensions ``raw`` leaves out taken from
-    ``current``, the live allocation's (a compute percent is kept only when ``tflops`` is left out)."""
-    if current is None or not isinstance(raw, dict):
-        return parsed
-    tflops = "tflops" in raw
-    return Resources(milli_tflops=parsed.milli_tflops if tflops else current.milli_tflops,
-                     compute_milli_percent=0 if tflops else current.compute_milli_percent,
-                     vram_bytes=parsed.vram_bytes if "vram" in raw else current.vram_bytes)
+def _add_remain(view: dict[str, Any], state: ClusterState, allocation_id: str) -> None:
+    """Add ``remain`` to a refused resize (capacity or quota): the smallest available TFLOPS and
+    VRAM of the allocation's GPUs now, what TensorFusion's AdjustAllocation returns as ``remaining``
+    with ScalingQuotaExceededError, beside ``max_request`` (the largest request that would fit,
+    its own charge counted as free)."""
+    if view.get("type") != "resize_rejected" or "max_request" not in view:
+        return
+    allocation = state.allocations.get(allocation_id)
+    gpus = [state.gpus[name] for name in (allocation.gpus if allocation is not None else []) if name in state.gpus]
+    if gpus:
+        view["remain"] = views.resources_view(Resources(
+            milli_tflops=max(0, min(g.available_milli_tflops for g in gpus)),
+            vram_bytes=max(0, min(g.available_vram_bytes for g in gpus))))
 
 
 async def set_quota(request: web.Request) -> web.Response:
@@ -161,18 +238,46 @@ async def set_quota(request: web.Request) -> web.Response:
 
 
 async def remove_quota(request: web.Request) -> web.Response:
-    """DELETE /api/v1/quotas/{namespace}?wait=: remove the namespace's quota."""
+    """DELETE /api/v1/quotas/{namespace}?wait=: remove the namespace's quota (404 when it has none)."""
     params = paging.query(request, allowed=("wait",))
+    wait = _wait_of(params)
     namespace = bodies.name(request.match_info["namespace"], field="namespace", limit=MAX_LABEL_VALUE_LENGTH)
+    if namespace not in allocator_of(request).state.quotas:
+        raise bounds.ApiError(404, f"namespace {namespace[:80]!r} has no quota", field="namespace")
     return await _decide(request, intents.RemoveQuota(intent_id=_intent_id("unquota"), namespace=namespace),
-                         _wait_of(params))
+                         wait)
 
 
 async def configure_pool(request: web.Request) -> web.Response:
     """PUT /api/v1/pools/{pool}?wait=: body a PoolConfig (``placement``, ``vram_weight``,
     ``tflops_weight``, ``max_workers_per_node``)."""
     params = paging.query(request, allowed=("wait",))
-    pool = bodies.name(request.match_info["pool"], field="pool", limit=MAX_NAME_LENGTH)
+    wait = _wait_of(params)
+    pool = bodies.pool_name(request.match_info["pool"])
     config = bodies.pool_config(await bounds.read_object(request))
+    if config.placement not in profile.STRATEGIES:
+        raise bounds.ApiError(400, f"unknown placement strategy {config.placement[:64]!r}; known: "
+                              f"{', '.join(sorted(profile.STRATEGIES))}", field="placement")
     return await _decide(request, intents.ConfigurePool(intent_id=_intent_id("pool"), pool=pool, config=config),
-                         _wait_of(params))
+                         wait)
+
+
+async def remove_pool(request: web.Request) -> web.Response:
+    """DELETE /api/v1/pools/{pool}?wait=: remove a pool's configuration. 404 for a pool that is not
+    configured (naming the configured ones), 409 while it has nodes or live allocations (naming
+    them: remove the nodes, release the allocations first); then the PoolRemoved decision."""
+    params = paging.query(request, allowed=("wait",))
+    wait = _wait_of(params)
+    pool = bodies.pool_name(request.match_info["pool"])
+    state = allocator_of(request).state
+    nodes = sorted(state.pool_nodes.get(pool, ()))
+    live = sorted(a.spec.allocation_id for a in state.allocations.values() if a.spec.pool == pool)
+    if nodes or live:
+        held = (f"{len(nodes)} node(s): {', '.join(nodes[:5])}" if nodes
+                else f"{len(live)} live allocation(s): {', '.join(live[:5])}")
+        raise bounds.ApiError(409, f"pool {pool!r} still has {held}{' ...' if len(nodes or live) > 5 else ''}; "
+                              f"{'remove the nodes' if nodes else 'release the allocations'} first", field="pool")
+    if pool not in state.pools:
+        raise bounds.ApiError(404, f"pool {pool!r} is not configured (configured pools: "
+                              f"{', '.join(sorted(state.pools)) or 'none'})", field="pool")
+    return await _decide(request, intents.RemovePool(intent_id=_intent_id("unpool"), pool=pool), wait)

@@ -20,7 +20,7 @@ import msgspec
 
 from services.allocator.api import reasons
 from services.allocator.domain.filters.liveness import READY
-from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState
+from services.allocator.domain.model import GRANTED, MISSING, QUEUED, AllocationState, GpuState, NodeState
 from services.allocator.domain.state import ClusterState
 
 SHARE_CLASSES = 6
@@ -108,10 +108,11 @@ def pools(state: ClusterState) -> list[PoolSummary]:
         out.append(PoolSummary(
             name=name, nodes=len(nodes.get(name, [])),
             lost_nodes=sum(1 for n in nodes.get(name, []) if n.phase != READY),
-            capacity_milli_tflops=sum(g.capacity.milli_tflops for g in gpus),
-            capacity_vram_bytes=sum(g.capacity.vram_bytes for g in gpus),
-            used_milli_tflops=sum(min(g.used_milli_tflops, g.capacity.milli_tflops) for g in gpus),
-            used_vram_bytes=sum(min(g.used_vram_bytes, g.capacity.vram_bytes) for g in gpus),
+            capacity_milli_tflops=sum(g.capacity.milli_tflops for g in gpus if g.phase != MISSING),
+            capacity_vram_bytes=sum(g.capacity.vram_bytes for g in gpus if g.phase != MISSING),
+            used_milli_tflops=sum(min(g.used_milli_tflops, g.capacity.milli_tflops) for g in gpus
+                                  if g.phase != MISSING),
+            used_vram_bytes=sum(min(g.used_vram_bytes, g.capacity.vram_bytes) for g in gpus if g.phase != MISSING),
             queued=queued.get(name, 0), quality=quality_of(gpus)))
     return out
 

@@ -146,7 +146,7 @@ def _not_now(state: ClusterState, spec: AllocationSpec, blocked: Blocked, now: d
     else:
         reason = blocked.reason
     dimension = blocked.quota.dimension if blocked.quota else ""
-    reason = explained(reason, no_plan)
+    reason = explained(reason, no_plan, blocked_by=blocked.code)
     return ev.AllocationQueued(at=now, spec=spec, code=blocked.code, reason=reason, filters=tuple(filters),
                                quota_dimension=dimension)
 

@@ -14,10 +14,11 @@ from events.base import Intent
 from services.allocator.domain import gang, profile
 from services.allocator.domain.allocate import decide_release, decide_request
 from services.allocator.domain.inventory import decide_heartbeats, decide_register, decide_remove
+from services.allocator.domain.partition import OutOfContract
 from services.allocator.domain.resize import decide_resize
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
-from services.allocator.domain.validation import check_pool, check_quota
+from services.allocator.domain.validation import check_name, check_pool, check_quota
 
 
 def _rejected(intent: Intent, tag: str, problem: tuple[str, str, str], now: datetime) -> list[ev.AnyEvent]:
@@ -29,7 +30,7 @@ def _rejected(intent: Intent, tag: str, problem: tuple[str, str, str], now: date
 def _set_quota(state: ClusterState, intent: it.SetQuota, now: datetime) -> list[ev.AnyEvent]:
     if not intent.namespace:
         return _rejected(intent, "set_quota", ("namespace", "", "namespace must not be empty"), now)
-    problem = check_quota(intent.spec)
+    problem = check_name("namespace", intent.namespace, field="namespace") or check_quota(intent.spec)
     if problem:
         return _rejected(intent, "set_quota", problem, now)
     return [ev.QuotaSet(at=now, namespace=intent.namespace, spec=intent.spec)]
@@ -45,10 +46,39 @@ def _remove_quota(state: ClusterState, intent: it.RemoveQuota, now: datetime) ->
 def _configure_pool(state: ClusterState, intent: it.ConfigurePool, now: datetime) -> list[ev.AnyEvent]:
     if not intent.pool:
         return _rejected(intent, "configure_pool", ("pool", "", "pool must not be empty"), now)
-    problem = check_pool(intent.config, frozenset(profile.STRATEGIES))
+    problem = (check_name("pool", intent.pool, field="pool")
+               or check_pool(intent.config, frozenset(profile.STRATEGIES)))
     if problem:
         return _rejected(intent, "configure_pool", problem, now)
     return [ev.PoolConfigured(at=now, pool=intent.pool, config=intent.config)]
+
+
+_NAMED = 5
+"""How many nodes or allocations a refused pool removal names (then "and N more")."""
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:_NAMED])
+    return shown + (f" and {len(names) - _NAMED} more" if len(names) > _NAMED else "")
+
+
+def _remove_pool(state: ClusterState, intent: it.RemovePool, now: datetime) -> list[ev.AnyEvent]:
+    """PoolRemoved, or IntentRejected (field ``pool``) naming what holds the pool: its nodes (remove
+    them first), its live allocations (release them first), or that it has no configuration."""
+    pool = intent.pool
+    nodes = sorted(state.pool_nodes.get(pool, ()))
+    if nodes:
+        return _rejected(intent, "remove_pool", ("pool", pool, f"pool {pool} still has {len(nodes)} node(s): "
+                                                 f"{_names(nodes)}; remove them first"), now)
+    live = sorted(a.spec.allocation_id for a in state.allocations.values() if a.spec.pool == pool)
+    if live:
+        return _rejected(intent, "remove_pool", ("pool", pool, f"pool {pool} still has {len(live)} live "
+                                                 f"allocation(s): {_names(live)}; release them first"), now)
+    if pool not in state.pools:
+        known = ", ".join(sorted(state.pools)) or "none"
+        return _rejected(intent, "remove_pool", ("pool", pool, f"pool {pool} has no configuration to remove "
+                                                 f"(configured pools: {known})"), now)
+    return [ev.PoolRemoved(at=now, pool=pool)]
 
 
 def decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler: Scheduler | None = None
@@ -66,7 +96,10 @@ def _decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler:
             ) -> list[ev.AnyEvent]:
     match intent:
         case it.RequestAllocation():
-            return decide_request(state, intent, now, scheduler or Scheduler(), gang.decide_member)
+            try:
+                return decide_request(state, intent, now, scheduler or Scheduler(), gang.decide_member)
+            except OutOfContract as exc:  # never append an event the log could not replay
+                return _rejected(intent, "request_allocation", (exc.field, exc.value, str(exc)), now)
         case it.ReleaseAllocation():
             return decide_release(state, intent, now)
         case it.ResizeAllocation():
@@ -83,4 +116,6 @@ def _decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler:
             return _remove_quota(state, intent, now)
         case it.ConfigurePool():
             return _configure_pool(state, intent, now)
+        case it.RemovePool():
+            return _remove_pool(state, intent, now)
     raise TypeError(f"not an intent: {intent!r}")  # pragma: no cover - the union is exhaustive

@@ -226,6 +226,11 @@ def _pool_configured(state: ClusterState, e: ev.PoolConfigured) -> None:
         state.changes.touch(name)
 
 
+def _pool_removed(state: ClusterState, e: ev.PoolRemoved) -> None:
+    state.pools.pop(e.pool, None)  # decide removes only a pool without nodes or live allocations
+    state.changes.inventory += 1
+
+
 _HANDLERS: dict[type, Callable[[ClusterState, Any], None]] = {
     ev.AllocationGranted: _granted,
     ev.AllocationQueued: _queued,
@@ -241,6 +246,7 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None]] = {
     ev.QuotaSet: _quota_set,
     ev.QuotaRemoved: _quota_removed,
     ev.PoolConfigured: _pool_configured,
+    ev.PoolRemoved: _pool_removed,
 }
 
 

@@ -117,7 +117,7 @@ class Failed(NamedTuple):
             filters, _ = scheduler.filter_pass(state, self.member)
             text = summarize(filters, sum(f.removed for f in filters), self.member.pool)
         if self.no_plan is not None:
-            text = explained(text, self.no_plan)
+            text = explained(text, self.no_plan, blocked_by=self.blocked.code)
         return f"{who} cannot fit with {self.placed} placed before it: {text}"
 
 

@@ -14,10 +14,10 @@ from datetime import datetime, timedelta
 from events import decisions as ev
 from events.intents import CheckHeartbeats, RegisterNode, RemoveNode
 from services.allocator.domain.filters.liveness import LOST, READY
+from services.allocator.domain.model import MISSING as UNKNOWN
 from services.allocator.domain.model import NodeState
 from services.allocator.domain.state import ClusterState
-
-UNKNOWN = "Unknown"
+from services.allocator.domain.validation import check_name
 
 
 def _invalid(intent: RegisterNode, field: str, value: str, reason: str, now: datetime) -> list[ev.AnyEvent]:
@@ -29,6 +29,9 @@ def _check(state: ClusterState, intent: RegisterNode, now: datetime) -> list[ev.
     if not intent.node or not intent.pool:
         field = "node" if not intent.node else "pool"
         return _invalid(intent, field, "", f"{field} must not be empty", now)
+    bad_pool = check_name("pool", intent.pool, field="pool")
+    if bad_pool:
+        return _invalid(intent, *bad_pool, now)
     seen: set[str] = set()
     for i, gpu in enumerate(intent.gpus):
         owner = state.gpus.get(gpu.name)

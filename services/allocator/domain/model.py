@@ -8,7 +8,9 @@ exceed capacity and a release restores exactly what the grant took.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
+from typing import NamedTuple
 
 import msgspec
 
@@ -17,6 +19,52 @@ from services.allocator.domain.taskclass import TaskClass
 
 GRANTED = "granted"
 QUEUED = "queued"
+
+MISSING = "Unknown"
+"""The phase of a GPU its node's last report left out (domain/inventory.py): it stays, with its
+allocations, but no longer counts in capacity or available (:func:`capacity_totals`)."""
+
+
+class Totals(NamedTuple):
+    """Capacity, charges and available of a set of GPUs (milli-TFLOPS, bytes)."""
+
+    capacity: Resources
+    allocated: Resources
+    available: Resources
+    missing: int
+
+
+def capacity_totals(gpus: Iterable[GpuState]) -> Totals:
+    """The totals of ``gpus`` as the API, ``status``, the dashboard and the pool gauges show them.
+    A GPU discovery no longer reports (phase :data:`MISSING`) counts in neither capacity nor
+    available (TensorFusion internal/gpuallocator/node_capacity.go sums only the GPUs its node
+    still has); the charges of allocations still on it stay in ``allocated`` until they are
+    released. Available is per GPU floored at 0 (capacity may shrink under allocations)."""
+    cap_t = cap_v = used_t = used_v = free_t = free_v = missing = 0
+    for gpu in gpus:
+        used_t += gpu.used_milli_tflops
+        used_v += gpu.used_vram_bytes
+        if gpu.phase == MISSING:
+            missing += 1
+            continue
+        cap_t += gpu.spec.capacity.milli_tflops
+        cap_v += gpu.spec.capacity.vram_bytes
+        free_t += gpu.available_milli_tflops
+        free_v += gpu.available_vram_bytes
+    return Totals(capacity=Resources(milli_tflops=cap_t, vram_bytes=cap_v),
+                  allocated=Resources(milli_tflops=used_t, vram_bytes=used_v),
+                  available=Resources(milli_tflops=free_t, vram_bytes=free_v), missing=missing)
+
+
+def device_order(spec: GpuSpec) -> tuple[int, str]:
+    """The tie-break between GPUs of equal score: the device index discovery reports (NVML order),
+    then the name. Without an index, the number the name ends in stands for it (``gpu-2`` before
+    ``gpu-10``, never the string order ``gpu-0, gpu-1, gpu-10``); a name without one counts as 0.
+    Every strategy and the ReferenceScheduler tie by this key (docs/allocation.md)."""
+    if spec.index is not None:
+        return spec.index, spec.name
+    digits = len(spec.name) - len(spec.name.rstrip("0123456789"))
+    return (int(spec.name[-digits:]) if digits else 0), spec.name
 
 
 class GpuState(msgspec.Struct, kw_only=True):

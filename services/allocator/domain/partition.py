@@ -27,7 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
-from events.quantity import format_bytes, format_milli
+from events.bounds import MAX_PARTITION_SLOTS
+from events.quantity import format_bytes, tflops_text
 from events.values import AllocationSpec, Partition, QuotaSpec, Resources
 from services.allocator.domain.model import GpuState, QuotaUsage
 from services.allocator.domain.need import Need
@@ -79,7 +80,7 @@ def judge(family: MigFamily, profile: MigProfile, capacity: Resources, need: Nee
     size = charge(family, profile, capacity)
     tflops, vram = wanted(need, capacity)
     if size.milli_tflops < tflops:
-        too_small = f"{format_milli(size.milli_tflops)} < {format_milli(tflops)} TFLOPS asked"
+        too_small = f"{tflops_text(size.milli_tflops)} < {tflops_text(tflops)} asked"
         return Option(profile, size, None, 0.0, f"{profile.name}: {too_small}")
     if size.vram_bytes < vram:
         too_small = f"{_vram_text(size.vram_bytes)} < {_vram_text(vram)} VRAM asked"
@@ -169,10 +170,21 @@ def chosen(need: Need, family: MigFamily, capacity: Resources) -> Option | str:
     return found  # type: ignore[return-value]
 
 
+class OutOfContract(ValueError):
+    """A placement whose event would break the message contract (``field``/``value`` name it): the
+    template table holds a value the contract's bounds refuse. ``decide`` answers the intent with
+    IntentRejected instead of appending an event that could not be replayed."""
+
+    def __init__(self, message: str, *, field: str, value: str) -> None:
+        super().__init__(message)
+        self.field, self.value = field, value
+
+
 def place(gpu: GpuState, need: Need, table: TemplateTable) -> tuple[Resources, Partition]:
     """The charge and partition of ``need`` on ``gpu``, which the partition filter admitted.
 
-    Raises ValueError when it cannot be placed (the filter and this disagree: a bug)."""
+    Raises ValueError when it cannot be placed (the filter and this disagree: a bug), OutOfContract
+    when the template's profile id is outside the contract's bound."""
     family = support(gpu, table)
     if isinstance(family, str):
         raise ValueError(family)
@@ -183,6 +195,10 @@ def place(gpu: GpuState, need: Need, table: TemplateTable) -> tuple[Resources, P
     start = start_for(option.profile, gpu.partitions.values())
     assert start is not None
     profile = option.profile
+    if not 0 <= profile.nvml_profile_id <= MAX_PARTITION_SLOTS:  # the event could never be read back
+        raise OutOfContract(f"template {profile.name} has nvml_profile_id {profile.nvml_profile_id}, above the "
+                            f"event contract's bound of {MAX_PARTITION_SLOTS} for Partition.profile_id",
+                            field="profile_id", value=str(profile.nvml_profile_id))
     return option.charge, Partition(template=profile.name, profile_id=profile.nvml_profile_id, start=start,
                                     end=start + profile.memory_slices)
 

@@ -62,9 +62,11 @@ def preemption_plan(state: ClusterState, spec: AllocationSpec, now: datetime, sc
     return find(state, spec, now, scheduler)
 
 
-def explained(reason: str, no_plan: NoPlan) -> str:
-    """A queued request's reason with why preemption did not help, when lower-priority work was
-    there to consider (codes ``candidates`` and ``fit``); unchanged otherwise."""
-    if no_plan.code in ("candidates", "fit"):
+def explained(reason: str, no_plan: NoPlan, *, blocked_by: str) -> str:
+    """A queued request's reason with why preemption did not help, when nodes were the block
+    (``blocked_by`` is the Blocked code ``capacity``; a ``quota`` block is about the namespace, and
+    the note, which is about nodes, would mislead) and lower-priority work was there to consider
+    (codes ``candidates`` and ``fit``); unchanged otherwise."""
+    if blocked_by == "capacity" and no_plan.code in ("candidates", "fit"):
         return f"{reason}; no preemption: {no_plan.reason}"
     return reason

@@ -5,14 +5,17 @@ Usage is Σ over granted allocations of request×count and limit×count, in exac
 Checks run single caps first (per-GPU values; 0 or None = no cap; failing them can never be
 fixed by waiting) then totals (``usage + add > bound`` fails; equality passes). TensorFusion's
 holes are closed: exact milli arithmetic instead of rounding each operand up, percent requests
-count against TFLOPS totals, and an omitted dimension is unbounded rather than 0.
+count against TFLOPS totals, and an omitted dimension is unbounded rather than 0. A refusal names
+what is in use, what is asked and the bound, in TFLOPS / GiB / workers (TensorFusion's message
+gives only the request and the bound, in raw quantities).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
-from events.quantity import format_bytes, format_milli
+from events.quantity import share_text, tflops_text, vram_text
 from events.values import QuotaAmount, QuotaSpec, Resources
 from services.allocator.domain.model import QuotaUsage
 
@@ -26,7 +29,20 @@ class QuotaBlock(NamedTuple):
 
 
 def _message(ns: str, dimension: str, requested: str, limit: str) -> str:
-    return f"quota exceeded in namespace {ns} for {dimension}: requested {requested}, limit {limit}"
+    """A per-workload cap: ``... requested 30 TFLOPS per GPU, above the cap of 20 TFLOPS``."""
+    return f"quota exceeded in namespace {ns} for {dimension}: requested {requested}, above the cap of {limit}"
+
+
+def _total_message(ns: str, dimension: str, *, used: int, add: int, bound: int, text: Callable[[int], str]) -> str:
+    """A namespace total: ``... 10 TFLOPS in use + 10 TFLOPS requested = 20 TFLOPS, above the
+    limit of 15 TFLOPS (133.3 % of it)``; ``text`` renders the unit (TFLOPS, GiB, workers)."""
+    share = share_text(used + add, bound)
+    return (f"quota exceeded in namespace {ns} for {dimension}: {text(used)} in use + {text(add)} requested = "
+            f"{text(used + add)}, above the limit of {text(bound)}" + (f" ({share} of it)" if share else ""))
+
+
+def _workers(count: int) -> str:
+    return f"{count} worker{'s' if count != 1 else ''}"
 
 
 def usage_of(*, request_tflops: int, request_vram: int, limit_tflops: int, limit_vram: int) -> QuotaUsage:
@@ -50,15 +66,15 @@ def check_single(
             continue
         if cap.milli_tflops and amount.milli_tflops > cap.milli_tflops:
             dim = f"single.max.tflops.{side}"
-            text = _message(ns, dim, format_milli(amount.milli_tflops), format_milli(cap.milli_tflops))
+            text = _message(ns, dim, f"{tflops_text(amount.milli_tflops)} per GPU", tflops_text(cap.milli_tflops))
             return QuotaBlock(dim, text, False)
         if cap.vram_bytes and amount.vram_bytes > cap.vram_bytes:
             dim = f"single.max.vram.{side}"
-            text = _message(ns, dim, format_bytes(amount.vram_bytes), format_bytes(cap.vram_bytes))
+            text = _message(ns, dim, f"{vram_text(amount.vram_bytes)} per GPU", vram_text(cap.vram_bytes))
             return QuotaBlock(dim, text, False)
     if spec.max_gpu_count and count > spec.max_gpu_count:
         return QuotaBlock("single.max.gpuCount.limit", _message(
-            ns, "single.max.gpuCount.limit", str(count), str(spec.max_gpu_count)), False)
+            ns, "single.max.gpuCount.limit", f"{count} GPUs", f"{spec.max_gpu_count} GPUs"), False)
     return None
 
 
@@ -69,10 +85,12 @@ def _check_amount(
         return None
     if bound.milli_tflops is not None and used[0] + add[0] > bound.milli_tflops:
         dim = f"total.max.tflops.{side}"
-        return QuotaBlock(dim, _message(ns, dim, format_milli(add[0]), format_milli(bound.milli_tflops)), True)
+        return QuotaBlock(dim, _total_message(ns, dim, used=used[0], add=add[0], bound=bound.milli_tflops,
+                                              text=tflops_text), True)
     if bound.vram_bytes is not None and used[1] + add[1] > bound.vram_bytes:
         dim = f"total.max.vram.{side}"
-        return QuotaBlock(dim, _message(ns, dim, format_bytes(add[1]), format_bytes(bound.vram_bytes)), True)
+        return QuotaBlock(dim, _total_message(ns, dim, used=used[1], add=add[1], bound=bound.vram_bytes,
+                                              text=vram_text), True)
     return None
 
 
@@ -91,7 +109,8 @@ def check_totals(spec: QuotaSpec, ns: str, *, usage: QuotaUsage, add: QuotaUsage
         return block
     if spec.max_workers is not None and add.workers and usage.workers + add.workers > spec.max_workers:
         dim = "total.max.workers.limit"
-        return QuotaBlock(dim, _message(ns, dim, str(add.workers), str(spec.max_workers)), True)
+        return QuotaBlock(dim, _total_message(ns, dim, used=usage.workers, add=add.workers, bound=spec.max_workers,
+                                              text=_workers), True)
     return None
 
 

@@ -15,6 +15,7 @@ import msgspec
 
 from events import decisions as ev
 from events.intents import ResizeAllocation
+from events.quantity import tflops_text, vram_text
 from events.values import AllocationSpec, QuotaSpec, Resources
 from services.allocator.domain.model import AllocationState, GpuState, QuotaUsage
 from services.allocator.domain.placement import charge_on, single_caps_on, usage_on
@@ -80,7 +81,9 @@ def decide_resize(state: ClusterState, intent: ResizeAllocation, now: datetime) 
         if charge.milli_tflops > room[0] or charge.vram_bytes > room[1]:
             return [_rejected(intent, allocation, now, code="capacity", max_request=max_request,
                               reason=f"the new size does not fit on GPU {gpu.spec.name}: it has room for "
-                                     f"{room[0]} milli-TFLOPS and {room[1]} bytes of VRAM")]
+                                     f"{tflops_text(room[0])} and {vram_text(room[1])} of VRAM; "
+                                     f"{tflops_text(charge.milli_tflops)} and {vram_text(charge.vram_bytes)} "
+                                     "asked")]
     if quota is not None:
         block = _quota_block(quota, spec, gpus, others)
         if block is not None:

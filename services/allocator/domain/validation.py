@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import math
 
+from events import names
+from events.quantity import percent_text, tflops_text, vram_text
 from events.values import (
     ISOLATION_MODES,
     ISOLATION_POLICIES,
@@ -29,13 +31,15 @@ Problem = tuple[str, str, str]
 
 def check_resources(res: Resources, field: str) -> Problem | None:
     """Non-negative amounts, a percent within 0-100 %, never TFLOPS and percent together."""
-    for name in ("milli_tflops", "vram_bytes", "compute_milli_percent"):
+    for name, text in (("milli_tflops", tflops_text), ("vram_bytes", vram_text),
+                       ("compute_milli_percent", percent_text)):
         value = getattr(res, name)
         if value < 0:
-            return f"{field}.{name}", str(value), f"{field}.{name} must not be negative, got {value}"
+            return f"{field}.{name}", str(value), f"{field}.{name} must not be negative, got {text(value)}"
     if res.compute_milli_percent > PERCENT_SCALE:
         value = str(res.compute_milli_percent)
-        return f"{field}.compute_milli_percent", value, f"{field} compute percent above 100 % ({value} milli-percent)"
+        shown = percent_text(res.compute_milli_percent)
+        return f"{field}.compute_milli_percent", value, f"{field} compute percent {shown} is above 100 %"
     if res.milli_tflops and res.compute_milli_percent:
         return field, "tflops+percent", f"{field} sets both TFLOPS and compute percent; they are mutually exclusive"
     return None
@@ -46,19 +50,35 @@ def check_request_limit(request: Resources, limit: Resources) -> Problem | None:
     problem = check_resources(request, "request") or check_resources(limit, "limit")
     if problem:
         return problem
-    for name in ("milli_tflops", "vram_bytes", "compute_milli_percent"):
+    for name, what, text in (("milli_tflops", "TFLOPS", tflops_text), ("vram_bytes", "VRAM", vram_text),
+                             ("compute_milli_percent", "compute percent", percent_text)):
         req, lim = getattr(request, name), getattr(limit, name)
         if lim and req > lim:
-            return f"request.{name}", str(req), f"request.{name} {req} is above limit.{name} {lim}"
+            return f"request.{name}", str(req), (
+                f"the {what} request ({text(req)} per GPU) is above its limit ({text(lim)}); give a limit of at "
+                f"least {text(req)} with it")
     return None
 
 
+def check_name(kind: names.NameKind, text: str, *, field: str) -> Problem | None:
+    """A namespace, pod or pool name Kubernetes would refuse (:mod:`events.names`, RFC 1123), for
+    intents from producers that did not check it (the Pod parser and the HTTP API do)."""
+    message = names.problem(kind, text, field=field)
+    return None if message is None else (field, text, message)
+
+
 def check_spec(spec: AllocationSpec) -> Problem | None:
-    """Everything RequestAllocation needs to be decidable (identity, count, QoS, isolation, amounts;
-    a partition template only with isolation ``partitioned``)."""
+    """Everything RequestAllocation needs to be decidable (identity, Kubernetes names of namespace,
+    pool and pod, count, QoS, isolation, amounts; a partition template only with isolation
+    ``partitioned``)."""
     for name in ("allocation_id", "namespace", "pool"):
         if not getattr(spec, name):
             return f"spec.{name}", "", f"spec.{name} must not be empty"
+    problem = (check_name("namespace", spec.namespace, field="spec.namespace")
+               or check_name("pool", spec.pool, field="spec.pool")
+               or (check_name("pod", spec.pod, field="spec.pod") if spec.pod else None))
+    if problem:
+        return problem
     if not 1 <= spec.gpu_count <= MAX_GPUS_PER_ALLOCATION:
         return "spec.gpu_count", str(spec.gpu_count), (
             f"gpu count {spec.gpu_count} out of range [1, {MAX_GPUS_PER_ALLOCATION}]")

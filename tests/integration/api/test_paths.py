@@ -46,8 +46,8 @@ async def test_a_resize_keeps_the_dimensions_it_leaves_out(api: Api) -> None:
     assert status == 200 and resized["type"] == "allocation_resized", resized
     _, found = await api.get("/api/v1/allocations/team-a/p1")
     assert found["request"] == {"tflops": "5", "vram": "4Gi"}, found  # was 0 VRAM: the omitted field zeroed it
-    assert found["limit"] == {"tflops": "5", "vram": "4Gi"}  # limit still defaults to the request
+    assert found["limit"] == {"tflops": "0", "vram": "0"}  # the limit left out is kept (unset), not the request
     status, _ = await api.send("POST", "/api/v1/allocations/team-a/p1/resize",
                                {"request": {"vram": "2Gi"}, "limit": {"tflops": "8"}})
     _, found = await api.get("/api/v1/allocations/team-a/p1")
-    assert found["request"] == {"tflops": "5", "vram": "2Gi"} and found["limit"] == {"tflops": "8", "vram": "4Gi"}
+    assert found["request"] == {"tflops": "5", "vram": "2Gi"} and found["limit"] == {"tflops": "8", "vram": "0"}

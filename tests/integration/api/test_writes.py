@@ -9,6 +9,7 @@ import aiohttp
 import pytest
 import yaml
 
+from events import decisions
 from tests.integration.service.factory import register_node
 from tests.integration.service.harness import start_replica, until
 
@@ -55,11 +56,12 @@ async def test_release_frees_and_a_second_release_is_refused(api: Api) -> None:
     _, after = await api.get(f"/api/v1/allocations/{quote(queued['allocation_id'], safe='')}")
     assert after["status"] == "granted"  # the release let the queued one in
     status, again = await api.send("DELETE", f"/api/v1/allocations/{quote(granted['allocation_id'], safe='')}")
-    assert status == 404 and again["type"] == "intent_rejected" and again["field"] == "id"  # still decided
-    assert again["position"] and again["error"].startswith("allocation 'team-a/p1' is not live: released at ")
+    assert status == 404 and again["field"] == "id" and again["ended"]["status"] == "released"
+    assert again["error"].startswith("allocation 'team-a/p1' is not live: released at ")
     assert again["error"].endswith("(released GPUs n1-gpu0 on n1: released through the HTTP API)"), again
     status, unknown = await api.send("DELETE", "/api/v1/allocations/nobody")
-    assert status == 404 and "no allocation has this id" in unknown["error"] and unknown["position"]
+    assert status == 404 and "no allocation has this id" in unknown["error"] and unknown["ended"] is None
+    assert await _rejections(api) == []  # refused from the projection: nothing was published
 
 
 async def test_a_resize_answers_like_a_release_when_not_live_and_409_while_queued(api: Api) -> None:
@@ -67,16 +69,17 @@ async def test_a_resize_answers_like_a_release_when_not_live_and_409_while_queue
     await api.send("POST", "/api/v1/allocations", pod("p1", tflops="60"))
     await api.send("POST", "/api/v1/allocations", pod("p2", tflops="60"))
     status, body = await api.send("POST", "/api/v1/allocations/team-a/p2/resize", {"request": {"tflops": "5"}})
-    assert status == 409 and body["type"] == "resize_rejected" and body["field"] == "id", body
+    assert status == 409 and body["field"] == "id" and "is queued, not granted" in body["error"], body
     status, body = await api.send("POST", "/api/v1/allocations/nobody/resize", {"request": {"tflops": "5"}})
-    assert status == 404 and body["type"] == "resize_rejected" and body["position"], body
+    assert status == 404 and body["field"] == "id" and body["ended"] is None, body
     assert body["error"] == "allocation 'nobody' is not live (no allocation has this id)"
     await api.send("DELETE", "/api/v1/allocations/team-a/p1")
     status, body = await api.send("POST", "/api/v1/allocations/team-a/p1/resize", {"request": {"tflops": "5"}})
     assert status == 404 and "is not live: released at " in body["error"], body
     status, body = await api.send("POST", "/api/v1/allocations/team-a/p2/resize",
                                   {"request": {"tflops": "9"}, "limit": {"tflops": "5"}})
-    assert status == 400 and body["type"] == "resize_rejected" and body["field"] == "request", body
+    assert status == 400 and body["field"] == "request", body
+    assert await _rejections(api) == []
 
 
 async def test_resize_changes_the_request_and_bad_quantities_are_400(api: Api) -> None:
@@ -89,6 +92,7 @@ async def test_resize_changes_the_request_and_bad_quantities_are_400(api: Api) -
     assert gpus["items"][0]["available"]["tflops"] == "60"
     status, too_big = await api.send("POST", path, {"request": {"tflops": "400", "vram": "2Gi"}})
     assert status == 200 and too_big["type"] == "resize_rejected" and too_big["reason"]
+    assert too_big["max_request"]["tflops"] == "100" and too_big["remain"]["tflops"] == "60", too_big
     for body, field in (({"request": {"tflops": "1e999999999"}}, "request.tflops"),
                         ({"request": {"tflops": "-1"}}, "request.tflops"), ({"request": "x"}, "request"),
                         ({"request": {"tflops": "1", "gpus": 2}}, "request.gpus"), ({"extra": 1}, "body.extra")):
@@ -120,7 +124,7 @@ async def test_quota_set_list_remove_and_pool_configure(api: Api) -> None:
     _, pools = await api.get("/api/v1/pools")
     assert pools["items"][0]["config"]["placement"] == "low-load-first" and pools["items"][0]["configured"]
     status, bad = await api.send("PUT", "/api/v1/pools/default", {"placement": "fastest"})
-    assert status == 400 and bad["type"] == "intent_rejected" and bad["field"] == "config.placement"
+    assert status == 400 and bad["field"] == "placement" and "best-fit" in bad["error"], bad
     status, bad = await api.send("PUT", "/api/v1/pools/default", {"vram_weight": 1e308})
     assert status == 400 and bad["field"] == "vram_weight"
     settings = {"isolation_policy": "dynamic", "topology": "hard", "max_topology_tier": 1}
@@ -129,6 +133,48 @@ async def test_quota_set_list_remove_and_pool_configure(api: Api) -> None:
     assert settings.items() <= (await api.get("/api/v1/pools"))[1]["items"][0]["config"].items()
     status, bad = await api.send("PUT", "/api/v1/pools/default", {"topology": "strict"})
     assert status == 400 and bad["field"] == "topology"
+
+
+async def _rejections(api: Api) -> list[decisions.IntentRejected]:
+    """Every intent_rejected in the permanent log."""
+    return [stored.event async for stored in api.replica.allocator.store.read()
+            if isinstance(stored.event, decisions.IntentRejected)]
+
+
+async def test_refusals_the_projection_shows_write_nothing_into_the_log(api: Api) -> None:
+    await api.publish(register_node("n1", gpus=1))
+    for method, path, body, status, field in (
+            ("DELETE", "/api/v1/allocations/never", None, 404, "id"),
+            ("POST", "/api/v1/allocations/never/resize", {"request": {"tflops": "1"}}, 404, "id"),
+            ("PUT", "/api/v1/pools/default", {"placement": "fastest"}, 400, "placement"),
+            ("DELETE", "/api/v1/quotas/team-z", None, 404, "namespace"),
+            ("DELETE", "/api/v1/pools/nosuch", None, 404, "pool"),
+            ("DELETE", "/api/v1/pools/default", None, 409, "pool")):
+        answer_status, answer = await api.send(method, path, body)
+        assert (answer_status, answer["field"]) == (status, field), (method, path, answer)
+    assert await _rejections(api) == []
+
+
+async def test_a_typo_pool_is_removed_and_a_pool_with_nodes_is_not(api: Api) -> None:
+    await api.publish(register_node("n1", gpus=1))
+    status, configured = await api.send("PUT", "/api/v1/pools/defualt", {"placement": "best-fit"})
+    assert status == 200 and configured["type"] == "pool_configured"
+    assert [p["name"] for p in (await api.get("/api/v1/pools"))[1]["items"]] == ["default", "defualt"]
+    status, removed = await api.send("DELETE", "/api/v1/pools/defualt")
+    assert status == 200 and removed["type"] == "pool_removed", removed
+    assert [p["name"] for p in (await api.get("/api/v1/pools"))[1]["items"]] == ["default"]
+    status, held = await api.send("DELETE", "/api/v1/pools/default")
+    assert status == 409 and "n1" in held["error"] and "remove the nodes first" in held["error"], held
+
+
+async def test_racing_duplicate_submits_answer_existing(api: Api) -> None:
+    await api.publish(register_node("n1", gpus=1))
+    answers = await asyncio.gather(*(api.send("POST", "/api/v1/allocations", pod("racer")) for _ in range(40)))
+    assert {status for status, _ in answers} == {200}, answers
+    kinds = sorted(body["type"] for _, body in answers)
+    assert kinds == ["allocation_granted"] + ["existing"] * 39, kinds
+    assert len((await api.get("/api/v1/allocations", pod="racer"))[1]["items"]) == 1
+    assert await _rejections(api) == []
 
 
 async def test_wait_zero_answers_202_and_the_intent_is_still_decided(api: Api) -> None:

@@ -6,6 +6,7 @@ and leaves the default pool alone."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli.upstack import CLI, ENV, ROOT, UpStack, as_json, gpuledger
+from tests.integration.cli.upstack import CLI, ENV, ROOT, UpStack, as_json, default_sigint, gpuledger
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +40,8 @@ def stack() -> Iterator[Path]:
     """A running ``gpuledger up --inventory`` (3 GPUs); yields its data dir."""
     root = Path(tempfile.mkdtemp(prefix="gpuledger-verbs-"))
     (root / "nodes.csv").write_text(INVENTORY)
-    up = UpStack(root, "--data-dir", str(root / "stack"), "--inventory", str(root / "nodes.csv"), log=root / "up.log")
+    up = UpStack(root, "--data-dir", str(root / "stack"), "--inventory", str(root / "nodes.csv"), "--json",
+                 log=root / "up.log")
     try:
         up.wait_up()
         yield root / "stack"
@@ -130,9 +132,23 @@ def test_pools_and_nodes(stack: Path) -> None:
         "node-compact-gpu-low-load", "dynamic", "hard", 1)
     assert cli(stack, "pool", "configure", "default", "--isolation-policy", "static", "--topology", "soft",
                "--max-topology-tier", "3").returncode == 0  # the module's stack is shared: back to the defaults
-    typo = cli(stack, "pool", "configure", "defualt", "--max-workers-per-node", "3")
-    assert typo.returncode == 0 and "pool 'defualt' has no nodes yet (pools with nodes: default)" in typo.stderr
+    typo = cli(stack, "pool", "configure", "defualt", "--max-workers-per-node", "3", "--json")
+    assert typo.returncode == 2 and as_json(typo)["field"] == "pool", typo.stdout
+    assert "unknown pool 'defualt'; known pools: default (pass --create" in as_json(typo)["error"]
+    created = cli(stack, "pool", "configure", "defualt", "--max-workers-per-node", "3", "--create")
+    assert created.returncode == 0 and "pool 'defualt' has no nodes yet (pools with nodes: default)" in created.stderr
     assert "no nodes yet" not in cli(stack, "pool", "configure", "default", "--max-workers-per-node", "0").stderr
+    assert cli(stack, "pool", "remove", "defualt").returncode == 0
+    assert [p["name"] for p in as_json(cli(stack, "pool", "list", "--json"))] == ["default"]
+    held = cli(stack, "pool", "remove", "default", "--json")
+    assert held.returncode == 2 and "node-a, node-b" in as_json(held)["error"], held.stdout
+    for args, field, known in ((("nodes", "--phase", "Running"), "phase", "Ready, Unschedulable, Lost"),
+                               (("nodes", "--pool", "nosuch"), "pool", "known pools: default"),
+                               (("queue", "--pool", "nosuch"), "pool", "known pools: default")):
+        refused = cli(stack, *args, "--json")
+        assert refused.returncode == 2 and as_json(refused)["field"] == field, refused.stdout
+        assert known in as_json(refused)["error"]
+    assert len(as_json(cli(stack, "nodes", "--phase", "Ready", "--json"))) == 2
     nodes = as_json(cli(stack, "nodes", "--json"))
     assert [n["name"] for n in nodes] == ["node-a", "node-b"]
     node = as_json(cli(stack, "nodes", "show", "node-a", "--json"))
@@ -146,7 +162,8 @@ def test_events_last_and_follow(stack: Path) -> None:
     assert past.returncode == 0
     assert {json.loads(line)["node"] for line in past.stdout.splitlines()} >= {"node-a", "node-b"}
     follow = subprocess.Popen([*CLI, "events", "--follow", "--last", "0", "--pod", "watched", "--data-dir", str(stack)],
-                              env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              preexec_fn=default_sigint)
     try:
         time.sleep(3)  # the subscription is in place
         assert cli(stack, "submit", pod(stack, "watched")).returncode == 0
@@ -165,7 +182,7 @@ def test_interrupted_trace_replay_releases_and_leaves_the_default_pool(stack: Pa
     nodes.write_text("\n".join((ROOT / "data/openb/openb_node_list_gpu_node.csv").read_text().splitlines()[:21]))
     replay = subprocess.Popen([*CLI, "trace", "replay", "--nodes", str(nodes), "--limit", "2000", "--duration", "120",
                                "--data-dir", str(stack)], env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True)
+                              text=True, preexec_fn=default_sigint)
     try:
         deadline = time.monotonic() + 120
         while True:
@@ -177,11 +194,11 @@ def test_interrupted_trace_replay_releases_and_leaves_the_default_pool(stack: Pa
     finally:
         replay.send_signal(signal.SIGINT)
         out, _ = replay.communicate(timeout=120)
-    assert replay.returncode == 1 and "interrupted" in out, out
+    assert replay.returncode == 130 and "interrupted" in out and "removed its 20 nodes" in out, out
     after = as_json(cli(stack, "status", "--json"))
     pools = {p["name"]: p for p in after["pools"]}
-    assert pools["trace"]["allocations"] == {"granted": 0, "queued": 0}
-    assert pools["trace"]["nodes"] == 20
+    assert "trace" not in pools  # its nodes were removed again: the totals are what they were
+    assert after["nodes_by_phase"] == before["nodes_by_phase"] and after["gpus_by_phase"] == before["gpus_by_phase"]
     default_before = next(p for p in before["pools"] if p["name"] == "default")
     assert pools["default"] == default_before
     nodes_now = as_json(cli(stack, "nodes", "--pool", "default", "--json"))
@@ -249,3 +266,25 @@ def test_simulate_and_submit_show_the_preemption(stack: Path) -> None:
     finally:
         for name in files:
             cli(stack, "release", f"team-p/{name}")
+
+
+def test_up_json_prints_one_line_with_the_urls(stack: Path) -> None:
+    lines = [json.loads(line) for line in (stack.parent / "up.log").read_text().splitlines()
+             if line.startswith('{"status": "up"')]
+    assert len(lines) == 1, lines
+    (up,) = lines
+    assert up["allocator"].startswith("http://127.0.0.1:") and up["endpoints"] == str(stack / "endpoints.json")
+    assert ":***@" in up["nats"] or "***" in up["database"]  # passwords are redacted
+
+
+def test_an_answer_into_a_closed_pipe_exits_141(stack: Path) -> None:
+    """``gpuledger submit ... | head -1``: the reader left before the answer was printed."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([*CLI, "submit", pod(stack, "piped"), "--data-dir", str(stack)], stdout=write,
+                              stderr=subprocess.PIPE, env=ENV, timeout=120, check=False, preexec_fn=default_sigint)
+    finally:
+        os.close(write)
+    assert done.returncode == 141 and b"Traceback" not in done.stderr, done.stderr
+    assert cli(stack, "release", "team-a/piped").returncode == 0  # it was granted all the same

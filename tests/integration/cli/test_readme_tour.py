@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli.upstack import CLI, ENV, ROOT, UpStack
+from tests.integration.cli.upstack import CLI, ENV, ROOT, UpStack, default_sigint
 
 pytestmark = pytest.mark.integration
 
@@ -72,7 +72,7 @@ def test_readme_tour_runs_as_written(workdir: Path) -> None:
         stack.wait_up()
         for snippet, expected in tour_commands((ROOT / "README.md").read_text()):
             done = subprocess.run(["bash", "-c", snippet], cwd=workdir, env=env, capture_output=True, text=True,
-                                  timeout=300, check=False)
+                                  timeout=300, check=False, preexec_fn=default_sigint)
             assert done.returncode == expected, f"{snippet}\n-> exit {done.returncode}\n{done.stdout}{done.stderr}"
         second = subprocess.run(["bash", "-c", "gpuledger up"], cwd=workdir, env=env, capture_output=True,
                                 text=True, timeout=60, check=False)

@@ -20,6 +20,13 @@ CLI = [sys.executable, "-c", "from services.cli.main import run; run()"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
 
 
+def default_sigint() -> None:
+    """``preexec_fn`` of every child the CLI tests start: SIGINT back to its default. A shell
+    starts a background job (``pytest ... &``) with SIGINT ignored, and an ignored signal stays
+    ignored across exec, so without this the Ctrl-C tests' SIGINT would never reach the child."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class UpStack:
     """``gpuledger up [args]`` run in ``cwd``; its output goes to ``log``."""
 
@@ -27,7 +34,7 @@ class UpStack:
         self.cwd, self.log = cwd, log
         self._out = log.open("ab")
         self.process = subprocess.Popen([*CLI, "up", *args], cwd=cwd, env=ENV, stdout=self._out,
-                                        stderr=subprocess.STDOUT)
+                                        stderr=subprocess.STDOUT, preexec_fn=default_sigint)
 
     def wait_up(self, timeout_s: float = 240) -> None:
         """Wait for ``gpuledger is up``; AssertionError with the log's tail when it ends or times out."""
@@ -49,7 +56,7 @@ class UpStack:
 def gpuledger(*args: str, cwd: Path | None = None, timeout_s: float = 180) -> subprocess.CompletedProcess[str]:
     """Run one ``gpuledger`` command to its end."""
     return subprocess.run([*CLI, *args], cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout_s,
-                          check=False)
+                          check=False, preexec_fn=default_sigint)
 
 
 def as_json(done: subprocess.CompletedProcess[str]) -> Any:

@@ -124,3 +124,23 @@ def test_bad_input_exits_2_and_no_stack_exits_1(monkeypatch: pytest.MonkeyPatch,
     assert (code, out["field"]) == (2, "since")  # type: ignore[call-overload]
     code, out = _invoke("replay", "--json", "--database-url", "mysql://x/y")
     assert (code, out["field"]) == (2, "database_url")  # type: ignore[call-overload]
+
+
+def test_work_interrupted_by_ctrl_c_is_never_reported_even_if_it_swallowed_the_cancel(database_url: str) -> None:
+    """``replay --verify`` printed "ok" and then exited 130: the verification had swallowed the
+    cancellation of Ctrl-C and returned. with_pool raises KeyboardInterrupt (exit 130) instead."""
+    import contextlib
+    import os
+    import signal
+
+    from services.cli.log_commands import with_pool
+
+    async def swallowing(pool: object) -> str:
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(3):
+            with contextlib.suppress(asyncio.CancelledError):  # work that ignores its cancellation (the cause)
+                await asyncio.sleep(0.5)
+        return "ok"
+
+    with pytest.raises(KeyboardInterrupt):
+        with_pool(database_url, swallowing)

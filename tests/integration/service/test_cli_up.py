@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from tests.integration.cli.upstack import default_sigint
+
 pytestmark = pytest.mark.integration
 
 CLI = [sys.executable, "-c", "from services.cli.main import run; run()"]
@@ -47,7 +49,7 @@ class Stack:
         self.log = log
         self._out = log.open("ab")
         self.process = subprocess.Popen([*CLI, "up", "--data-dir", str(data_dir), "--inventory", str(inventory)],
-                                        stdout=self._out, stderr=subprocess.STDOUT)
+                                        stdout=self._out, stderr=subprocess.STDOUT, preexec_fn=default_sigint)
 
     def wait_up(self, timeout_s: float = 120) -> None:
         deadline = time.monotonic() + timeout_s

@@ -27,12 +27,16 @@ async def test_replay_of_a_small_slice(nats_url: str, database_url: str) -> None
         span = max(p.deleted or p.created or 0 for p in pods) - min(p.created or 0 for p in pods)
         report = await replay_trace(nodes, pods, nats_url=nats_url, database_url=database_url,
                                     speedup=span / 3, timeout_s=60)
+        state = replica.allocator.state  # the replay removed its nodes again: its pool left the totals
+        await until(lambda: "trace" not in state.pool_nodes and not state.nodes, what="the replay's nodes removed")
+        assert not [a for a in state.allocations.values() if a.spec.pool == "trace"]
     finally:
         await replica.stop()
     assert report.problems == []
     assert report.verified
     assert report.decided == report.intents
     assert report.multiple_outcomes == 0
+    assert report.removed_nodes == len(nodes)
     assert sum(report.final_states.values()) == len(pods)
     assert "none" not in report.final_states
     assert report.latency_ms["n"] == report.intents

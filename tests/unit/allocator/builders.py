@@ -34,7 +34,8 @@ def a_request(uid: str, tflops: float = 0, vram: int = 0, *, count: int = 1, poo
               ns: str = "default", limit: Resources | None = None, percent: float = 0, **kw: object) -> AllocationSpec:
     """An allocation spec with request = limit unless ``limit`` is given."""
     request = res(tflops, vram, percent=percent)
-    return AllocationSpec(allocation_id=uid, namespace=ns, pod=uid, pool=pool, request=request,
+    kw.setdefault("pod", uid)
+    return AllocationSpec(allocation_id=uid, namespace=ns, pool=pool, request=request,
                           limit=request if limit is None else limit, gpu_count=count, **kw)  # type: ignore[arg-type]
 
 

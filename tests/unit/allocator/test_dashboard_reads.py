@@ -123,7 +123,7 @@ async def test_an_allocation_life_from_the_log_in_order() -> None:
                                        "allocation_released"]
     assert [s.position for s in steps] == sorted(s.position for s in steps)
     assert "0/1 GPUs fit in pool q" in steps[0].text and "(from the queue)" in steps[1].text
-    assert steps[1].node == "m1" and "request 40 TFLOPS, 4Gi VRAM" in steps[2].text
+    assert steps[1].node == "m1" and "request 40 TFLOPS, 4 GiB VRAM" in steps[2].text
     assert [s.type for s in lives.steps(await lives.events_of(store, "fill"))] == [
         "allocation_granted", "allocation_released"]
     assert await lives.events_of(store, "nobody") == []

@@ -7,6 +7,7 @@ GPUs are A100 SXM 80GB (7 compute slices, 8 memory slots) of 700 TFLOPS, so one 
 from __future__ import annotations
 
 import msgspec
+import pytest
 
 from events import codec
 from events import decisions as ev
@@ -63,7 +64,7 @@ def test_named_template_too_small_or_unknown_is_rejected_with_the_reason() -> No
     c = mig_cluster()
     small = c.request(part("a", 200, template="1g.10gb"))
     assert isinstance(small, ev.AllocationRejected) and small.code == "unschedulable"
-    assert "named template too small: 1g.10gb: 100 < 200 TFLOPS asked" in small.reason
+    assert "named template too small: 1g.10gb: 100 TFLOPS < 200 TFLOPS asked" in small.reason
     unknown = c.request(part("b", template="9g.1gb"))
     assert isinstance(unknown, ev.AllocationRejected) and "has no template '9g.1gb'" in unknown.reason
 
@@ -247,3 +248,19 @@ def test_a_gang_of_partitioned_members_places_each_partition_once() -> None:
     held = [p for gpu in c.state.gpus.values() for p in gpu.partitions.values()]
     assert sorted((p.template, p.start) for p in held) == [("3g.40gb", 0), ("3g.40gb", 4), ("3g.40gb", 4)]
     assert c.replayed_digest() == digest(c.state)
+
+
+def test_a_template_outside_the_contract_is_an_intent_rejected_not_an_unreplayable_grant(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.allocator.domain.profile import TEMPLATES
+
+    family = TEMPLATES.family_of(MIG)
+    assert family is not None
+    broken = msgspec.structs.replace(family, profiles=tuple(
+        msgspec.structs.replace(p, nvml_profile_id=99) for p in family.profiles))
+    monkeypatch.setattr(TEMPLATES, "_by_model", {**TEMPLATES._by_model, MIG: broken})  # past the table's own check
+    c = mig_cluster()
+    [refused] = c.send(it.RequestAllocation(intent_id="mig-99", spec=part("a", template="1g.10gb")))
+    assert isinstance(refused, ev.IntentRejected) and refused.field == "profile_id" and refused.value == "99", refused
+    assert "a" not in c.state.allocations and c.avail("g0") == (700_000, 80 * Gi)
+    assert codec.decode_event(codec.encode(refused)) == refused  # the log stays replayable

@@ -32,7 +32,8 @@ def test_s16_s20_over_total_quota_is_queued_with_the_dimension_and_nothing_chang
     out = c.request(a_request("p", 60, 600, count=2, ns="test-ns"))
     assert isinstance(out, ev.AllocationQueued) and out.code == "quota"
     assert out.quota_dimension == "total.max.tflops.request"
-    assert out.reason == "quota exceeded in namespace test-ns for total.max.tflops.request: requested 120, limit 100"
+    assert out.reason == ("quota exceeded in namespace test-ns for total.max.tflops.request: 0 TFLOPS in use + "
+                          "120 TFLOPS requested = 120 TFLOPS, above the limit of 100 TFLOPS (120 % of it)")
     assert c.avail("gpu1") == (tf(100), 1000) and "test-ns" not in c.state.usage
 
 
@@ -154,3 +155,30 @@ def test_quota_raised_grants_the_queued_request() -> None:
 def test_s35_invalid_quota_is_rejected_naming_the_field(spec: QuotaSpec, field: str) -> None:
     (out,) = Cluster().quota("ns", spec)
     assert isinstance(out, ev.IntentRejected) and out.field == field
+
+
+def test_a_quota_block_names_usage_request_and_limit_and_carries_no_note_about_nodes() -> None:
+    """Issue 28 item 10: the 10 TFLOPS in use are named, in TFLOPS, and the preemption note (which
+    is about nodes) is left out when the namespace quota, not the nodes, is the block."""
+    c = Cluster()
+    c.node("n1", "p", a_gpu("g1", 100, 80 * Gi))
+    c.quota("ns", a_quota(req=(15, 1000 * Gi)))
+    c.request(a_request("mine", 10, Gi, pool="p", ns="ns", qos="critical"))
+    c.request(a_request("other", 50, Gi, pool="p", ns="default", qos="low"))
+    out = c.request(a_request("hi", 10.5, Gi, pool="p", ns="ns", qos="critical"))
+    assert isinstance(out, ev.AllocationQueued) and out.code == "quota"
+    assert out.reason == ("quota exceeded in namespace ns for total.max.tflops.request: 10 TFLOPS in use + "
+                          "10.5 TFLOPS requested = 20.5 TFLOPS, above the limit of 15 TFLOPS (136.7 % of it)")
+
+
+def test_single_caps_and_vram_totals_are_in_tflops_and_gib() -> None:
+    cap = QuotaSpec(max_requests=QuotaAmount(milli_tflops=tf(20), vram_bytes=None))
+    single = check_single(cap, "ns", request=res(494.5, Gi), limit=res(494.5, Gi), count=1)
+    assert single is not None and "requested 494.5 TFLOPS per GPU, above the cap of 20 TFLOPS" in single.reason
+    total = QuotaSpec(total_requests=QuotaAmount(milli_tflops=None, vram_bytes=8 * Gi))
+    usage = QuotaUsage(requests_vram_bytes=6 * Gi, workers=1)
+    block = check_totals(total, "ns", usage=usage, add=QuotaUsage(requests_vram_bytes=3 * Gi // 2, workers=1))
+    assert block is None
+    block = check_totals(total, "ns", usage=usage, add=QuotaUsage(requests_vram_bytes=5 * Gi // 2, workers=1))
+    assert block is not None and block.reason.endswith(
+        "6 GiB in use + 2.5 GiB requested = 8.5 GiB, above the limit of 8 GiB (106.3 % of it)")

@@ -79,3 +79,19 @@ def test_gpu_choice_within_the_node(placement: str, gpus: tuple[str, ...]) -> No
     c = indexed_cluster(placement)
     out = c.request(a_request("x", 10, 10 * Gi, pool="p", node_affinity=_on("node-b")))
     assert isinstance(out, ev.AllocationGranted) and out.gpus == gpus
+
+
+@pytest.mark.parametrize("placement", ["node-compact-gpu-low-load", "compact-first", "low-load-first", "best-fit",
+                                       "frag-cpu", "fgd"])
+@pytest.mark.parametrize("indexed", [True, False])
+@pytest.mark.parametrize("reference", [False, True])
+def test_equal_gpus_tie_by_index_not_by_name_as_a_string(placement: str, indexed: bool, reference: bool) -> None:
+    """Issue 28 item 14: 12 idle GPUs, a 3-GPU request takes gpu-0, gpu-1, gpu-2 (string order gave
+    gpu-10 third), with or without a reported index, in the Scheduler and the ReferenceScheduler."""
+    from services.allocator.domain.reference import ReferenceScheduler
+
+    c = Cluster(ReferenceScheduler() if reference else None)
+    c.pool("p", placement=placement)
+    c.node("n1", "p", *[a_gpu(f"gpu-{i}", 100, 80 * Gi, index=i if indexed else None) for i in range(12)])
+    out = c.request(a_request("a", 10, Gi, pool="p", count=3))
+    assert isinstance(out, ev.AllocationGranted) and sorted(out.gpus) == ["gpu-0", "gpu-1", "gpu-2"], out

@@ -22,7 +22,8 @@ def test_docs_allocation_worked_example() -> None:
     p2 = c.request(a_request("p2", 60, 10 * Gi, count=2, pool="train", ns="ml"))
     assert isinstance(p2, ev.AllocationQueued) and p2.code == "quota"
     assert p2.quota_dimension == "total.max.tflops.request"
-    assert p2.reason == "quota exceeded in namespace ml for total.max.tflops.request: requested 120, limit 150"
+    assert p2.reason == ("quota exceeded in namespace ml for total.max.tflops.request: 50 TFLOPS in use + "
+                         "120 TFLOPS requested = 170 TFLOPS, above the limit of 150 TFLOPS (113.3 % of it)")
 
     out = c.release("p1")
     assert isinstance(out[0], ev.AllocationReleased)

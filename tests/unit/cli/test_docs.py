@@ -22,6 +22,15 @@ def test_every_annotation_key_is_documented() -> None:
     assert missing == []
 
 
+def test_every_tensorfusion_key_gpuledger_ignores_is_documented() -> None:
+    from services.podspec.known import UNUSED
+
+    text = (ROOT / "docs/annotations.md").read_text()
+    section = text[text.index("## Unknown and unused keys"):text.index("## Names")]
+    missing = sorted(k for k in UNUSED if f"`{k.removeprefix(keys.DOMAIN + '/')}`" not in section)
+    assert missing == []
+
+
 def test_cli_docs_and_help_cite_nothing_outside_the_repository() -> None:
     files = [*(ROOT / "services/cli").glob("*.py"), ROOT / "README.md", ROOT / "docs/annotations.md",
              ROOT / "docs/sql.md", ROOT / "services/trace/replay.py", ROOT / "services/trace/replay_report.py"]

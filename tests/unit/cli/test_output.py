@@ -93,3 +93,15 @@ def test_a_narrow_table_on_a_terminal_stays_a_table(capsys: pytest.CaptureFixtur
     output.table(("pool", "GPUs", "TFLOPS"), [["default", "3", "315 TFLOPS"]], title="pools")
     lines = capsys.readouterr().out.splitlines()
     assert any("default" in line and "315 TFLOPS" in line for line in lines)
+
+
+def test_full_width_digits_are_not_a_quantity() -> None:
+    assert output.quantity("１０") is None and output.quantity("10") == Decimal(10)
+
+
+def test_why_prints_charges_in_tflops_and_gib_not_canonical_strings(capsys: pytest.CaptureFixture[str]) -> None:
+    from services.cli.lifecycle_commands import _print_tree
+
+    _print_tree({"code": "granted", "charges": [{"tflops": "133714m", "vram": "19531250Ki"}]}, indent="  ")
+    text = capsys.readouterr().out
+    assert "133.7 TFLOPS, 18.6 GiB" in text and "133714m" not in text and "Ki" not in text

@@ -24,3 +24,15 @@ def test_max_tier_is_bounded_and_the_help_names_the_options() -> None:
     assert CliRunner().invoke(app, ["pool", "configure", "default", "--max-topology-tier", "4"]).exit_code == 2
     help_text = CliRunner().invoke(app, ["pool", "configure", "--help"]).output
     assert all(option in help_text for option in ("--isolation-policy", "--topology", "--max-topology-tier"))
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (["pool", "configure", " ", "--strategy", "fgd"], "POOL"),
+    (["pool", "configure", "a/b", "--strategy", "fgd"], "POOL"),
+    (["quota", "set", "Team_B", "--total-tflops", "10"], "NAMESPACE"),
+])
+def test_names_kubernetes_would_refuse_are_bad_input_before_any_api_call(args: list[str], field: str,
+                                                                         tmp_path: object) -> None:
+    result = CliRunner().invoke(app, [*args, "--data-dir", str(tmp_path), "--json"])
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.output)["field"] == field and "not a valid Kubernetes" in result.output

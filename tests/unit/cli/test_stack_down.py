@@ -103,3 +103,20 @@ def test_an_unlabelled_pod_is_refused_unless_forced(down: Path) -> None:
     assert json.loads(done.stdout)["field"] == "metadata.labels.tensor-fusion.ai/enabled"
     forced = gpuledger("submit", str(down / "plain.yaml"), "--force", "--json", "--data-dir", str(down))
     assert forced.returncode == 1 and "no gpuledger allocator answers" in json.loads(forced.stdout)["error"]
+
+
+def test_a_misspelled_annotation_is_refused_and_an_unused_one_noted_before_connecting(down: Path) -> None:
+    """Issue 28 item 8 in submit and simulate."""
+    text = POD.format(labels='{tensor-fusion.ai/enabled: "true"}')
+    (down / "typo.yaml").write_text(text.replace("tflops-request", "tflops-requst"))
+    for verb in ("submit", "simulate"):
+        done = gpuledger(verb, str(down / "typo.yaml"), "--json", "--data-dir", str(down))
+        assert done.returncode == 2, done.stdout + done.stderr
+        error = json.loads(done.stdout)
+        assert error["field"] == "tensor-fusion.ai/tflops-requst"
+        assert "did you mean tensor-fusion.ai/tflops-request?" in error["error"]
+    (down / "priced.yaml").write_text(text.replace("vram-request: 4Gi}",
+                                                   "vram-request: 4Gi, tensor-fusion.ai/hourly-pricing: \"2\"}"))
+    done = gpuledger("simulate", str(down / "priced.yaml"), "--data-dir", str(down))
+    assert done.returncode == 1  # no stack; the note came first
+    assert "note: tensor-fusion.ai/hourly-pricing: a TensorFusion annotation" in done.stderr

@@ -92,12 +92,27 @@ def test_openb_csv_imports_every_node_and_gpu() -> None:
     assert len(set(names)) == len(names)
 
 
-def test_csv_with_unknown_model_uses_defaults_and_bad_rows_name_the_line(tmp_path: Path) -> None:
-    good = write(tmp_path, "sn,cpu_milli,memory_mib,gpu,model\nn1,8000,1024,1,Z9\n", "nodes.csv")
-    (node,) = load_inventory(good)
-    assert (node.gpus[0].model, node.gpus[0].capacity) == ("Z9", Resources(milli_tflops=100_000, vram_bytes=16 * GiB))
+def test_csv_with_unknown_model_is_refused_and_bad_rows_name_the_line(tmp_path: Path) -> None:
+    unknown = write(tmp_path, "sn,cpu_milli,memory_mib,gpu,model\nn1,8000,1024,1,Z9\nn2,8000,1024,0,\n", "nodes.csv")
+    with pytest.raises(InventoryError, match=r"line 2\.model: unknown GPU model 'Z9'"):
+        load_inventory(unknown)
     bad = write(tmp_path, "sn,cpu_milli,memory_mib,gpu,model\nn1,8000,1024,1,T4\nn2,8000,x,1,T4\n", "bad.csv")
     with pytest.raises(InventoryError, match=r"line 3\.memory_mib"):
         load_inventory(bad)
     with pytest.raises(InventoryError, match="missing columns"):
         load_inventory(write(tmp_path, "name,gpus\nn1,1\n", "other.csv"))
+
+
+def test_an_unknown_model_is_refused_naming_the_closest_unless_the_entry_gives_capacity(tmp_path: Path) -> None:
+    """Issue 28 item 12: a typo (H100-SXM5) registered 100 TFLOPS / 16 GiB GPUs with only a log warning."""
+    typo = write(tmp_path, "nodes:\n  - name: n1\n    gpus: [{model: H100-SXM5, count: 2}]\n", "typo.yaml")
+    with pytest.raises(InventoryError, match=r"nodes\[0\]\.gpus\[0\]\.model: unknown GPU model 'H100-SXM5' "
+                       r"\(closest known: H100_SXM"):
+        load_inventory(typo)
+    half = write(tmp_path, "nodes:\n  - name: n1\n    gpus: [{model: H100-SXM5, tflops: '989'}]\n", "half.yaml")
+    with pytest.raises(InventoryError, match="give the GPU's capacity"):
+        load_inventory(half)
+    given = write(tmp_path, "nodes:\n  - name: n1\n    gpus: [{model: H100-SXM5, tflops: '989', vram: 80Gi}]\n",
+                  "given.yaml")
+    (node,) = load_inventory(given)
+    assert node.gpus[0].capacity == Resources(milli_tflops=989_000, vram_bytes=80 * GiB)

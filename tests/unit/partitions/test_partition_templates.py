@@ -117,6 +117,8 @@ def _family(**changes: Any) -> MigFamily:
     ({"profile": {"memory_slices": 3}}, "memory_slices 3 not in 1..2"),
     ({"profile": {"starts": (0, 0)}}, "distinct"),
     ({"memory_gb": 12}, "no profile spans the whole GPU"),
+    ({"profile": {"nvml_profile_id": 65}}, "nvml_profile_id 65 not in 0..64"),
+    ({"profile": {"nvml_profile_id": -1}}, "nvml_profile_id -1 not in 0..64"),
 ])
 def test_inconsistent_families_are_refused_naming_the_field(change: dict[str, Any], needle: str) -> None:
     if not needle:
@@ -166,10 +168,31 @@ def test_charges_of_any_valid_packing_never_exceed_the_gpu(data: st.DataObject) 
     assert total.milli_tflops <= capacity.milli_tflops and total.vram_bytes <= capacity.vram_bytes
 
 
+def test_a_table_row_above_the_contracts_profile_id_is_refused_when_loaded(tmp_path: Path) -> None:
+    shipped = msgspec.yaml.decode(templates.PROFILES_FILE.read_bytes())
+    shipped["families"][0]["profiles"][0]["nvml_profile_id"] = 65
+    bad = tmp_path / "mig.yaml"
+    bad.write_bytes(msgspec.yaml.encode(shipped))
+    with pytest.raises(TemplateError, match=r"nvml_profile_id 65 not in 0\.\.64"):
+        TemplateTable.load(bad)
+
+
 def test_a_charge_is_the_templates_size_on_a_real_h100() -> None:
     family = TABLE.family_of("H100_SXM")
     assert family is not None
     capacity = Resources(milli_tflops=989_000, vram_bytes=CAPTURE["device"]["memory_total_bytes"])
     three = family.profile("3g.40gb")
     assert three is not None
-    assert templates.charge(family, three, capacity) == Resources(milli_tflops=423_857, vram_bytes=40 * 10**9)
+    assert templates.charge(family, three, capacity) == Resources(milli_tflops=423_850, vram_bytes=40 * 10**9)
+
+
+def test_a_charge_has_tensorfusions_two_decimals() -> None:
+    """TensorFusion charges a 1-of-7 slice of a 312-TFLOPS A100 as 44.57 TFLOPS (``%.2f``), not 44.571."""
+    family = TABLE.family_of("A100_SXM_40G")
+    assert family is not None and family.compute_slices == 7
+    capacity = Resources(milli_tflops=312_000, vram_bytes=40 * 2**30)
+    one, four = family.profile("1g.5gb"), family.profile("4g.20gb")
+    assert one is not None and four is not None
+    assert templates.charge(family, one, capacity).milli_tflops == 44_570
+    assert templates.charge(family, four, capacity).milli_tflops == 178_280  # TensorFusion: 178.29, see compatibility
+

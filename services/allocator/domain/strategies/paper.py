@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import ClassVar, Self
 
 from events.values import PoolConfig
-from services.allocator.domain.model import GpuState, NodeState
+from services.allocator.domain.model import GpuState, NodeState, device_order
 from services.allocator.domain.need import Need
 from services.allocator.domain.taskclass import MILLI_GPU, Workload
 
@@ -64,8 +64,8 @@ def cpu_free(node: NodeState) -> int:
 
 
 def gpu_order(gpu: GpuState) -> tuple[int, str]:
-    """Device order: index, then name."""
-    return (gpu.spec.index if gpu.spec.index is not None else 0, gpu.spec.name)
+    """Device order: index, then name (:func:`~services.allocator.domain.model.device_order`)."""
+    return device_order(gpu.spec)
 
 
 def stable_hash(*parts: str) -> int:

@@ -6,7 +6,8 @@ TensorFusion gpuallocator strategies (strategy_*.go), scores 0-100 via ``units.n
 - NodeCompactGPULowLoad (default): fullest node first, emptiest GPUs within it.
 A node's score is the floor of the mean of its GPUs' node-level scores (TensorFusion's
 scheduler-plugin Score; its direct ``Select`` path sums instead, see docs/compatibility.md).
-Ties break by node name, then GPU name, so replays reproduce every decision.
+Ties break by node name, then GPU index (``model.device_order``: ``gpu-2`` before ``gpu-10``), so
+replays reproduce every decision.
 All three are :class:`~services.allocator.domain.strategies.base.IndexedStrategy`.
 """
 
@@ -16,7 +17,7 @@ from collections.abc import Sequence
 from typing import ClassVar
 
 from events.values import PoolConfig
-from services.allocator.domain.model import GpuState
+from services.allocator.domain.model import GpuState, device_order
 from services.allocator.domain.need import Need
 from services.allocator.domain.units import available_percent, normalize
 
@@ -44,7 +45,7 @@ def available_score(gpu: GpuState, config: PoolConfig) -> int:
 
 
 def _top(candidates: Sequence[GpuState], count: int, score: object, config: PoolConfig) -> list[GpuState]:
-    scored = sorted(candidates, key=lambda g: (-score(g, config), g.spec.name))  # type: ignore[operator]
+    scored = sorted(candidates, key=lambda g: (-score(g, config), device_order(g.spec)))  # type: ignore[operator]
     return scored[:count]
 
 
