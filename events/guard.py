@@ -12,6 +12,8 @@ module checks what they cannot express and turns every failure into a
 * :func:`named` - a ``msgspec.ValidationError`` as a BoundsError with the field and the value.
 * :func:`check_message` - what a producer calls before publishing a message it built in code:
   the same checks a decoder would make (encode, check, decode with the message's own type).
+* :func:`surrogate_field` - the path of the first string holding a lone surrogate (``"\\ud800"``
+  decoded from JSON is a Python string but no Unicode text: it cannot be encoded as UTF-8).
 """
 
 from __future__ import annotations
@@ -157,7 +159,12 @@ def check_message(message: M) -> M:
     For producers that build messages in code (admission, discovery, the autoscaler): the same
     rules the allocator applies when it decodes, raised before anything is published.
     """
-    raw = check_payload(_encoder.encode(message))
+    try:
+        encoded = _encoder.encode(message)
+    except UnicodeEncodeError:
+        field = surrogate_field(msgspec.to_builtins(message)) or ""
+        raise surrogate_error(field) from None
+    raw = check_payload(encoded)
     try:
         msgspec.json.decode(raw, type=type(message))
     except msgspec.ValidationError as exc:
@@ -172,3 +179,42 @@ def check_extras(message: msgspec.Struct) -> None:
     attributes = getattr(spec, "attributes", None)
     if attributes and isinstance(attributes, dict):
         check_attributes(attributes, field="spec.attributes" if spec is not message else "attributes")
+
+
+def _is_text(value: str) -> bool:
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def surrogate_field(document: Any, path: str = "") -> str | None:
+    """The JSON path (``spec.placement``, ``items[2]``) of the first key or string value in
+    ``document`` (dicts, lists, scalars) that holds a lone surrogate (U+D800-U+DFFF), or None.
+    A key is named by its path with the key escaped (``metadata.labels.'\\ud800'``)."""
+    stack: list[tuple[Any, str]] = [(document, path)]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            if not _is_text(value):
+                return where
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                name = key if isinstance(key, str) else str(key)
+                step = f"{where}.{name}" if where else name
+                if not _is_text(name):
+                    return f"{where}.{name!a}" if where else ascii(name)
+                stack.append((item, step))
+        elif isinstance(value, (list, tuple)):
+            stack.extend((item, f"{where}[{index}]") for index, item in enumerate(value))
+    return None
+
+
+def surrogate_error(field: str) -> BoundsError:
+    """The BoundsError for a lone surrogate at ``field`` (the message is plain ASCII)."""
+    where = field or "a string"
+    return BoundsError(f"{where}: holds a lone surrogate (U+D800-U+DFFF), which is not text; send valid UTF-8",
+                       field=field, value="\\ud800-\\udfff")

@@ -19,7 +19,6 @@ from typing import Any
 
 import aiohttp
 import structlog
-from aiohttp import web
 from nats.js import JetStreamContext
 
 from events import codec
@@ -31,7 +30,7 @@ from services.admission.settings import AdmissionSettings
 from services.admission.view import ClusterView
 from services.admission.webhook import build_app
 from services.podspec import PoolDefaults
-from services.shared import kube, messaging
+from services.shared import http_edge, kube, messaging
 
 log = structlog.get_logger("gpuledger.admission")
 
@@ -78,12 +77,10 @@ async def run_admission(
     app = build_app(
         view=view, publish=publish, failure_policy=settings.failure_policy, publish_timeout_s=settings.publish_timeout_s
     )
-    runner = web.AppRunner(app, handle_signals=False, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, settings.host, settings.port, ssl_context=tls.server_context(cert, key_file=key))
+    # the connection guard, deadlines and quiet error log of services/shared/http_edge.py
+    runner, port, _ = await http_edge.serve(app, host=settings.host, port=settings.port, server="admission webhook",
+                                            ssl_context=tls.server_context(cert, key_file=key))
     try:
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
         url = f"https://{settings.host}:{port}"
         log.info("webhook_listening", url=url, cert=str(cert))
         if on_ready is not None:

@@ -8,6 +8,9 @@ each. When ``GPULEDGER_API_TOKEN`` (or ``GPULEDGER_API_TOKEN_FILE``) is set, eve
 four open ones (:data:`OPEN_PATHS`) needs ``Authorization: Bearer <token>`` (401 otherwise; compared
 in constant time). Every refusal
 is ``{"error", "field"}`` with a 4xx status; bodies are bounded (services.allocator.api.bounds).
+Before any of that, the HTTP edge (services.shared.http_edge) refuses a foreign Host (421), a
+cross-site write (403) and a non-JSON body (415; YAML on :data:`YAML_ROUTES`), and its connection
+guard bounds stalled connections.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from services.allocator.api.keeper import ReasonKeeper
 from services.allocator.api.outcomes import OutcomeWaiter
 from services.allocator.loop.leader import Allocator
 from services.allocator.ports import StoredEvent
+from services.shared import http_edge
 
 log = structlog.get_logger(__name__)
 
@@ -63,6 +67,11 @@ SLASHED_ID_ROUTES: tuple[tuple[str, str, Handler], ...] = (
 )
 """Aliases of the ``{id}`` routes for an id ``NAMESPACE/POD`` written with its slash unencoded
 (``/api/v1/allocations/team-a/demo``, as people type it; ``team-a%2Fdemo`` is the canonical form)."""
+
+
+YAML_ROUTES = (("POST", "/api/v1/allocations"), ("POST", "/api/v1/simulate"))
+"""Routes whose body is a Pod manifest, which may be sent as YAML (``application/yaml``); every other
+body must be ``application/json`` (services.shared.http_edge.request_policy)."""
 
 
 def _joined_id(handler: Handler) -> Handler:
@@ -138,13 +147,17 @@ def _never_raising(listener: Listener) -> Listener:
     return guarded
 
 
-def build_app(allocator: Allocator, *, token: str = "", nc: NATS | None = None) -> web.Application:
+def build_app(allocator: Allocator, *, token: str = "", nc: NATS | None = None, bind_host: str = "127.0.0.1",
+              edge: http_edge.EdgeSettings | None = None) -> web.Application:
     """The aiohttp application serving ``allocator``; ``token`` non-empty requires it on /api/;
-    ``nc`` (the NATS connection writes wait on for their outcome; None: writes do not wait)."""
+    ``nc`` (the NATS connection writes wait on for their outcome; None: writes do not wait).
+    ``bind_host`` and ``edge`` (default: from the environment) set the Host / cross-site /
+    content-type policy (services.shared.http_edge.request_policy)."""
     # normalize_path: `/ui` (no slash, as people type it) -> 308 to `/ui/`, before authentication
     slash = web.normalize_path_middleware(append_slash=True, merge_slashes=False)
+    policy = http_edge.request_policy(edge or http_edge.load(), bind_host=bind_host, yaml_routes=YAML_ROUTES)
     app = web.Application(client_max_size=bounds.MAX_BODY_BYTES,
-                          middlewares=[_errors, slash, _auth_middleware(token)])
+                          middlewares=[_errors, policy, slash, _auth_middleware(token)])
     app[context.ALLOCATOR_KEY] = allocator
     keeper = ReasonKeeper(allocator)
     app[context.KEEPER_KEY] = keeper
@@ -178,14 +191,11 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
 
 async def start(allocator: Allocator, *, host: str, port: int,
                 nc: NATS | None = None) -> tuple[web.AppRunner, int]:
-    """Serve on ``host:port`` (0 = any free port); returns the runner (``await runner.cleanup()``)
-    and the bound port. The token comes from the environment (:func:`token_from_env`); ``nc`` as
-    in :func:`build_app`."""
-    runner = web.AppRunner(build_app(allocator, token=token_from_env(), nc=nc), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    server = site._server
-    sockets = getattr(server, "sockets", None) or []
-    bound = int(sockets[0].getsockname()[1]) if sockets else port
+    """Serve on ``host:port`` (0 = any free port) behind the connection guard of
+    services.shared.http_edge; returns the runner (``await runner.cleanup()``) and the bound port.
+    The token and the edge settings come from the environment (:func:`token_from_env`,
+    ``GPULEDGER_HTTP_*``); ``nc`` as in :func:`build_app`."""
+    edge = http_edge.load()
+    app = build_app(allocator, token=token_from_env(), nc=nc, bind_host=host, edge=edge)
+    runner, bound, _ = await http_edge.serve(app, host=host, port=port, server="allocator API", settings=edge)
     return runner, bound

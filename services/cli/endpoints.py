@@ -4,7 +4,7 @@ Resolution order for a command: an explicit ``--data-dir`` (its endpoints.json m
 ``GPULEDGER_NATS_URL`` / ``GPULEDGER_DATABASE_URL`` / ``GPULEDGER_API_URL``, then the default data
 dir's endpoints.json. The allocator's HTTP API token (optional) comes from ``GPULEDGER_API_TOKEN``,
 else the file ``GPULEDGER_API_TOKEN_FILE`` names, else endpoints.json's ``api_token``, else the
-file ``D/api-token``.
+file ``D/secrets/api-token`` that ``gpuledger up`` generates (or ``D/api-token``).
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from services.shared.settings import DATABASE_URL_ENV, NATS_URL_ENV
 API_URL_ENV = "GPULEDGER_API_URL"
 API_TOKEN_ENV = "GPULEDGER_API_TOKEN"
 API_TOKEN_FILE_ENV = "GPULEDGER_API_TOKEN_FILE"
-API_TOKEN_FILES = ("api-token", "api_token")
+API_TOKEN_SECRET = "api-token"
+"""Name of the token file ``gpuledger up`` generates under ``D/secrets/`` (mode 0600)."""
+API_TOKEN_FILES = (f"secrets/{API_TOKEN_SECRET}", "api-token", "api_token")
 
 DEFAULT_DATA_DIR = Path(".gpuledger")
 """Data dir of ``gpuledger up`` when ``--data-dir`` is not given (relative to the working dir)."""

@@ -1,7 +1,9 @@
 """``gpuledger up``: the whole stack in one process tree, under one data directory.
 
 Starts nats-server (``D/nats``) and PostgreSQL (``D/postgres``, database ``gpuledger``), both on
-127.0.0.1 with generated passwords (``D/secrets/``, mode 0600, carried by the URLs), migrates,
+127.0.0.1 with generated passwords (``D/secrets/``, mode 0600, carried by the URLs), generates
+the API token ``D/secrets/api-token`` (unless ``GPULEDGER_API_TOKEN``/``_FILE`` is set or the
+caller opted out with ``api_token=False``; the CLI reads it from there), migrates,
 runs the allocator in this process, starts the optional services that are installed (each is
 imported lazily and skipped with a log line when absent), loads the demo inventory, writes
 ``D/endpoints.json`` and prints ``gpuledger is up``; on SIGINT/SIGTERM everything stops in
@@ -13,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import os
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ import structlog
 from rich.console import Console
 
 from events import intents
-from services.allocator import bootstrap
+from services.allocator import bootstrap, http
 from services.allocator.adapters import database
 from services.allocator.loop.leader import Allocator
 from services.allocator.settings import AllocatorSettings
@@ -51,14 +54,28 @@ is run as a task; a module that is not installed is skipped."""
 
 class UpOptions(msgspec.Struct, kw_only=True):
     """Options of ``gpuledger up``: data dir, inventory file (None: the demo), allocator HTTP port,
-    and the inventory's nodes when the caller read it already (None: read at load time)."""
+    and the inventory's nodes when the caller read it already (None: read at load time);
+    ``api_token`` False serves the API and dashboard without a token (``up --no-token``)."""
 
     data_dir: Path
     inventory: Path | None = None
     http_port: int = 0
     nodes: list[intents.RegisterNode] | None = None
+    api_token: bool = True
     json_out: bool = False
     """``up --json``: once up, one JSON line on stdout (:func:`up_document`); text goes to stderr."""
+
+
+def ensure_api_token(data_dir: Path, *, wanted: bool) -> Path | None:
+    """The file holding the API token this stack serves with: ``D/secrets/api-token`` (generated
+    once, mode 0600) exported as ``GPULEDGER_API_TOKEN_FILE`` for the servers of this process; None
+    when the environment already names a token (it is used as is) or ``wanted`` is False."""
+    if os.environ.get(http.TOKEN_ENV) or os.environ.get(http.TOKEN_FILE_ENV) or not wanted:
+        return None
+    path = data_dir / "secrets" / endpoints.API_TOKEN_SECRET
+    secretfile.ensure(path)
+    os.environ[http.TOKEN_FILE_ENV] = str(path)
+    return path
 
 
 def ensure_database(server: PgServer, name: str = DATABASE) -> str:
@@ -135,6 +152,7 @@ async def run_up(options: UpOptions, stop: asyncio.Event, *, console: Console) -
             teardown.push("postgres", lambda: asyncio.to_thread(pg.stop))
             database_url = await asyncio.to_thread(ensure_database, pg)
             await asyncio.to_thread(database.upgrade, database_url)
+            token_file = ensure_api_token(data_dir, wanted=options.api_token)
         settings = AllocatorSettings(database_url=database_url, nats_url=nats_url,
                                      http_port=options.http_port, holder="gpuledger-up")
         allocator, port = await _start_allocator(settings, inner_stop, tasks)
@@ -144,7 +162,7 @@ async def run_up(options: UpOptions, stop: asyncio.Event, *, console: Console) -
         found.webhook_https = extra.get("webhook_https", "")
         await _load_demo(allocator, options, found, console)
         endpoints.write(data_dir, found)
-        _print_urls(console, found, data_dir)
+        _print_urls(console, found, data_dir, token_file=token_file, open_api=not options.api_token)
         if options.json_out:
             print(json.dumps(up_document(found, data_dir)), flush=True)
         await _until_stopped(stop, tasks[0])
@@ -208,11 +226,20 @@ def up_document(found: endpoints.Endpoints, data_dir: Path) -> dict[str, str]:
             "webhook": found.webhook_https, "endpoints": str(data_dir / endpoints.ENDPOINTS_FILE)}
 
 
-def _print_urls(console: Console, found: endpoints.Endpoints, data_dir: Path) -> None:
+def _print_urls(console: Console, found: endpoints.Endpoints, data_dir: Path, *, token_file: Path | None,
+                open_api: bool) -> None:
     console.print(f"NATS:      {redact_url(found.nats_url)}")
     console.print(f"database:  {redact_url(found.database_url)}")
     console.print(f"allocator: {found.allocator_http}  (/readyz /metrics /api/v1/status)")
-    console.print(f"dashboard: {found.allocator_http}/ui/")
+    console.print(f"dashboard: {found.allocator_http}/ui/", markup=False)
+    if token_file is not None:
+        console.print(f"API token: {token_file}  (the CLI reads it; curl -H \"Authorization: Bearer "
+                      f"$(cat {token_file})\"; the dashboard signs in once at {found.allocator_http}/ui/?token=TOKEN)",
+                      markup=False, soft_wrap=True)
+    elif open_api:
+        console.print("API token: none (--no-token): any local user or program can use the API", markup=False)
+    else:
+        console.print(f"API token: from {http.TOKEN_ENV} / {http.TOKEN_FILE_ENV}", markup=False)
     if found.webhook_https:
         console.print(f"webhook:   {found.webhook_https}")
     console.print(f"endpoints: {data_dir / endpoints.ENDPOINTS_FILE}")

@@ -117,11 +117,15 @@ def up(data_dir: Path = typer.Option(endpoints.DEFAULT_DATA_DIR, "--data-dir", h
        as_json: bool = typer.Option(False, "--json", help="Once up, print one JSON line {\"status\": \"up\", "
                                     "\"nats\", \"database\", \"allocator\", \"dashboard\", \"webhook\", "
                                     "\"endpoints\"} on stdout, and {\"status\": \"stopped\"} at the end; "
-                                    "progress goes to stderr.")) -> None:
+                                    "progress goes to stderr."),
+       no_token: bool = typer.Option(False, "--no-token",
+                                     help="Serve the API and dashboard without a token (local experiments only).")
+       ) -> None:
     """Start the whole stack.
 
     NATS, PostgreSQL, the allocator and the other services, until Ctrl-C. One `up` per data dir:
-    a second one exits 2 naming the holder."""
+    a second one exits 2 naming the holder. The API needs the token generated in
+    DATA_DIR/secrets/api-token (the CLI reads it) unless GPULEDGER_API_TOKEN is set or --no-token."""
     from services.cli.datalock import DataDirLock, DataDirLocked
 
     if inventory is not None and not inventory.is_file():
@@ -133,7 +137,7 @@ def up(data_dir: Path = typer.Option(endpoints.DEFAULT_DATA_DIR, "--data-dir", h
     except DataDirLocked as exc:
         fail(str(exc), field="data_dir", code=output.BAD_INPUT, as_json=as_json)
     try:
-        _run_up(data_dir, inventory, http_port, nodes, as_json=as_json)
+        _run_up(data_dir, inventory, http_port, nodes, as_json=as_json, api_token=not no_token)
     finally:
         lock.release()
 
@@ -154,7 +158,7 @@ def _read_inventory(path: Path, *, as_json: bool) -> list[Any] | None:
 
 
 def _run_up(data_dir: Path, inventory: Path | None, http_port: int, nodes: list[Any] | None, *,
-            as_json: bool) -> None:
+            as_json: bool, api_token: bool) -> None:
     import asyncio
 
     from rich.console import Console
@@ -165,7 +169,7 @@ def _run_up(data_dir: Path, inventory: Path | None, http_port: int, nodes: list[
     logs.setup("warning")
     console = Console(stderr=as_json)  # under --json stdout carries only the JSON lines
     options = stack.UpOptions(data_dir=data_dir, inventory=inventory, http_port=http_port, nodes=nodes,
-                              json_out=as_json)
+                              json_out=as_json, api_token=api_token)
 
     async def main(stop: asyncio.Event) -> None:
         await stack.run_up(options, stop, console=console)

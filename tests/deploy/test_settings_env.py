@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from services.allocator.adapters import database
+from services.shared import http_edge
 from services.shared import settings as shared_settings
 from tests.deploy.conftest import OVERLAYS, REPO, Obj, container_env, pod_spec, workloads
 
@@ -36,6 +37,8 @@ NATS_SECURITY = {shared_settings.env_name(shared_settings.NATS_PREFIX, f.name)
 """Read by every service's NATS connection (services/shared/messaging.py)."""
 API_AUTH = {"GPULEDGER_API_TOKEN", "GPULEDGER_API_TOKEN_FILE"}
 """The allocator HTTP API's bearer token (services/allocator/http.py)."""
+HTTP_EDGE = {shared_settings.env_name(http_edge.PREFIX, f.name) for f in msgspec.structs.fields(http_edge.EdgeSettings)}
+"""The HTTP edge's limits and Host allow-list, read by every HTTP server (services/shared/http_edge.py)."""
 NATS_USERS = {"allocator": "allocator", "admission": "admission", "discovery": "discovery",
               "autoscaler": "autoscaler"}
 """The NATS user (deploy/base/auth.conf) each service logs in as."""
@@ -57,7 +60,8 @@ def allowed_variables(service: str) -> set[str]:
     fields = {f.name for f in msgspec.structs.fields(cls)}
     own = {shared_settings.env_name(prefix, f) for f in fields}
     shared = {v for v in SHARED if v.removeprefix("GPULEDGER_").lower() in fields}
-    return own | shared | IMAGE_ONLY | NATS_SECURITY | (API_AUTH if service == "allocator" else set())
+    http = HTTP_EDGE if service in ("allocator", "admission") else set()
+    return own | shared | IMAGE_ONLY | NATS_SECURITY | http | (API_AUTH if service == "allocator" else set())
 
 
 def _environments(rendered: dict[str, list[Obj]], *, secrets: bool = False) -> list[tuple[str, str, dict[str, str]]]:

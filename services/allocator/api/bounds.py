@@ -2,7 +2,8 @@
 
 Owns :class:`ApiError` (a 4xx answer ``{"error", "field"}``) and the body reader: at most
 :data:`MAX_BODY_BYTES` (413 beyond), a declared charset must be UTF-8 or ASCII (415), the bytes
-must be valid UTF-8 (400), the document is JSON or YAML (``yaml.SafeLoader``: no Python objects)
+must be valid UTF-8 (400), no string may hold a lone surrogate (JSON ``"\\ud800"``; 400 naming
+its field), the document is JSON or YAML (``yaml.SafeLoader``: no Python objects)
 nested at most :data:`MAX_DEPTH` deep with at most :data:`MAX_NODES` values once aliases are
 expanded (a YAML alias bomb is refused, 400), and the top level must be an object.
 """
@@ -16,6 +17,7 @@ import structlog
 import yaml
 from aiohttp import web
 
+from events import guard as events_guard
 from events.values import AllocationSpec
 from services import podspec
 
@@ -147,4 +149,7 @@ async def read_object(request: web.Request) -> dict[str, Any]:
     _check_size(document)
     if not isinstance(document, dict):
         raise ApiError(400, f"body must be an object, got {type(document).__name__}", field="body")
+    surrogate = events_guard.surrogate_field(document)
+    if surrogate is not None:  # JSON's "\ud800" decodes to a str that is not text (no UTF-8 form)
+        raise ApiError(400, str(events_guard.surrogate_error(surrogate)), field=surrogate or "body")
     return document

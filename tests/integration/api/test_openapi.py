@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import pytest
@@ -75,19 +76,32 @@ _JSONISH = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() 
                                                                                     max_size=4), max_leaves=30)
 
 
+_SURROGATE_TEXT = st.text(alphabet=st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF) | st.characters(),
+                          min_size=1, max_size=8)
+"""Strings with lone surrogates (JSON ``"\\ud800"`` decodes to such a string)."""
+_SURROGATE_JSON = st.recursive(_SURROGATE_TEXT | st.integers(), lambda inner: st.lists(inner, max_size=3)
+                               | st.dictionaries(_SURROGATE_TEXT | st.sampled_from(["metadata", "placement", "request",
+                                                                                    "total", "tflops", "name"]),
+                                                 inner, max_size=3), max_leaves=12).map(
+    lambda value: json.dumps({"metadata": value, "placement": value, "request": value, "total": value}).encode())
+
+
 def _raw_bodies(base: str) -> list[str]:
     failures: list[str] = []
-    paths = ["/api/v1/simulate", "/api/v1/allocations", "/api/v1/allocations/a/resize"]
+    routes = [("POST", "/api/v1/simulate"), ("POST", "/api/v1/allocations"), ("POST", "/api/v1/allocations/a/resize"),
+              ("PUT", "/api/v1/pools/default"), ("PUT", "/api/v1/quotas/team-a")]
 
     @FUZZ
-    @given(path=st.sampled_from(paths), content_type=_CONTENT_TYPES,
+    @given(route=st.sampled_from(routes), content_type=_CONTENT_TYPES,
            body=st.binary(max_size=300) | _JSONISH.map(lambda v: repr(v).encode())
-           | st.builds(lambda meta: ("{\"metadata\": " + repr(meta) + "}").encode(), _JSONISH))
-    def check(path: str, content_type: str, body: bytes) -> None:
+           | st.builds(lambda meta: ("{\"metadata\": " + repr(meta) + "}").encode(), _JSONISH) | _SURROGATE_JSON)
+    def check(route: tuple[str, str], content_type: str, body: bytes) -> None:
+        method, path = route
         headers = {"Content-Type": content_type} if content_type else {}
-        response = requests.post(base + path + "?wait=0.5", data=body, headers=headers, timeout=30)
+        response = requests.request(method, base + path + "?wait=0.5", data=body, headers=headers, timeout=30)
         if response.status_code >= 500:
-            failures.append(f"{path} {content_type} {body[:120]!r}: {response.status_code} {response.text[:200]}")
+            failures.append(f"{method} {path} {content_type} {body[:120]!r}: {response.status_code} "
+                            f"{response.text[:200]}")
     check()
     return failures
 

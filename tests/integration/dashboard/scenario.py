@@ -52,7 +52,8 @@ def find_browser() -> str | None:
 
 
 class Stack:
-    """A running ``gpuledger up`` (its output in ``log``); ``token`` is its GPULEDGER_API_TOKEN."""
+    """A running ``gpuledger up`` (its output in ``log``); ``token`` is its GPULEDGER_API_TOKEN
+    ("": ``up --no-token``)."""
 
     def __init__(self, data_dir: Path, *, token: str = "") -> None:
         self.data_dir = data_dir
@@ -60,7 +61,8 @@ class Stack:
         self.token = token
         env = {**os.environ, "GPULEDGER_API_TOKEN": token}
         self._out = self.log.open("ab")
-        self.process = subprocess.Popen([*CLI, "up", "--data-dir", str(data_dir)], stdout=self._out,
+        open_api = [] if token else ["--no-token"]  # no token given: an open API, as before tokens were the default
+        self.process = subprocess.Popen([*CLI, "up", "--data-dir", str(data_dir), *open_api], stdout=self._out,
                                         stderr=subprocess.STDOUT, env=env)
         self.http = ""
         self.nats = ""

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from services.allocator.dashboard import auth
 from tests.integration.dashboard import scenario
 
 pytestmark = pytest.mark.integration
@@ -82,7 +83,9 @@ def test_the_token_is_required_and_the_login_link_sets_a_cookie(stack: scenario.
     assert _status(f"{stack.http}/ui/queue", {"Authorization": f"Bearer {TOKEN}"}) == 200
     assert _status(f"{stack.http}/ui/static/dashboard.css") == 200
     assert "token=" not in page.url  # the login link redirected to the same page without it
-    assert [c["name"] for c in page.context.cookies()] == ["gpuledger_token"]
+    cookies = page.context.cookies()
+    assert [c["name"] for c in cookies] == [auth.COOKIE]
+    assert TOKEN not in cookies[0]["value"] and cookies[0]["expires"] > time.time()  # a session, not the token
 
 
 def test_every_page_loads_only_from_the_allocator(stack: scenario.Stack, page: Any) -> None:

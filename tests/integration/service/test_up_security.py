@@ -44,7 +44,7 @@ def test_up_refuses_anonymous_nats_and_wrong_passwords(tmp_path: Path, data_dir:
         stack.wait_up()
         found = json.loads((data_dir / "endpoints.json").read_text())
         secrets = {p.name: p.read_text().strip() for p in (data_dir / "secrets").iterdir()}
-        assert set(secrets) == {"nats-password", "postgres-password"}
+        assert set(secrets) == {"nats-password", "postgres-password", "api-token"}
         assert _mode(data_dir / "endpoints.json") == 0o600 and _mode(data_dir / "secrets") == 0o700
         assert all(_mode(data_dir / "secrets" / name) == 0o600 for name in secrets)
         nats_url, database_url = urlsplit(found["nats_url"]), urlsplit(found["database_url"])

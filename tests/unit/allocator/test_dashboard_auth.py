@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.allocator.dashboard import auth, render
 
@@ -45,7 +48,26 @@ async def test_without_a_token_nothing_but_static_assets_answers(client: TestCli
 
 async def test_bearer_header_or_cookie_pass(client: TestClient[web.Request, web.Application]) -> None:
     assert (await client.get("/ui/queue", headers={"Authorization": f"Bearer {TOKEN}"})).status == 200
-    assert (await client.get("/ui/queue", cookies={auth.COOKIE: TOKEN})).status == 200
+    session = auth.new_session(TOKEN)
+    assert (await client.get("/ui/queue", cookies={auth.COOKIE: session})).status == 200
+
+
+async def test_the_cookie_is_not_the_token_and_a_session_expires(client: TestClient[web.Request, web.Application]
+                                                                 ) -> None:
+    assert (await client.get("/ui/queue", cookies={auth.COOKIE: TOKEN})).status == 401  # the old, raw-token cookie
+    expired = auth.new_session(TOKEN, now=time.time() - auth.SESSION_S - 1)
+    assert (await client.get("/ui/queue", cookies={auth.COOKIE: expired})).status == 401
+    other = auth.new_session("another-token")
+    assert (await client.get("/ui/queue", cookies={auth.COOKIE: other})).status == 401
+    expiry, nonce, mac = auth.new_session(TOKEN).split(".")
+    longer = f"{int(expiry) + 10**6}.{nonce}.{mac}"  # a forged expiry breaks the MAC
+    assert (await client.get("/ui/queue", cookies={auth.COOKIE: longer})).status == 401
+
+
+@given(value=st.text(max_size=120))
+@settings(max_examples=200, deadline=None)
+def test_no_malformed_cookie_is_a_session(value: str) -> None:
+    assert not auth.session_valid(value, TOKEN)
 
 
 async def test_login_link_sets_a_strict_httponly_cookie_and_drops_the_token(
@@ -54,8 +76,9 @@ async def test_login_link_sets_a_strict_httponly_cookie_and_drops_the_token(
     assert response.status == 303
     assert response.headers["Location"] == "/ui/queue?page=2"
     cookie = response.cookies[auth.COOKIE]
-    assert cookie.value == TOKEN and cookie["httponly"] and cookie["samesite"] == "Strict"
-    assert cookie["path"] == "/ui"
+    assert TOKEN not in cookie.value and auth.session_valid(cookie.value, TOKEN)
+    assert cookie["httponly"] and cookie["samesite"] == "Strict" and cookie["path"] == "/ui"
+    assert int(cookie["max-age"]) == auth.SESSION_S and not cookie["secure"]  # served over plain http
     wrong = await client.get("/ui/queue?token=nope", allow_redirects=False)
     assert wrong.status == 401 and auth.COOKIE not in wrong.cookies
 

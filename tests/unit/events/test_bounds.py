@@ -207,3 +207,22 @@ def test_producers_check_messages_they_build() -> None:
     too_many = msgspec.structs.replace(ok.spec, attributes={"k": "v" * bounds.MAX_ATTRIBUTES_BYTES})
     with pytest.raises(bounds.BoundsError, match=r"spec\.attributes"):
         guard.check_message(intents.RequestAllocation(intent_id="i", spec=too_many))
+
+
+@pytest.mark.parametrize("text", ["\ud800", "ok\udfff", "\udc80x"])
+def test_a_lone_surrogate_is_a_bounds_error_naming_the_field_not_a_crash(text: str) -> None:
+    configure = intents.ConfigurePool(intent_id="i", pool="default", config=values.PoolConfig(placement=text))
+    with pytest.raises(bounds.BoundsError) as info:
+        guard.check_message(configure)
+    assert info.value.field == "config.placement" and "surrogate" in str(info.value)
+    str(info.value).encode("ascii")  # the message itself is loggable text
+    spec = msgspec.structs.replace(_largest_spec(1), attributes={text: "v"})
+    with pytest.raises(bounds.BoundsError) as info:
+        guard.check_message(intents.RequestAllocation(intent_id="i", spec=spec))
+    assert info.value.field == f"spec.attributes.{text!a}"
+
+
+def test_surrogate_field_finds_the_first_bad_string_or_key() -> None:
+    assert guard.surrogate_field({"a": ["ok", {"b": "x\ud800"}]}) == "a[1].b"
+    assert guard.surrogate_field({"a": {"\ud800": 1}}) == "a.'\\ud800'"
+    assert guard.surrogate_field({"a": ["ok", "é", "日本"]}) is None
