@@ -142,7 +142,7 @@ class Binder:
                     await self.reconcile_victim(victim)
                 continue
             allocation_id = _allocation_id(event.object)
-            if not allocation_id:
+            if not allocation_id or self._foreign(allocation_id, event.object):
                 continue
             if event.type == "DELETED":
                 self.pods.pop(allocation_id, None)
@@ -159,6 +159,18 @@ class Binder:
             elif allocation_id in self.book.rejected:
                 await self.mark_rejected(allocation_id)
             await self.reconcile_victim(allocation_id)
+
+    def _foreign(self, allocation_id: str, pod: dict[str, Any]) -> bool:
+        """Whether ``pod`` carries the allocation-id label of a granted allocation of another
+        namespace (a label any pod creator can write): such a pod is neither bound nor, when
+        deleted, released for it."""
+        grant = self.book.granted.get(allocation_id)
+        namespace = str((pod.get("metadata") or {}).get("namespace") or "")
+        if grant is None or namespace == grant.namespace:
+            return False
+        log.warning("pod_of_another_namespace_ignored", allocation_id=allocation_id, namespace=namespace,
+                    allocation_namespace=grant.namespace)
+        return True
 
     async def bind(self, grant: Grant) -> None:
         """Pin the pod of ``grant`` to its node, then remove the gate (kept while victims' pods remain);
