@@ -191,6 +191,10 @@ async def test_each_service_can_do_what_its_code_does(secured: Secured, monkeypa
         await autoscaler.client.flush()
         reply = await operator.client.request(subjects.AUTOSCALER_RECOMMEND_SUBJECT, b"{}", timeout=5)
         assert reply.data == b"recommendation"
+        for reader in (autoscaler, operator):  # the ordered consumers of the autoscaler and `gpuledger events`
+            followed = await messaging.subscribe_events(reader.client.jetstream())
+            assert (await followed.next_msg(timeout=5)).subject.startswith(f"{subjects.EVENT_SUBJECT_PREFIX}.")
+            await followed.unsubscribe()
         assert not (discovery.errors + admission.errors + autoscaler.errors + checkpoints.errors + operator.errors)
         # A write of the allocator's HTTP API: published and its outcome read back as user allocator.
         async with aiohttp.ClientSession() as http, http.delete(f"{api}/api/v1/allocations/pod-1?wait=10") as answer:
