@@ -161,15 +161,16 @@ class Binder:
             await self.reconcile_victim(allocation_id)
 
     def _foreign(self, allocation_id: str, pod: dict[str, Any]) -> bool:
-        """Whether ``pod`` carries the allocation-id label of a granted allocation of another
-        namespace (a label any pod creator can write): such a pod is neither bound nor, when
-        deleted, released for it."""
-        grant = self.book.granted.get(allocation_id)
+        """Whether ``pod`` carries the allocation-id label of a live (granted or queued) allocation
+        of another namespace (a label any pod creator can write): such a pod is neither bound nor,
+        when deleted, released for it."""
+        grant, queued = self.book.granted.get(allocation_id), self.book.queued.get(allocation_id)
+        owner = grant.namespace if grant is not None else queued[0] if queued is not None else None
         namespace = str((pod.get("metadata") or {}).get("namespace") or "")
-        if grant is None or namespace == grant.namespace:
+        if owner is None or namespace == owner:
             return False
         log.warning("pod_of_another_namespace_ignored", allocation_id=allocation_id, namespace=namespace,
-                    allocation_namespace=grant.namespace)
+                    allocation_namespace=owner)
         return True
 
     async def bind(self, grant: Grant) -> None:

@@ -338,7 +338,8 @@ async def test_admission_reads_events_only_through_ephemeral_consumers(
     """No durable consumer (by name in the subject: permissions; in the body: nats-server), none on
     the intents, none delivering onto the event stream's own subjects. nats-server accepts any other
     deliver subject (nats-io/nats-server#8274): what reaches it is the allocator's own events, and an
-    intent subject receives nothing (no user may subscribe there, so JetStream delivers nothing)."""
+    intent subject receives nothing (no user may subscribe there, so JetStream delivers nothing). Any
+    API answer can still be addressed to an intent subject: the allocator rejects it."""
     _allocator_environment(secured, monkeypatch)
     async with (allocator(secured), session(secured, "discovery") as discovery,
                 session(secured, "admission") as admission, session(secured, "operator") as operator):
@@ -369,6 +370,15 @@ async def test_admission_reads_events_only_through_ephemeral_consumers(
         assert delivered.subject == subjects.event_subject("node_registered"), delivered.subject
         await asyncio.sleep(1)
         assert await _messages(operator.client) == before
+        # What stays open (docs/security.md): the server's own answer, addressed to an intent subject,
+        # is stored there, and the allocator records it as an intent_rejected.
+        rejected = await operator.client.subscribe(subjects.event_subject("intent_rejected"))
+        await operator.client.flush()
+        await admission.client.publish(f"$JS.API.STREAM.INFO.{events}", b"",
+                                       reply=subjects.intent_subject("register_node"))
+        event = msgspec.json.decode((await rejected.next_msg(timeout=15)).data)
+        assert event["subject"] == subjects.intent_subject("register_node"), event
+        assert (await _messages(operator.client))[subjects.INTENT_STREAM] == before[subjects.INTENT_STREAM] + 1
 
 
 async def test_the_autoscaler_service_keeps_its_checkpoints_in_its_own_account(

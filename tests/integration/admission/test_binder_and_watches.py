@@ -247,10 +247,11 @@ async def test_timed_out_gang_members_are_annotated_with_the_reason(kube_api: Ku
     assert {"name": keys.SCHEDULING_GATE} in pod["spec"]["schedulingGates"]
 
 
-async def test_a_pod_of_another_namespace_wearing_a_granted_id_is_neither_bound_nor_released(
+async def test_a_pod_of_another_namespace_wearing_a_live_id_is_neither_bound_nor_released(
         kube_api: KubeApiServer, jetstream) -> None:
     """The allocation-id label is any pod creator's to write: a pod of namespace ``intruder`` labelled
-    with the id of default's granted allocation gets neither its GPUs nor, when deleted, its release."""
+    with the id of default's granted allocation gets neither its GPUs nor, when deleted, its release;
+    nor does one wearing the id of default's queued allocation release it."""
     intruder = _gated_pod("squat", "a-1")
     intruder["metadata"]["namespace"] = "intruder"
     kube_api.create("pods", intruder, namespace="intruder")
@@ -267,8 +268,15 @@ async def test_a_pod_of_another_namespace_wearing_a_granted_id_is_neither_bound_
             assert squat is not None and {"name": keys.SCHEDULING_GATE} in squat["spec"]["schedulingGates"]
             assert keys.GPU_IDS not in squat["metadata"]["annotations"]
             kube_api.delete("pods", "squat", namespace="intruder")
+            await _emit(jetstream, decisions.AllocationQueued(at=NOW, spec=_spec("q-1", "waiting"), reason="full",
+                                                              code="capacity"))
+            await _until(lambda: "q-1" in binder.book.queued)
+            queued_squat = _gated_pod("squat-queued", "q-1")
+            queued_squat["metadata"]["namespace"] = "intruder"
+            kube_api.create("pods", queued_squat, namespace="intruder")
+            kube_api.delete("pods", "squat-queued", namespace="intruder")
             await asyncio.sleep(0.5)
-            assert "a-1" not in binder.released
+            assert not binder.released & {"a-1", "q-1"}, binder.released
         finally:
             await _stop(task)
     assert await _released(jetstream) == []
