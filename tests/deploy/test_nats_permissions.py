@@ -31,15 +31,20 @@ from services.shared import messaging
 from services.shared.natsserver import NatsServer
 from services.shared.settings import NatsSecurity
 from tests.deploy.conftest import Obj
-from tests.deploy.natsconf import config_files, fresh_passwords, server_environment, single_server_config, write_tls
+from tests.deploy.natsconf import (
+    SHARED_PASSWORD,
+    config_files,
+    fresh_passwords,
+    server_environment,
+    single_server_config,
+    write_tls,
+)
 from tests.integration.autoscaler.runner import start_autoscaler
 from tests.integration.service.factory import register_node, request
 
 pytestmark = pytest.mark.integration
 
 
-CHECKPOINT_USERS = {"autoscaler_checkpoints": "autoscaler"}
-"""auth.conf's users of account AUTOSCALER_CHECKPOINTS -> the service whose password they share."""
 BUCKET = "gpuledger_autoscaler"
 
 
@@ -78,7 +83,7 @@ async def session(secured: Secured, user: str) -> AsyncIterator[Session]:
     async def on_error(exc: Exception) -> None:
         errors.append(str(exc))
 
-    service = CHECKPOINT_USERS.get(user, user)  # the checkpoint user logs in with its service's password
+    service = SHARED_PASSWORD.get(user, user)  # the checkpoint user logs in with its service's password
     inbox = "" if user == "operator" else f"_INBOX_{service}"  # as the manifests set GPULEDGER_NATS_INBOX_PREFIX
     security = NatsSecurity(user=user, password=secured.passwords[service], tls_ca=secured.ca_file,
                             inbox_prefix=inbox)
@@ -193,7 +198,7 @@ async def test_each_service_can_do_what_its_code_does(secured: Secured, monkeypa
         assert reply.data == b"recommendation"
         for reader in (autoscaler, operator):  # the ordered consumers of the autoscaler and `gpuledger events`
             followed = await messaging.subscribe_events(reader.client.jetstream())
-            assert (await followed.next_msg(timeout=5)).subject.startswith(f"{subjects.EVENT_SUBJECT_PREFIX}.")
+            assert (await followed.next_msg(timeout=15)).subject.startswith(f"{subjects.EVENT_SUBJECT_PREFIX}.")
             await followed.unsubscribe()
         assert not (discovery.errors + admission.errors + autoscaler.errors + checkpoints.errors + operator.errors)
         # A write of the allocator's HTTP API: published and its outcome read back as user allocator.
@@ -284,7 +289,7 @@ async def test_a_producer_started_before_the_allocator_waits_for_its_streams(
 
 async def _api(who: Session, subject: str, body: dict[str, Any]) -> dict[str, Any]:
     """The JetStream API's answer to a permitted request (an ``error`` member when it refused)."""
-    reply = await who.client.request(subject, msgspec.json.encode(body), timeout=2)
+    reply = await who.client.request(subject, msgspec.json.encode(body), timeout=10)
     answer: dict[str, Any] = msgspec.json.decode(reply.data)
     return answer
 
@@ -366,7 +371,7 @@ async def test_admission_reads_events_only_through_ephemeral_consumers(
         spy = await operator.client.subscribe("_INBOX.spy")
         await operator.client.flush()
         assert "error" not in await _api(admission, create, push("_INBOX.spy"))
-        delivered = await spy.next_msg(timeout=5)
+        delivered = await spy.next_msg(timeout=15)
         assert delivered.subject == subjects.event_subject("node_registered"), delivered.subject
         await asyncio.sleep(1)
         assert await _messages(operator.client) == before
