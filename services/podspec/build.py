@@ -131,42 +131,39 @@ UID = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9._]*[A-Za-z0-9])?")
 digits, ``-``, ``.`` and ``_`` are accepted, never ``/`` (the length is the contract's bound)."""
 
 
-def allocation_id_of(meta: Mapping[str, Any], *, namespace: str, pod_name: str, review_uid: str) -> str:
-    """The allocation id of a pod: its UID (``metadata.uid``), else the AdmissionReview's
-    (``request.uid``), else ``namespace/name``.
+def check_uid(meta: Mapping[str, Any], *, review_uid: str) -> None:
+    """Refuse a UID that cannot become an allocation id: the pod's (``metadata.uid``), else the
+    AdmissionReview's (``request.uid``), which is the id when present (else ``namespace/name``).
 
-    A UID holding anything but letters, digits, ``-``, ``.``, ``_`` raises
-    PodSpecError naming its field: an id with ``/`` would be the ``namespace/name`` id of a pod of
-    another namespace (``metadata.uid: "team-b/trainer"`` in namespace team-a claimed team-b's
-    pod's allocation). So a ``/`` id always begins with the pod's own namespace.
+    A UID holding anything but letters, digits, ``-``, ``.``, ``_`` raises PodSpecError naming its
+    field: an id with ``/`` would be the ``namespace/name`` id of a pod of another namespace
+    (``metadata.uid: "team-b/trainer"`` in namespace team-a claimed team-b's pod's allocation). So
+    a ``/`` id always begins with the pod's own namespace.
     """
     field, uid = ("metadata.uid", str(meta["uid"])) if meta.get("uid") else ("request.uid", review_uid)
-    if not uid:
-        return f"{namespace}/{pod_name}"
-    if not UID.fullmatch(uid):
+    if uid and not UID.fullmatch(uid):
         raise PodSpecError(f"{field}={bounds.echo(uid, 80)!r}: not a Kubernetes UID (letters, digits, '-', '.', '_'; "
                            "a '/' would name another pod's allocation id namespace/name)",
                            field=field, value=uid)
-    return uid
 
 
 def build_spec(
     pod: Mapping[str, Any], *, annotations: Mapping[str, str], resolved: Resolved, context: ComposeContext
 ) -> AllocationSpec:
-    """The AllocationSpec; its allocation id is :func:`allocation_id_of` (PodSpecError on a bad UID)."""
+    """The AllocationSpec; allocation id = pod UID, else the review UID, else ``namespace/name``."""
     meta = pod.get("metadata") or {}
     namespace = str(meta.get("namespace") or "default")
-    pod_name = str(meta.get("name") or meta.get("generateName") or "")
-    allocation_id = allocation_id_of(meta, namespace=namespace, pod_name=pod_name, review_uid=context.review_uid)
+    check_uid(meta, review_uid=context.review_uid)
     uid = str(meta.get("uid") or context.review_uid)
     workload = workload_name(pod, resolved_owner=context.owner_name, suffix=uid.replace("-", ""))
     attributes = _attributes(
         pod, annotations, resolved=resolved, workload=workload, group_key=f"{namespace}/{workload}", context=context
     )
     cpu, memory = cpu_memory(pod)
+    pod_name = str(meta.get("name") or meta.get("generateName") or "")
     opts = resolved.opts
     spec = AllocationSpec(
-        allocation_id=allocation_id,
+        allocation_id=uid or f"{namespace}/{pod_name}",
         namespace=namespace,
         pod=pod_name,
         pool=opts.pool,
