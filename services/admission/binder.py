@@ -142,7 +142,7 @@ class Binder:
                     await self.reconcile_victim(victim)
                 continue
             allocation_id = _allocation_id(event.object)
-            if not allocation_id:
+            if not allocation_id or self._foreign(allocation_id, event.object):
                 continue
             if event.type == "DELETED":
                 self.pods.pop(allocation_id, None)
@@ -159,6 +159,19 @@ class Binder:
             elif allocation_id in self.book.rejected:
                 await self.mark_rejected(allocation_id)
             await self.reconcile_victim(allocation_id)
+
+    def _foreign(self, allocation_id: str, pod: dict[str, Any]) -> bool:
+        """Whether ``pod`` carries the allocation-id label of a live (granted or queued) allocation
+        of another namespace (a label any pod creator can write): such a pod is neither bound nor,
+        when deleted, released for it."""
+        grant, queued = self.book.granted.get(allocation_id), self.book.queued.get(allocation_id)
+        owner = grant.namespace if grant is not None else queued[0] if queued is not None else None
+        namespace = str((pod.get("metadata") or {}).get("namespace") or "")
+        if owner is None or namespace == owner:
+            return False
+        log.warning("pod_of_another_namespace_ignored", allocation_id=allocation_id, namespace=namespace,
+                    allocation_namespace=owner)
+        return True
 
     async def bind(self, grant: Grant) -> None:
         """Pin the pod of ``grant`` to its node, then remove the gate (kept while victims' pods remain);

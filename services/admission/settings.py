@@ -7,6 +7,7 @@ Variables: ``GPULEDGER_NATS_URL`` and ``GPULEDGER_ADMISSION_<FIELD>`` (e.g.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 
 import msgspec
 
@@ -44,6 +45,14 @@ class AdmissionSettings(msgspec.Struct, kw_only=True):
     """Bearer token of the allocator's HTTP API, when it requires one."""
     quota_status_period_s: float = 10.0
     """Seconds between two GPUResourceQuota status rounds."""
+    webhook_token: str = ""
+    """Bearer token every AdmissionReview must carry ("" = none; the API server sends it from its
+    AdmissionConfiguration kubeconfig, docs/kubernetes.md)."""
+    webhook_token_file: str = ""
+    """File holding ``webhook_token`` (a mounted Secret); read once at start."""
+    client_ca_file: str = ""
+    """PEM CA bundle: when set, the webhook's TLS requires a client certificate it signed (the API
+    server's, from the same kubeconfig)."""
 
 
 def load_settings(environ: Mapping[str, str] | None = None, **overrides: object) -> AdmissionSettings:
@@ -52,6 +61,18 @@ def load_settings(environ: Mapping[str, str] | None = None, **overrides: object)
     env = environ if environ is not None else __import__("os").environ
     if "nats_url" not in overrides and shared_settings.NATS_URL_ENV in env:
         loaded.nats_url = env[shared_settings.NATS_URL_ENV]
+    if loaded.webhook_token_file:
+        if loaded.webhook_token:
+            raise shared_settings.SettingsError(
+                "GPULEDGER_ADMISSION_WEBHOOK_TOKEN and GPULEDGER_ADMISSION_WEBHOOK_TOKEN_FILE are both set; set one")
+        try:
+            loaded.webhook_token = Path(loaded.webhook_token_file).read_text().strip()
+        except OSError as exc:
+            raise shared_settings.SettingsError(
+                f"GPULEDGER_ADMISSION_WEBHOOK_TOKEN_FILE={loaded.webhook_token_file}: {exc.strerror}") from None
+        if not loaded.webhook_token:
+            raise shared_settings.SettingsError(
+                f"GPULEDGER_ADMISSION_WEBHOOK_TOKEN_FILE={loaded.webhook_token_file}: the file is empty")
     if loaded.failure_policy not in FAILURE_POLICIES:
         raise shared_settings.SettingsError(
             f"GPULEDGER_ADMISSION_FAILURE_POLICY={loaded.failure_policy!r}: must be one of {FAILURE_POLICIES}"

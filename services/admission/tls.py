@@ -54,9 +54,13 @@ def generate_self_signed(directory: Path, *, hosts: list[str]) -> tuple[Path, Pa
     return cert_path, key_path
 
 
-def server_context(cert_file: Path, *, key_file: Path) -> ssl.SSLContext:
-    """A TLS 1.2+ server context for the given PEM pair; raises OSError/ssl.SSLError if unreadable."""
+def server_context(cert_file: Path, *, key_file: Path, client_ca: Path | None = None) -> ssl.SSLContext:
+    """A TLS 1.2+ server context for the given PEM pair; with ``client_ca``, a client certificate
+    signed by it is required. Raises OSError/ssl.SSLError if a file is unreadable."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.load_cert_chain(str(cert_file), str(key_file))
+    if client_ca is not None:
+        context.load_verify_locations(cafile=str(client_ca))
+        context.verify_mode = ssl.CERT_REQUIRED
     return context

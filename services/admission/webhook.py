@@ -8,11 +8,17 @@ API-server retries publish a duplicate JetStream drops; it is checked against th
 (:func:`events.guard.check_message`) before publishing. dryRun publishes nothing. When publishing
 fails the failure policy decides: ``deny`` (code 503, message says why) or ``ignore`` (admit
 unmutated, outside gpuledger). ``GET /healthz`` for probes.
+
+With a ``token`` (``GPULEDGER_ADMISSION_WEBHOOK_TOKEN``; under ``gpuledger up`` the API token), a
+review without ``Authorization: Bearer <token>`` is answered 401 before its body is read: the
+Kubernetes API server sends the token from its AdmissionConfiguration kubeconfig
+(docs/kubernetes.md), and counts the 401 as a failed call (``failurePolicy: Fail`` denies the pod).
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -72,12 +78,32 @@ async def _publish(verdict: Verdict, *, publish: Publish, timeout_s: float, fail
     return verdict
 
 
+def authorized(header: str | None, token: str) -> bool:
+    """Whether an ``Authorization`` header value carries ``token`` as ``Bearer <token>`` (compared
+    in constant time); always True when ``token`` is "" (no authentication configured)."""
+    if not token:
+        return True
+    scheme, _, given = (header or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(errors="replace"), token.encode())
+
+
+def _unauthorized() -> web.Response:
+    body = {"error": "the webhook requires Authorization: Bearer <token> (the API server's AdmissionConfiguration "
+                     "kubeconfig; under gpuledger up: GPULEDGER_API_TOKEN)", "field": "Authorization"}
+    return web.json_response(body, status=401, headers={"WWW-Authenticate": 'Bearer realm="gpuledger-webhook"'})
+
+
 def build_app(
-    *, view: ClusterView, publish: Publish, failure_policy: str = "deny", publish_timeout_s: float = 2.0
+    *, view: ClusterView, publish: Publish, failure_policy: str = "deny", publish_timeout_s: float = 2.0,
+    token: str = "",
 ) -> web.Application:
-    """The aiohttp application serving ``/mutate-v1-pod`` and ``/healthz``."""
+    """The aiohttp application serving ``/mutate-v1-pod`` and ``/healthz``; with ``token``, a review
+    must carry ``Authorization: Bearer <token>`` (401 JSON ``{"error", "field"}`` otherwise)."""
 
     async def mutate(request: web.Request) -> web.Response:
+        if not authorized(request.headers.get("Authorization"), token):
+            log.info("review refused: no valid bearer token", peer=request.remote)
+            return _unauthorized()
         body = await request.read()
         try:
             verdict = review(body, view=view)

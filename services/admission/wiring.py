@@ -74,15 +74,16 @@ async def run_admission(
     async def publish(intent: Intent) -> int:
         return await messaging.publish_intent(js, intent, timeout=settings.publish_timeout_s)
 
-    app = build_app(
-        view=view, publish=publish, failure_policy=settings.failure_policy, publish_timeout_s=settings.publish_timeout_s
-    )
+    app = build_app(view=view, publish=publish, failure_policy=settings.failure_policy,
+                    publish_timeout_s=settings.publish_timeout_s, token=settings.webhook_token)
+    client_ca = Path(settings.client_ca_file) if settings.client_ca_file else None
     # the connection guard, deadlines and quiet error log of services/shared/http_edge.py
     runner, port, _ = await http_edge.serve(app, host=settings.host, port=settings.port, server="admission webhook",
-                                            ssl_context=tls.server_context(cert, key_file=key))
+                                            ssl_context=tls.server_context(cert, key_file=key, client_ca=client_ca))
     try:
         url = f"https://{settings.host}:{port}"
-        log.info("webhook_listening", url=url, cert=str(cert))
+        log.info("webhook_listening", url=url, cert=str(cert), bearer_token=bool(settings.webhook_token),
+                 client_certificate=bool(client_ca))
         if on_ready is not None:
             on_ready(url)
         await _until_stopped(_background(settings, js=js, view=view, publish=publish), stop)

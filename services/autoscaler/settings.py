@@ -30,6 +30,9 @@ class AutoscalerSettings(msgspec.Struct, kw_only=True):
     - ``autoscaler_tensorfusion_vram_timing``: reproduce TensorFusion's VRAM peak timing quirk.
     - ``autoscaler_checkpoint_bucket``/``autoscaler_checkpoint_every_s``: NATS KV bucket of the
       histogram checkpoints, and how often changed workloads are saved (also at shutdown).
+    - ``autoscaler_checkpoint_nats_user``: the NATS user that owns the bucket, logged in with the
+      service's password on a second connection ("" = the service's own connection; deploy/:
+      ``autoscaler_checkpoints``, whose account holds only the bucket, docs/security.md).
     - ``autoscaler_prometheus_url``: Prometheus base URL; empty disables the Prometheus source.
     - ``autoscaler_prometheus_tflops_query``/``_vram_query``: PromQL giving per (namespace, pod)
       the compute fraction (0..1) and the VRAM bytes; ``autoscaler_prometheus_interval_s`` the poll period.
@@ -47,6 +50,7 @@ class AutoscalerSettings(msgspec.Struct, kw_only=True):
     autoscaler_tensorfusion_vram_timing: bool = False
     autoscaler_checkpoint_bucket: str = "gpuledger_autoscaler"
     autoscaler_checkpoint_every_s: float = 60.0
+    autoscaler_checkpoint_nats_user: str = ""
     autoscaler_prometheus_url: str = ""
     autoscaler_prometheus_tflops_query: str = DEFAULT_TFLOPS_QUERY
     autoscaler_prometheus_vram_query: str = DEFAULT_VRAM_QUERY

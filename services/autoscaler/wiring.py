@@ -33,6 +33,7 @@ from services.autoscaler.report import report_of
 from services.autoscaler.settings import AutoscalerSettings
 from services.autoscaler.view import WorkloadKey
 from services.shared import lifecycle, messaging
+from services.shared import settings as shared_settings
 
 log = structlog.get_logger("gpuledger.autoscaler")
 
@@ -184,13 +185,27 @@ async def run_autoscaler(settings: AutoscalerSettings, stop: asyncio.Event | Non
         teardown.push("nats", nc.drain)
         js = nc.jetstream()
         await messaging.ensure_streams(js)
-        kv = await checkpoint.open_bucket(js, settings.autoscaler_checkpoint_bucket)
+        kv = await checkpoint.open_bucket(await _checkpoint_jetstream(settings, js, teardown),
+                                          settings.autoscaler_checkpoint_bucket)
         runtime = AutoscalerRuntime(settings, nc=nc, js=js, kv=kv, clock=clock)
         loaded = await checkpoint.load(kv, runtime.engine)
         teardown.push("checkpoint", runtime.save)
         await _start(runtime, stop, loaded, on_ready)
     finally:
         await teardown.close()
+
+
+async def _checkpoint_jetstream(settings: AutoscalerSettings, js: JetStreamContext,
+                                teardown: lifecycle.Teardown) -> JetStreamContext:
+    """Where the checkpoint bucket lives: ``js`` (the service's own connection), or, when
+    ``autoscaler_checkpoint_nats_user`` is set, a second connection as that user (same URL,
+    password and TLS; deploy/base/auth.conf keeps the bucket in an account of its own)."""
+    if not settings.autoscaler_checkpoint_nats_user:
+        return js
+    security = msgspec.structs.replace(shared_settings.nats_security(), user=settings.autoscaler_checkpoint_nats_user)
+    client = await messaging.connect(settings.nats_url, name="gpuledger-autoscaler-checkpoints", security=security)
+    teardown.push("nats checkpoints", client.drain)
+    return client.jetstream()
 
 
 async def _start(runtime: AutoscalerRuntime, stop: asyncio.Event, loaded: int,

@@ -7,6 +7,7 @@ the allocator would refuse is denied here, naming the annotation or Pod field it
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -137,12 +138,34 @@ def _check_names(namespace: str, pod: str, *, named: bool) -> None:
         raise PodSpecError(invalid, field=field, value=pod)
 
 
+UID = re.compile(r"[A-Za-z0-9](?:[-A-Za-z0-9._]*[A-Za-z0-9])?")
+"""What a UID may look like to become an allocation id: a Kubernetes UID is an RFC 4122 UUID; letters,
+digits, ``-``, ``.`` and ``_`` are accepted, never ``/`` (the length is the contract's bound)."""
+
+
+def check_uid(meta: Mapping[str, Any], *, review_uid: str) -> None:
+    """Refuse a UID that cannot become an allocation id: the pod's (``metadata.uid``), else the
+    AdmissionReview's (``request.uid``), which is the id when present (else ``namespace/name``).
+
+    A UID holding anything but letters, digits, ``-``, ``.``, ``_`` raises PodSpecError naming its
+    field: an id with ``/`` would be the ``namespace/name`` id of a pod of another namespace
+    (``metadata.uid: "team-b/trainer"`` in namespace team-a claimed team-b's pod's allocation). So
+    a ``/`` id always begins with the pod's own namespace.
+    """
+    field, uid = ("metadata.uid", str(meta["uid"])) if meta.get("uid") else ("request.uid", review_uid)
+    if uid and not UID.fullmatch(uid):
+        raise PodSpecError(f"{field}={bounds.echo(uid, 80)!r}: not a Kubernetes UID (letters, digits, '-', '.', '_'; "
+                           "a '/' would name another pod's allocation id namespace/name)",
+                           field=field, value=uid)
+
+
 def build_spec(
     pod: Mapping[str, Any], *, annotations: Mapping[str, str], resolved: Resolved, context: ComposeContext
 ) -> AllocationSpec:
     """The AllocationSpec; allocation id = pod UID, else the review UID, else ``namespace/name``."""
     meta = pod.get("metadata") or {}
     namespace = str(meta.get("namespace") or "default")
+    check_uid(meta, review_uid=context.review_uid)
     uid = str(meta.get("uid") or context.review_uid)
     workload = workload_name(pod, resolved_owner=context.owner_name, suffix=uid.replace("-", ""))
     attributes = _attributes(

@@ -15,7 +15,15 @@ import yaml
 
 from services.shared.natsserver import NatsServerError, find_binary
 from tests.deploy.conftest import OVERLAYS, REPO, Obj, find, pod_spec
-from tests.deploy.natsconf import USERS, config_files, fresh_passwords, server_environment, with_tls_dir, write_tls
+from tests.deploy.natsconf import (
+    SHARED_PASSWORD,
+    USERS,
+    config_files,
+    fresh_passwords,
+    server_environment,
+    with_tls_dir,
+    write_tls,
+)
 
 
 @pytest.fixture(scope="module")
@@ -67,8 +75,11 @@ def test_every_nats_user_has_a_password_of_the_parsable_form(rendered: dict[str,
     """auth.conf's users are the keys of Secret gpuledger-nats-auth (the dev overlay's values: a letter,
     then letters and digits, since nats-server parses the variable's value)."""
     auth = config_files(rendered["prod"])["auth.conf"]
-    users = set(re.findall(r"^\s*user: (\w+)$", auth, flags=re.MULTILINE))
-    assert users == set(USERS)
+    logins = dict(re.findall(r"^\s*user: (\w+)\n\s*password: \$(\w+)_PASSWORD$", auth, flags=re.MULTILINE))
+    assert set(logins) == set(USERS) | set(SHARED_PASSWORD)
+    assert {user: logins[user] for user in USERS} == {user: user.upper() for user in USERS}
+    assert {user: logins[user] for user in SHARED_PASSWORD} == {u: o.upper() for u, o in SHARED_PASSWORD.items()}
+    users = set(USERS)
     secret = find(rendered["dev"], "Secret", "gpuledger-nats-auth")
     assert set(secret["data"]) == users
     for user, value in secret["data"].items():

@@ -18,21 +18,34 @@ import nats
 import pytest
 from nats.aio.client import Client as NATS
 from nats.errors import Error as NatsError
+from nats.js.errors import NotFoundError
 
-from events import intents, subjects
+from events import codec, intents, subjects
 from events.values import QuotaSpec
 from services.allocator import bootstrap
 from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
 from services.allocator.settings import AllocatorSettings
 from services.autoscaler import checkpoint
+from services.autoscaler.engine import WorkloadState
 from services.shared import messaging
 from services.shared.natsserver import NatsServer
 from services.shared.settings import NatsSecurity
 from tests.deploy.conftest import Obj
-from tests.deploy.natsconf import config_files, fresh_passwords, server_environment, single_server_config, write_tls
+from tests.deploy.natsconf import (
+    SHARED_PASSWORD,
+    config_files,
+    fresh_passwords,
+    server_environment,
+    single_server_config,
+    write_tls,
+)
+from tests.integration.autoscaler.runner import start_autoscaler
 from tests.integration.service.factory import register_node, request
 
 pytestmark = pytest.mark.integration
+
+
+BUCKET = "gpuledger_autoscaler"
 
 
 class Secured(msgspec.Struct, kw_only=True):
@@ -70,8 +83,10 @@ async def session(secured: Secured, user: str) -> AsyncIterator[Session]:
     async def on_error(exc: Exception) -> None:
         errors.append(str(exc))
 
-    inbox = "" if user == "operator" else f"_INBOX_{user}"  # as the manifests set GPULEDGER_NATS_INBOX_PREFIX
-    security = NatsSecurity(user=user, password=secured.passwords[user], tls_ca=secured.ca_file, inbox_prefix=inbox)
+    service = SHARED_PASSWORD.get(user, user)  # the checkpoint user logs in with its service's password
+    inbox = "" if user == "operator" else f"_INBOX_{service}"  # as the manifests set GPULEDGER_NATS_INBOX_PREFIX
+    security = NatsSecurity(user=user, password=secured.passwords[service], tls_ca=secured.ca_file,
+                            inbox_prefix=inbox)
     client = await messaging.connect(secured.server.url, name=user, security=security, error_cb=on_error)
     try:
         yield Session(client=client, errors=errors)
@@ -154,7 +169,7 @@ async def test_each_service_can_do_what_its_code_does(secured: Secured, monkeypa
     _allocator_environment(secured, monkeypatch)
     async with (allocator(secured) as api, session(secured, "discovery") as discovery,
                 session(secured, "admission") as admission, session(secured, "autoscaler") as autoscaler,
-                session(secured, "operator") as operator):
+                session(secured, "autoscaler_checkpoints") as checkpoints, session(secured, "operator") as operator):
         await messaging.ensure_streams(discovery.client.jetstream())  # info only: the streams exist
         await messaging.publish_intent(discovery.client.jetstream(), register_node("node-a"))
         events = await messaging.subscribe_events(admission.client.jetstream())
@@ -169,19 +184,23 @@ async def test_each_service_can_do_what_its_code_does(secured: Secured, monkeypa
         resize = intents.ResizeAllocation(intent_id="resize-1", allocation_id="pod-1",
                                           request=request("x").spec.request, limit=request("x").spec.limit)
         await messaging.publish_intent(autoscaler.client.jetstream(), resize)
-        kv = await checkpoint.open_bucket(autoscaler.client.jetstream(), "gpuledger_autoscaler")
+        kv = await checkpoint.open_bucket(checkpoints.client.jetstream(), BUCKET)  # creates it
         await kv.put("w.test", b"state")
         assert (await kv.get("w.test")).value == b"state"
         assert await kv.keys() == ["w.test"]  # checkpoint.load lists the keys (an ordered consumer)
 
-        async def answer(msg: Any) -> None:
+        async def recommend(msg: Any) -> None:
             await msg.respond(b"recommendation")
 
-        await autoscaler.client.subscribe(subjects.AUTOSCALER_RECOMMEND_SUBJECT, cb=answer)
+        await autoscaler.client.subscribe(subjects.AUTOSCALER_RECOMMEND_SUBJECT, cb=recommend)
         await autoscaler.client.flush()
         reply = await operator.client.request(subjects.AUTOSCALER_RECOMMEND_SUBJECT, b"{}", timeout=5)
         assert reply.data == b"recommendation"
-        assert not (discovery.errors + admission.errors + autoscaler.errors + operator.errors)
+        for reader in (autoscaler, operator):  # the ordered consumers of the autoscaler and `gpuledger events`
+            followed = await messaging.subscribe_events(reader.client.jetstream())
+            assert (await followed.next_msg(timeout=15)).subject.startswith(f"{subjects.EVENT_SUBJECT_PREFIX}.")
+            await followed.unsubscribe()
+        assert not (discovery.errors + admission.errors + autoscaler.errors + checkpoints.errors + operator.errors)
         # A write of the allocator's HTTP API: published and its outcome read back as user allocator.
         async with aiohttp.ClientSession() as http, http.delete(f"{api}/api/v1/allocations/pod-1?wait=10") as answer:
             assert answer.status == 200, await answer.text()
@@ -266,3 +285,126 @@ async def test_a_producer_started_before_the_allocator_waits_for_its_streams(
             await messaging.publish_intent(discovery.client.jetstream(), register_node("node-a"))
         denied = f"$JS.API.STREAM.CREATE.{subjects.INTENT_STREAM}".lower()
         assert any(denied in e.lower() for e in discovery.errors), discovery.errors
+
+
+async def _api(who: Session, subject: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The JetStream API's answer to a permitted request (an ``error`` member when it refused)."""
+    reply = await who.client.request(subject, msgspec.json.encode(body), timeout=10)
+    answer: dict[str, Any] = msgspec.json.decode(reply.data)
+    return answer
+
+
+async def test_the_autoscaler_can_neither_recreate_its_bucket_nor_read_other_streams(
+        secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The issue's attack: delete the bucket's stream, re-create it on ``_INBOX_allocator.>`` and read
+    the pulled intents back with STREAM.MSG.GET; and the variant that needs no re-creation: a get of
+    its own bucket whose reply subject is an intent subject, so that JetStream stores a forged intent."""
+    _allocator_environment(secured, monkeypatch)
+    async with (allocator(secured), session(secured, "discovery") as discovery,
+                session(secured, "admission") as admission, session(secured, "autoscaler") as autoscaler,
+                session(secured, "autoscaler_checkpoints") as checkpoints, session(secured, "operator") as operator):
+        await messaging.publish_intent(discovery.client.jetstream(), register_node("node-a"))
+        before = await _settled(operator.client)
+        kv = await checkpoint.open_bucket(checkpoints.client.jetstream(), BUCKET)
+        await kv.put("w.forged", codec.encode(register_node("forged-node")))  # bytes of an intent it may not send
+        stream = f"KV_{BUCKET}"
+        for who in (autoscaler, checkpoints):
+            for api in (f"$JS.API.STREAM.DELETE.{stream}", f"$JS.API.STREAM.UPDATE.{stream}",
+                        f"$JS.API.STREAM.PURGE.{stream}", "$JS.API.STREAM.CREATE.SPY",
+                        f"$JS.API.CONSUMER.DURABLE.CREATE.{stream}.spy", f"$JS.API.CONSUMER.CREATE.{stream}.spy"):
+                await _refused_publish(who, api, jetstream=False)
+        await _refused_publish(autoscaler, f"$JS.API.STREAM.CREATE.{stream}", jetstream=False)
+        # The checkpoint user may create its bucket; creating it again on other subjects is refused.
+        foreign = {"name": stream, "subjects": ["_INBOX_allocator.>"], "retention": "limits", "storage": "file",
+                   "num_replicas": 1}
+        assert "already in use" in (await _api(checkpoints, f"$JS.API.STREAM.CREATE.{stream}", foreign))["error"][
+            "description"]
+        assert (await checkpoints.client.jetstream().stream_info(stream)).config.subjects == [f"$KV.{BUCKET}.>"]
+        for who in (autoscaler, admission, discovery, operator):
+            for stream_name in (subjects.INTENT_STREAM, subjects.EVENT_STREAM):
+                for api in (f"$JS.API.STREAM.MSG.GET.{stream_name}", f"$JS.API.DIRECT.GET.{stream_name}"):
+                    await _refused_publish(who, api, jetstream=False)
+            await _refused_publish(who, f"$JS.API.CONSUMER.CREATE.{subjects.INTENT_STREAM}", jetstream=False)
+        # Its answers stay in its account: a get or a push consumer aimed at an intent subject stores nothing.
+        intent_subject = subjects.intent_subject("register_node")
+        await checkpoints.client.publish(f"$JS.API.STREAM.MSG.GET.{stream}", reply=intent_subject,
+                                         payload=msgspec.json.encode({"last_by_subj": f"$KV.{BUCKET}.w.forged"}))
+        pushed = await _api(checkpoints, f"$JS.API.CONSUMER.CREATE.{stream}", {"stream_name": stream, "config": {
+            "deliver_subject": intent_subject, "deliver_policy": "all", "ack_policy": "none"}})
+        assert "error" not in pushed, pushed
+        await checkpoints.client.flush()
+        await asyncio.sleep(1)
+        assert await _messages(operator.client) == before
+        assert not any("forged-node" in e for e in checkpoints.errors)
+
+
+async def test_admission_reads_events_only_through_ephemeral_consumers(
+        secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No durable consumer (by name in the subject: permissions; in the body: nats-server), none on
+    the intents, none delivering onto the event stream's own subjects. nats-server accepts any other
+    deliver subject (nats-io/nats-server#8274): what reaches it is the allocator's own events, and an
+    intent subject receives nothing (no user may subscribe there, so JetStream delivers nothing). Any
+    API answer can still be addressed to an intent subject: the allocator rejects it."""
+    _allocator_environment(secured, monkeypatch)
+    async with (allocator(secured), session(secured, "discovery") as discovery,
+                session(secured, "admission") as admission, session(secured, "operator") as operator):
+        await messaging.publish_intent(discovery.client.jetstream(), register_node("node-a"))
+        before = await _settled(operator.client)
+        events = subjects.EVENT_STREAM
+        for api in (f"$JS.API.CONSUMER.CREATE.{events}.binder", f"$JS.API.CONSUMER.CREATE.{events}.binder.gpuledger.>",
+                    f"$JS.API.CONSUMER.DURABLE.CREATE.{events}.binder", f"$JS.API.CONSUMER.DELETE.{events}.binder",
+                    f"$JS.API.CONSUMER.CREATE.{subjects.INTENT_STREAM}",
+                    f"$JS.API.CONSUMER.MSG.NEXT.{subjects.INTENT_STREAM}.allocator"):
+            await _refused_publish(admission, api, jetstream=False)
+        create = f"$JS.API.CONSUMER.CREATE.{events}"
+        durable = await _api(admission, create, {"stream_name": events,
+                                                 "config": {"durable_name": "binder", "ack_policy": "explicit"}})
+        assert "ephemeral" in durable["error"]["description"], durable
+
+        def push(deliver: str) -> dict[str, Any]:
+            return {"stream_name": events, "config": {"deliver_subject": deliver, "deliver_policy": "all",
+                                                      "ack_policy": "none"}}
+
+        onto_events = await _api(admission, create, push(subjects.event_subject("allocation_granted")))
+        assert "cycle" in onto_events["error"]["description"], onto_events
+        assert "error" not in await _api(admission, create, push(subjects.intent_subject("register_node")))
+        spy = await operator.client.subscribe("_INBOX.spy")
+        await operator.client.flush()
+        assert "error" not in await _api(admission, create, push("_INBOX.spy"))
+        delivered = await spy.next_msg(timeout=15)
+        assert delivered.subject == subjects.event_subject("node_registered"), delivered.subject
+        await asyncio.sleep(1)
+        assert await _messages(operator.client) == before
+        # What stays open (docs/security.md): the server's own answer, addressed to an intent subject,
+        # is stored there, and the allocator records it as an intent_rejected.
+        rejected = await operator.client.subscribe(subjects.event_subject("intent_rejected"))
+        await operator.client.flush()
+        await admission.client.publish(f"$JS.API.STREAM.INFO.{events}", b"",
+                                       reply=subjects.intent_subject("register_node"))
+        event = msgspec.json.decode((await rejected.next_msg(timeout=15)).data)
+        assert event["subject"] == subjects.intent_subject("register_node"), event
+        assert (await _messages(operator.client))[subjects.INTENT_STREAM] == before[subjects.INTENT_STREAM] + 1
+
+
+async def test_the_autoscaler_service_keeps_its_checkpoints_in_its_own_account(
+        secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real service as its manifest runs it: user ``autoscaler`` plus ``autoscaler_checkpoints``
+    (GPULEDGER_AUTOSCALER_CHECKPOINT_NATS_USER) for the bucket; a checkpoint saved at stop is loaded
+    by the next start, and the bucket is not in the account of the streams."""
+    _allocator_environment(secured, monkeypatch)
+    key = ("team-a", "trainer")
+    async with allocator(secured), session(secured, "allocator") as streams_account:
+        for name, value in {"USER": "autoscaler", "PASSWORD": secured.passwords["autoscaler"],
+                            "INBOX_PREFIX": "_INBOX_autoscaler"}.items():  # the manifest's, once the allocator runs
+            monkeypatch.setenv(f"GPULEDGER_NATS_{name}", value)
+        first = await start_autoscaler(secured.server.url, autoscaler_checkpoint_nats_user="autoscaler_checkpoints")
+        first.runtime.engine.states[key] = WorkloadState()
+        first.runtime.engine.touched.add(key)
+        await first.stop()
+        again = await start_autoscaler(secured.server.url, autoscaler_checkpoint_nats_user="autoscaler_checkpoints")
+        try:
+            assert key in again.runtime.engine.states
+        finally:
+            await again.stop()
+        with pytest.raises(NotFoundError):
+            await streams_account.client.jetstream().stream_info(f"KV_{BUCKET}")

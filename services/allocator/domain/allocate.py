@@ -99,16 +99,16 @@ def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime
 
     ``gang`` decides a gang member after the identity, pool and per-workload cap checks."""
     spec = intent.spec
-    problem = check_spec(spec)
-    if problem:
-        field, _, reason = problem
-        return [ev.AllocationRejected(at=now, spec=spec, reason=reason, code="invalid", field=field)]
     existing = state.allocations.get(spec.allocation_id)
-    if existing is not None:
+    if existing is not None:  # first: an AllocationRejected of a live id would read as that allocation's end
         return [ev.IntentRejected(
             at=now, intent_id=intent.intent_id, intent_type="request_allocation", field="spec.allocation_id",
             value=spec.allocation_id, reason=f"allocation {spec.allocation_id} already exists ({existing.status})",
         )]
+    problem = check_spec(spec)
+    if problem:
+        field, _, reason = problem
+        return [ev.AllocationRejected(at=now, spec=spec, reason=reason, code="invalid", field=field)]
     if spec.pool not in state.pool_nodes and spec.pool not in state.pools:
         return [ev.AllocationRejected(
             at=now, spec=spec, code="unknown_pool", field="spec.pool", reason=f"no gpu devices in pool {spec.pool}")]

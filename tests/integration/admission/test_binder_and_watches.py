@@ -245,3 +245,38 @@ async def test_timed_out_gang_members_are_annotated_with_the_reason(kube_api: Ku
             await _stop(task)
     assert pod["metadata"]["annotations"]["gpuledger.io/rejected"] == "gang default/trainer timed out"
     assert {"name": keys.SCHEDULING_GATE} in pod["spec"]["schedulingGates"]
+
+
+async def test_a_pod_of_another_namespace_wearing_a_live_id_is_neither_bound_nor_released(
+        kube_api: KubeApiServer, jetstream) -> None:
+    """The allocation-id label is any pod creator's to write: a pod of namespace ``intruder`` labelled
+    with the id of default's granted allocation gets neither its GPUs nor, when deleted, its release;
+    nor does one wearing the id of default's queued allocation release it."""
+    intruder = _gated_pod("squat", "a-1")
+    intruder["metadata"]["namespace"] = "intruder"
+    kube_api.create("pods", intruder, namespace="intruder")
+    await _emit(jetstream, decisions.AllocationGranted(at=NOW, spec=_spec("a-1", "owner"), node="node-1",
+                                                       gpus=("gpu-1",), charges=()))
+    async with await kube.api_client(url=kube_api.url) as api:
+        binder = Binder(api, publish=_publisher(jetstream), view=ClusterView())
+        task = asyncio.create_task(binder.run(jetstream))
+        try:
+            await _until(lambda: binder.pods_synced.is_set() and binder.events_synced.is_set())
+            kube_api.create("pods", _gated_pod("owner", "a-1"), namespace="default")
+            await _until(lambda: _ungated(kube_api, "owner"))
+            squat = kube_api.get("pods", "squat", namespace="intruder")
+            assert squat is not None and {"name": keys.SCHEDULING_GATE} in squat["spec"]["schedulingGates"]
+            assert keys.GPU_IDS not in squat["metadata"]["annotations"]
+            kube_api.delete("pods", "squat", namespace="intruder")
+            await _emit(jetstream, decisions.AllocationQueued(at=NOW, spec=_spec("q-1", "waiting"), reason="full",
+                                                              code="capacity"))
+            await _until(lambda: "q-1" in binder.book.queued)
+            queued_squat = _gated_pod("squat-queued", "q-1")
+            queued_squat["metadata"]["namespace"] = "intruder"
+            kube_api.create("pods", queued_squat, namespace="intruder")
+            kube_api.delete("pods", "squat-queued", namespace="intruder")
+            await asyncio.sleep(0.5)
+            assert not binder.released & {"a-1", "q-1"}, binder.released
+        finally:
+            await _stop(task)
+    assert await _released(jetstream) == []
