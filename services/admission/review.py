@@ -17,9 +17,11 @@ import msgspec
 
 from events import bounds, guard
 from events.values import AllocationSpec
+from services.admission.device_patch import skeleton_ops
 from services.admission.patch import build_patch
 from services.admission.view import ClusterView
 from services.podspec import PodSpecError, compose, keys
+from services.podspec.device_plan import ENFORCEMENT_KEY, device_plan
 
 _VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 
@@ -106,7 +108,11 @@ def _admit(verdict: Verdict, pod: dict[str, Any], *, view: ClusterView) -> Verdi
             pool_defaults=view.pool,
             context=view.context(review_uid=verdict.uid),
         )
-        verdict.patch = build_patch(pod, spec=spec, native_resources=view.native_resources)
+        enforcement = view.enforcement.get(spec.pool, "none")
+        spec = msgspec.structs.replace(spec, attributes={**spec.attributes, ENFORCEMENT_KEY: enforcement})
+        plan = device_plan(spec, enforcement=enforcement)
+        verdict.patch = build_patch(pod, spec=spec, native_resources=view.native_resources,
+                                    extra_annotations=plan.annotations) + skeleton_ops(pod, plan)
     except PodSpecError as exc:
         return _deny(verdict, 400, str(exc), field=exc.field)
     except (TypeError, AttributeError, KeyError) as exc:
