@@ -18,7 +18,9 @@ and ``why`` show the same plan. docs/runtime.md describes the delivery; the rule
 * **Containers**: with ``tensor-fusion.ai/container-gpu-count`` each named container takes
   consecutive runs of the granted GPUs in container-name order (TensorFusion
   internal/scheduler/gpuresources/gpuresources.go ``allocateGPUsToContainers``), other containers
-  none; without it every container shares every GPU (group ``""``).
+  none; without it the containers of ``tensor-fusion.ai/inject-container`` (TensorFusion's GPU
+  containers; every container when the attribute is absent) share every GPU (group ``""``), the
+  others see none. Init containers never see a GPU.
 * **hami-core** (HAMi-core's interposer, github.com/Project-HAMi/HAMi-core, as HAMi's device plugin
   sets it up in pkg/device/nvidia): ``CUDA_DEVICE_MEMORY_LIMIT_<i>`` for each visible device ``i``
   (whole MiB with HAMi's ``m`` suffix, rounded down, at least 1: the VRAM limit, else the request,
@@ -88,12 +90,20 @@ HAMi-core's README lists them. Set explicitly, so a pod's own values are overrid
 
 
 class ContainerDevices(msgspec.Struct, frozen=True, kw_only=True):
-    """One container group: ``container`` ("" = every container of the pod), the NVML device names
-    it sees (empty: none) and the environment variables its GPU stack reads (name -> value)."""
+    """One container group: ``container`` ("" = the containers of ``members``, every container when
+    that is empty), the NVML device names it sees (empty: none) and the environment variables its
+    GPU stack reads (name -> value)."""
 
     container: str
     devices: tuple[str, ...]
     env: dict[str, str]
+    members: tuple[str, ...] = ()
+
+    def holds(self, container: str) -> bool:
+        """True when ``container`` gets this group's environment."""
+        if self.container:
+            return self.container == container
+        return not self.members or container in self.members
 
 
 class DevicePlan(msgspec.Struct, frozen=True, kw_only=True):
@@ -116,7 +126,7 @@ class DevicePlan(msgspec.Struct, frozen=True, kw_only=True):
     def group_of(self, container: str) -> ContainerDevices | None:
         """The group whose environment ``container`` gets (None: it sees no GPU)."""
         for group in self.containers:
-            if group.container in ("", container):
+            if group.holds(container):
                 return group
         return None
 
@@ -252,7 +262,8 @@ def device_plan(spec: AllocationSpec, *, enforcement: Enforcement, gpus: tuple[s
         env = {VISIBLE_DEVICES: ",".join(devices) or NO_DEVICE}
         if hami and counts.get(group, 0):
             env.update(_hami_env(spec, group, counts[group], known if gpus else None))
-        containers.append(ContainerDevices(container=group, devices=tuple(devices), env=env))
+        members = tuple(n for n in spec.attributes.get(keys.INJECT_CONTAINER, "").split(",") if n) if not group else ()
+        containers.append(ContainerDevices(container=group, devices=tuple(devices), env=env, members=members))
     annotations = {env_annotation(c.container, name): value for c in containers for name, value in c.env.items()}
     return DevicePlan(
         enforcement=enforcement, containers=tuple(containers), runtime_class=RUNTIME_CLASS,
@@ -314,5 +325,6 @@ _HAMI_MOUNTS: tuple[dict[str, Any], ...] = (
 def plan_view(plan: DevicePlan) -> dict[str, Any]:
     """The plan as JSON for the API, ``simulate`` and ``why``."""
     view: dict[str, Any] = msgspec.to_builtins(plan)
-    view["containers"] = [{**c, "container": c["container"] or "*"} for c in view["containers"]]
+    view["containers"] = [{**c, "container": c["container"] or ",".join(c["members"]) or "*"}
+                          for c in view["containers"]]
     return view

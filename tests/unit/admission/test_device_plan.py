@@ -127,6 +127,9 @@ def grants(draw: st.DrawFn) -> tuple[AllocationSpec, tuple[str, ...], tuple[Part
         request = limit = Resources(milli_tflops=1000, vram_bytes=vram)
         isolation = "partitioned"
     attributes = {keys.CONTAINER_GPU_COUNT: json.dumps(counts)} if split else {}
+    if draw(st.booleans()):  # TensorFusion's GPU containers (compose always sets it; older specs may not)
+        attributes[keys.INJECT_CONTAINER] = ",".join(draw(st.lists(st.sampled_from(containers), min_size=1,
+                                                                    unique=True)))
     mode = draw(st.sampled_from(["none", "hami-core", "tensor-fusion"]))
     spec = AllocationSpec(allocation_id="a", namespace="default", pod="p", pool="pool", request=request, limit=limit,
                           gpu_count=count, isolation=isolation, attributes={**attributes, ENFORCEMENT_KEY: mode},
@@ -150,7 +153,8 @@ def expected_devices(spec: AllocationSpec, gpus: tuple[str, ...], partitions: tu
     names = [name(g, i) for i, g in enumerate(gpus)]
     raw = spec.attributes.get(keys.CONTAINER_GPU_COUNT)
     if not raw:
-        return {c: names for c in containers}
+        inject = [n for n in spec.attributes.get(keys.INJECT_CONTAINER, "").split(",") if n] or containers
+        return {c: names if c in inject else [] for c in containers}
     counts, out, start = json.loads(raw), {}, 0
     for c in sorted(counts):
         out[c] = names[start:start + counts[c]]
