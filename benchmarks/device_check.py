@@ -25,8 +25,9 @@ Backends:
   ``CUDA_DEVICE_MEMORY_LIMIT``; suffixes k/m/g; 0 or unset: no limit), active when ``LD_PRELOAD``
   names ``libvgpu.so``. It proves the environment gpuledger computes, not the hardware.
 
-``--expect-devices UUID,...`` and ``--expect-limit BYTES`` turn the output into a check (exit 1 with
-the difference on stderr). Usage on a GPU node: docs/runtime.md ("Check one node").
+``--expect-devices UUID,...`` and ``--expect-limit BYTES`` (or ``--expect-from-env``: what gpuledger
+set in the environment) turn the output into a check (exit 1 with the difference on stderr).
+Usage on a GPU node: docs/runtime.md ("Check one node").
 Stdlib only, so it runs in any image with Python 3.10+.
 """
 
@@ -280,8 +281,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="no container toolkit here: narrow CUDA to NVIDIA_VISIBLE_DEVICES itself")
     parser.add_argument("--expect-devices", help="comma-separated UUIDs the process must see (\"\" for none)")
     parser.add_argument("--expect-limit", type=int, help="VRAM limit in bytes every device must enforce")
+    parser.add_argument("--expect-from-env", action="store_true",
+                        help="expect the devices of NVIDIA_VISIBLE_DEVICES (GPU UUIDs) and the limit of "
+                        "CUDA_DEVICE_MEMORY_LIMIT_0, as gpuledger set them (the in-pod check)")
     args = parser.parse_args(argv)
     env = dict(os.environ)
+    if args.expect_from_env:
+        value = env.get("NVIDIA_VISIBLE_DEVICES", "")
+        args.expect_devices = "" if value in ("", "void", "none") else value
+        args.expect_limit = hami_limits(env, 1)[0] or None
     if args.fake is not None:
         report = run_fake(env, args.fake, args.node_gpus)
     else:
