@@ -24,3 +24,11 @@ def test_max_tier_is_bounded_and_the_help_names_the_options() -> None:
     assert CliRunner().invoke(app, ["pool", "configure", "default", "--max-topology-tier", "4"]).exit_code == 2
     help_text = CliRunner().invoke(app, ["pool", "configure", "--help"]).output
     assert all(option in help_text for option in ("--isolation-policy", "--topology", "--max-topology-tier"))
+
+
+def test_enforcement_is_checked_and_documented() -> None:
+    result = CliRunner().invoke(app, ["pool", "configure", "default", "--enforcement", "hami", "--json"])
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.output)["field"] == "enforcement"
+    help_text = CliRunner().invoke(app, ["pool", "configure", "--help"]).output
+    assert "--enforcement" in help_text and "hami-core" in help_text
