@@ -98,7 +98,7 @@ class Binder:
         """Replay GPULEDGER_EVENTS from its start, then follow it."""
         last = (await js.stream_info(subjects.EVENT_STREAM)).state.last_seq
         if last == 0:
-            self.events_synced.set()
+            self._synced()
         sub = await messaging.subscribe_events(js)
         async for msg in sub.messages:
             try:
@@ -108,7 +108,7 @@ class Binder:
                 event = None
             grant = self.book.apply(event, view=self.view) if event is not None else None
             if msg.metadata.sequence.stream >= last:
-                self.events_synced.set()
+                self._synced()
             if grant is not None and isinstance(event, decisions.AllocationGranted):
                 self.handover.granted(grant.allocation_id, event.preempted)
                 await self.bind(grant)
@@ -123,6 +123,11 @@ class Binder:
             elif isinstance(event, decisions.AllocationReleased):
                 self.released.discard(event.allocation_id)  # a later pod event finds it not live
                 self.handover.ended(event.allocation_id)
+
+    def _synced(self) -> None:
+        self.events_synced.set()
+        if self.view is not None:
+            self.view.replayed = True  # the webhook may admit now (services/admission/view.py)
 
     async def watch_pods(self) -> None:
         """Track gpuledger pods; bind gated granted ones, release deleted or finished ones.

@@ -93,6 +93,9 @@ def review(body: bytes, *, view: ClusterView) -> Verdict:
     if not _is_gpuledger_pod(pod):
         verdict.message = "non tensor fusion pod, skipped"
         return verdict
+    if not view.replayed:
+        return _deny(verdict, 503, "gpuledger admission is still reading its event log (the pools' enforcement "
+                     "is not known yet); retry in a few seconds", field="events")
     return _admit(verdict, pod, view=view)
 
 

@@ -30,6 +30,10 @@ class ClusterView(msgspec.Struct, kw_only=True):
     priority_classes: dict[str, int] = {}
     enforcement: dict[str, Enforcement] = {}
     """Pool -> its ``enforcement`` mode (from PoolConfigured; an unconfigured pool: ``none``)."""
+    replayed: bool = True
+    """False while the replay of GPULEDGER_EVENTS that fills this view has not caught up (set by the
+    process at start): reviews are refused with 503 then, so no pod is admitted under the default
+    enforcement of a pool whose PoolConfigured event is still unread."""
 
     def context(self, *, review_uid: str) -> ComposeContext:
         """The parser context for one review."""

@@ -308,3 +308,20 @@ def test_the_fake_cuda_process_sees_its_gpu_and_cannot_allocate_beyond_its_vram_
     assert code == 1 and "limit 0, expected" in stderr
     assert [d["uuid"] for d in report["devices"]] == [f"{H100_UUID[:-2]}03"]
     assert report["devices"][0]["allocated_bytes"] == H100["memory_total_bytes"]
+
+
+def test_no_pod_is_admitted_before_the_pools_enforcement_is_known() -> None:
+    from services.admission.review import review
+    from services.admission.view import ClusterView
+    from tests.unit.admission.builders import a_review
+
+    raw = {"metadata": {"name": "p", "namespace": "default", "labels": {keys.ENABLED: "true"},
+                        "annotations": {keys.TFLOPS_REQUEST: "10", keys.VRAM_REQUEST: "1Gi"}},
+           "spec": {"containers": [{"name": "main", "image": "nvidia/cuda"}]}}
+    verdict = review(a_review(raw), view=ClusterView(replayed=False))
+    assert not verdict.allowed and verdict.code == 503 and verdict.field == "events" and verdict.spec is None
+    admitted = review(a_review(raw), view=ClusterView(enforcement={"default": "hami-core"}))
+    assert admitted.allowed and admitted.spec is not None
+    assert admitted.spec.attributes[ENFORCEMENT_KEY] == "hami-core"
+    paths = {op["path"] for op in admitted.patch}
+    assert {"/spec/runtimeClassName", "/spec/volumes", "/spec/containers/0/env"} <= paths
