@@ -70,15 +70,12 @@ def skeleton_ops(pod: Mapping[str, Any], plan: DevicePlan) -> list[Op]:
     for index, container in enumerate(spec.get("containers") or []):
         if isinstance(container, Mapping):
             name = str(container.get("name") or "")
-            mounts = plan.mounts if plan.group_of(name) is not None and _sees_gpu(plan, name) else ()
-            ops += _container_ops(f"/spec/containers/{index}", container, container_env(plan, name), mounts)
+            group = plan.group_of(name)
+            ops += _container_ops(f"/spec/containers/{index}", container, container_env(plan, name),
+                                  group.mounts if group is not None else ())
     for index, container in enumerate(spec.get("initContainers") or []):
         if isinstance(container, Mapping):
             ops += _container_ops(f"/spec/initContainers/{index}", container,
                                   [{"name": VISIBLE_DEVICES, "value": NO_DEVICE}], ())
     return ops
 
-
-def _sees_gpu(plan: DevicePlan, container: str) -> bool:
-    group = plan.group_of(container)
-    return group is not None and len(group.env) > 1  # more than NVIDIA_VISIBLE_DEVICES: enforced

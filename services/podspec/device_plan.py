@@ -98,6 +98,8 @@ class ContainerDevices(msgspec.Struct, frozen=True, kw_only=True):
     devices: tuple[str, ...]
     env: dict[str, str]
     members: tuple[str, ...] = ()
+    mounts: tuple[dict[str, Any], ...] = ()
+    """Volume mounts (Kubernetes JSON) of the mode's node-side pieces, for an enforced group."""
 
     def holds(self, container: str) -> bool:
         """True when ``container`` gets this group's environment."""
@@ -110,9 +112,9 @@ class DevicePlan(msgspec.Struct, frozen=True, kw_only=True):
     """What a grant becomes on the pod.
 
     ``annotations``: what the binder writes (every env value of every group, under
-    :func:`env_annotation`); ``runtime_class``: "" to leave the pod's as is; ``volumes`` and
-    ``mounts`` (Kubernetes JSON) are added to the pod (volumes) and to every GPU container (mounts)
-    at admission; ``problems``: what could not be mapped (logged; the device is then left out).
+    :func:`env_annotation`); ``runtime_class``: "" to leave the pod's as is; ``volumes``
+    (Kubernetes JSON) are added to the pod at admission, each group's ``mounts`` to its containers;
+    ``problems``: what could not be mapped (logged; the device is then left out).
     """
 
     enforcement: Enforcement
@@ -120,7 +122,6 @@ class DevicePlan(msgspec.Struct, frozen=True, kw_only=True):
     runtime_class: str = ""
     annotations: dict[str, str] = {}
     volumes: tuple[dict[str, Any], ...] = ()
-    mounts: tuple[dict[str, Any], ...] = ()
     problems: tuple[str, ...] = ()
 
     def group_of(self, container: str) -> ContainerDevices | None:
@@ -260,15 +261,17 @@ def device_plan(spec: AllocationSpec, *, enforcement: Enforcement, gpus: tuple[s
         names = groups[group]
         devices, known = _devices(names, records, partition_of, problems)
         env = {VISIBLE_DEVICES: ",".join(devices) or NO_DEVICE}
-        if hami and counts.get(group, 0):
+        enforced = hami and counts.get(group, 0) > 0
+        if enforced:
             env.update(_hami_env(spec, group, counts[group], known if gpus else None))
         members = tuple(n for n in spec.attributes.get(keys.INJECT_CONTAINER, "").split(",") if n) if not group else ()
-        containers.append(ContainerDevices(container=group, devices=tuple(devices), env=env, members=members))
+        containers.append(ContainerDevices(container=group, devices=tuple(devices), env=env, members=members,
+                                           mounts=_HAMI_MOUNTS if enforced else ()))
     annotations = {env_annotation(c.container, name): value for c in containers for name, value in c.env.items()}
     return DevicePlan(
         enforcement=enforcement, containers=tuple(containers), runtime_class=RUNTIME_CLASS,
         annotations=annotations, problems=tuple(problems),
-        volumes=_HAMI_VOLUMES if hami else (), mounts=_HAMI_MOUNTS if hami else ())
+        volumes=_HAMI_VOLUMES if hami and any(c.mounts for c in containers) else ())
 
 
 def is_partitioned(spec: AllocationSpec) -> bool:

@@ -43,7 +43,7 @@ def test_the_daemonset_installs_what_the_device_plan_mounts(runtime_objects: dic
     plan = device_plan.device_plan(spec, enforcement="hami-core")
     assert {v["hostPath"]["path"] for v in plan.volumes if "hostPath" in v} == {device_plan.HAMI_LIBRARY_DIR}
     assert {v["hostPath"]["type"] for v in plan.volumes if "hostPath" in v} == {"Directory"}  # absent: pod fails
-    preload = next(m for m in plan.mounts if m["mountPath"] == "/etc/ld.so.preload")
+    preload = next(m for m in plan.containers[0].mounts if m["mountPath"] == "/etc/ld.so.preload")
     assert preload["subPath"] == "ld.so.preload" and f"{device_plan.HAMI_LIBRARY_DIR}/ld.so.preload" in script
 
 

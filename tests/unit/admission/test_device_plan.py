@@ -202,13 +202,18 @@ def test_every_container_sees_exactly_its_grant_with_limits_equal_to_it(shape: A
                 share = spec.limit.milli_tflops / CAPACITY.milli_tflops
             assert int(env["CUDA_DEVICE_SM_LIMIT"]) - 1 < share * 100 <= int(env["CUDA_DEVICE_SM_LIMIT"])
             assert env["CUDA_DISABLE_CONTROL"] == "false"  # the pod's "true" is overridden
-            mounts = {m["mountPath"] for c in final["spec"]["containers"] if c["name"] == container
-                      for m in c["volumeMounts"]}
+        mounts = {m["mountPath"] for c in final["spec"]["containers"] if c["name"] == container
+                  for m in c.get("volumeMounts", [])}
+        if hami:
             assert {"/usr/local/vgpu", "/etc/ld.so.preload"} <= mounts
         else:  # nothing of HAMi-core (a variable the pod set itself is left, without the library it is inert)
             assert not {k for k in env if k.startswith("CUDA_DEVICE_MEMORY")}
+            assert not mounts
     if mode != "tensor-fusion":
         assert visible(container_environment(final, "init", image_env=IMAGE_ENV, init=True)) == []
+    volumes = {v["name"] for v in final["spec"].get("volumes", [])}
+    enforced = mode == "hami-core" and not partitions and any(want.values())
+    assert ("gpuledger-vgpu-lib" in volumes) == enforced  # no hostPath on a pod that does not need it
     seen = [d for c in containers for d in want[c]]
     if spec.attributes.get(keys.CONTAINER_GPU_COUNT):
         assert len(seen) == len(set(seen))  # a GPU mapped to one container is seen by no other
