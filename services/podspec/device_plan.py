@@ -151,7 +151,9 @@ def gpu_instance_id(partition: Partition) -> int | None:
 
     The driver numbers GPU instances by their place in the binary tree of the GPU's 8 memory slices:
     the whole GPU is 0, halves 1-2, quarters 3-6, eighths 7-14 (``nvidia-smi mig -lgi`` on A100 and
-    H100: 7g 0, 3g/4g 1-2, 2g 3-5, 1g 7-13). Confirmed on hardware by benchmarks/device_check.py.
+    H100: 7g 0, 3g/4g 1-2, 2g 3-5, 1g 7-13; ``nvidia-smi -L`` of the R450/R460 drivers lists a 1g.5gb
+    at slot 0 as ``MIG-GPU-<uuid>/7/0``, the name :func:`mig_device` writes). To be confirmed on
+    current drivers (docs/runtime.md, "Check one node").
     """
     size, start = partition.end - partition.start, partition.start
     base = {8: 0, 4: 1, 2: 3, 1: 7}.get(size)
