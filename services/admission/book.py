@@ -10,7 +10,7 @@ from __future__ import annotations
 import msgspec
 
 from events import decisions
-from events.values import Enforcement, GpuSpec
+from events.values import AllocationSpec, Enforcement, GpuSpec, Partition
 from services.admission.grant_annotations import bind_annotations
 from services.admission.partition_annotations import partition_annotations
 from services.admission.view import ClusterView
@@ -31,6 +31,8 @@ class Grant(msgspec.Struct, frozen=True, kw_only=True):
     problems: tuple[str, ...] = ()
     device: DevicePlan | None = None
     """What the grant becomes on the pod (its annotations are part of ``annotations``)."""
+    spec: AllocationSpec | None = None
+    partitions: tuple[Partition, ...] = ()
 
 
 class AllocationBook:
@@ -49,20 +51,21 @@ class AllocationBook:
         """Pool -> its enforcement mode, from PoolConfigured."""
 
     def apply(self, event: decisions.AnyEvent, *, view: ClusterView | None = None) -> Grant | None:
-        """Fold one event; returns the Grant when ``event`` is an AllocationGranted (to bind now)."""
+        """Fold one event; returns the Grant when ``event`` is an AllocationGranted (to bind now) or
+        an AllocationResized of a granted allocation (its annotations to rewrite)."""
         match event:
             case decisions.AllocationGranted(spec=spec, node=node, gpus=gpus, partitions=partitions):
                 self.queued.pop(spec.allocation_id, None)
-                annotations, problems = bind_annotations(spec, gpus, self.gpu_capacity)
-                annotations.update(partition_annotations(gpus, partitions))
-                plan = device_plan(spec, enforcement=enforcement_of(spec, self.enforcement.get(spec.pool, "none")),
-                                   gpus=gpus, partitions=partitions, records=self.gpus)
-                annotations.update(plan.annotations)
-                grant = Grant(
-                    allocation_id=spec.allocation_id, namespace=spec.namespace, pod=spec.pod, node=node, gpus=gpus,
-                    annotations=annotations, problems=(*problems, *plan.problems), device=plan,
-                )
+                grant = self._grant(spec, node, gpus, partitions)
                 self.granted[spec.allocation_id] = grant
+                return grant
+            case decisions.AllocationResized(allocation_id=allocation_id, request=request, limit=limit):
+                held = self.granted.get(allocation_id)
+                if held is None or held.spec is None:
+                    return None
+                resized = msgspec.structs.replace(held.spec, request=request, limit=limit)
+                grant = self._grant(resized, held.node, held.gpus, held.partitions)
+                self.granted[allocation_id] = grant
                 return grant
             case decisions.AllocationQueued(spec=spec):
                 self.queued[spec.allocation_id] = (spec.namespace, spec.pod)
@@ -91,6 +94,18 @@ class AllocationBook:
                 if view is not None:
                     view.enforcement[pool] = config.enforcement
         return None
+
+    def _grant(self, spec: AllocationSpec, node: str, gpus: tuple[str, ...],
+               partitions: tuple[Partition, ...]) -> Grant:
+        """The Grant of ``spec`` on ``node``'s ``gpus``: its bind annotations and device plan."""
+        annotations, problems = bind_annotations(spec, gpus, self.gpu_capacity)
+        annotations.update(partition_annotations(gpus, partitions))
+        plan = device_plan(spec, enforcement=enforcement_of(spec, self.enforcement.get(spec.pool, "none")),
+                           gpus=gpus, partitions=partitions, records=self.gpus)
+        annotations.update(plan.annotations)
+        return Grant(allocation_id=spec.allocation_id, namespace=spec.namespace, pod=spec.pod, node=node, gpus=gpus,
+                     annotations=annotations, problems=(*problems, *plan.problems), device=plan, spec=spec,
+                     partitions=partitions)
 
     def _forget(self, allocation_id: str) -> None:
         self.granted.pop(allocation_id, None)

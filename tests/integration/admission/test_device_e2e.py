@@ -93,6 +93,17 @@ async def test_a_pods_final_spec_carries_exactly_its_devices_and_limits(
                 while {"name": keys.SCHEDULING_GATE} in (final := kube_api.get("pods", "train", namespace="default")
                                                          )["spec"].get("schedulingGates", []):
                     await asyncio.sleep(0.02)
+            # a resize rewrites the limits the containers read at their next start
+            bigger = Resources(milli_tflops=494_500, vram_bytes=20 * 2**30)
+            await _emit(jetstream, decisions.AllocationResized(at=NOW, allocation_id=spec.allocation_id,
+                                                               namespace="default", pool="h100", request=bigger,
+                                                               limit=bigger, charges=()))
+            async with asyncio.timeout(15):
+                while container_environment(resized := kube_api.get("pods", "train", namespace="default"), "main"
+                                            ).get("CUDA_DEVICE_MEMORY_LIMIT_0") != "20480m":
+                    await asyncio.sleep(0.02)
+            assert container_environment(resized, "side")["CUDA_DEVICE_SM_LIMIT"] == "50"
+            assert container_environment(resized, "main")["NVIDIA_VISIBLE_DEVICES"] == "GPU-" + GPUS[5].uuid[4:]
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

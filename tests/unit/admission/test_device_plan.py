@@ -330,3 +330,21 @@ def test_no_pod_is_admitted_before_the_pools_enforcement_is_known() -> None:
     assert admitted.spec.attributes[ENFORCEMENT_KEY] == "hami-core"
     paths = {op["path"] for op in admitted.patch}
     assert {"/spec/runtimeClassName", "/spec/volumes", "/spec/containers/0/env"} <= paths
+
+
+def test_a_resize_recomputes_the_limits_and_keeps_the_devices() -> None:
+    book = AllocationBook()
+    book.apply(decisions.NodeRegistered(at=NOW, node="n", pool="pool", gpus=node_gpus()))
+    one = Resources(milli_tflops=98_900, vram_bytes=2**30)
+    spec = AllocationSpec(allocation_id="a", namespace="d", pod="p", pool="pool", request=one, limit=one,
+                          isolation="hard", attributes={ENFORCEMENT_KEY: "hami-core"})
+    book.apply(decisions.AllocationGranted(at=NOW, spec=spec, node="n", gpus=("g3",), charges=()))
+    two = Resources(milli_tflops=197_800, vram_bytes=2 * 2**30)
+    grant = book.apply(decisions.AllocationResized(at=NOW, allocation_id="a", namespace="d", pool="pool",
+                                                   request=two, limit=two, charges=()))
+    assert grant is not None and grant.node == "n" and grant.gpus == ("g3",)
+    assert grant.annotations["device.gpuledger.io/CUDA_DEVICE_MEMORY_LIMIT_0"] == "2048m"
+    assert grant.annotations["device.gpuledger.io/CUDA_DEVICE_SM_LIMIT"] == "20"
+    assert grant.annotations[keys.EFFECTIVE_HARD_SM_PERCENT] == "20"
+    assert book.apply(decisions.AllocationResized(at=NOW, allocation_id="gone", namespace="d", pool="pool",
+                                                  request=two, limit=two, charges=())) is None
