@@ -114,6 +114,8 @@ def _admit(verdict: Verdict, pod: dict[str, Any], *, view: ClusterView) -> Verdi
         enforcement = view.enforcement.get(spec.pool, "none")
         spec = msgspec.structs.replace(spec, attributes={**spec.attributes, ENFORCEMENT_KEY: enforcement})
         plan = device_plan(spec, enforcement=enforcement)
+        if plan.problems:  # a container map whose annotations the API server would refuse: say so now
+            return _deny(verdict, 400, plan.problems[0], field=keys.CONTAINER_GPU_COUNT)
         verdict.patch = build_patch(pod, spec=spec, native_resources=view.native_resources,
                                     extra_annotations=plan.annotations) + skeleton_ops(pod, plan)
     except PodSpecError as exc:

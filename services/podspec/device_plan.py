@@ -41,6 +41,7 @@ and ``why`` show the same plan. docs/runtime.md describes the delivery; the rule
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -80,6 +81,8 @@ TENSOR_FUSION_RUNTIME_KEYS: tuple[str, ...] = (
 """The pod annotations TensorFusion's node runtime (hypervisor, worker) reads for mode ``tensor-fusion``."""
 
 MIB = 2**20
+_CONTAINER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+"""A Kubernetes container name (DNS-1123 label): also valid as the first label of an annotation prefix."""
 
 HAMI_FIXED: dict[str, str] = {"CUDA_DISABLE_CONTROL": "false", "CUDA_OVERSUBSCRIBE": "false",
                               "GPU_CORE_UTILIZATION_POLICY": "default"}
@@ -173,8 +176,9 @@ def mig_device(gpu: GpuSpec, partition: Partition) -> str | None:
 
 def container_gpu_map(spec: AllocationSpec, gpus: tuple[str, ...]) -> tuple[dict[str, list[str]] | None, str]:
     """``({container: [gpu, ...]}, "")`` from ``container-gpu-count``, ``(None, "")`` without it,
-    ``(None, why)`` when it cannot be mapped (not JSON, counts not whole numbers >= 0, more than the
-    grant). Containers in name order take consecutive runs of ``gpus`` (TensorFusion
+    ``(None, why)`` when it cannot be mapped (not JSON, counts not whole numbers >= 0, a name that is
+    not a container name, more GPUs than the grant).
+    Containers in name order take consecutive runs of ``gpus`` (TensorFusion
     allocateGPUsToContainers); with ``gpus`` empty (the request, before a grant) every count maps
     to an empty list."""
     raw = spec.attributes.get(keys.CONTAINER_GPU_COUNT, "")
@@ -187,6 +191,9 @@ def container_gpu_map(spec: AllocationSpec, gpus: tuple[str, ...]) -> tuple[dict
     if not isinstance(counts, Mapping) or not all(
             isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()):
         return None, f"{keys.CONTAINER_GPU_COUNT} must map container names to whole numbers >= 0"
+    bad = sorted(name for name in counts if not _CONTAINER_NAME.fullmatch(name))
+    if bad:
+        return None, f"{keys.CONTAINER_GPU_COUNT}: {bad[0][:64]!r} is not a container name (a DNS-1123 label)"
     mapping: dict[str, list[str]] = {}
     start = 0
     for name in sorted(counts):

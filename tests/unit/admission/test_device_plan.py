@@ -348,3 +348,20 @@ def test_a_resize_recomputes_the_limits_and_keeps_the_devices() -> None:
     assert grant.annotations[keys.EFFECTIVE_HARD_SM_PERCENT] == "20"
     assert book.apply(decisions.AllocationResized(at=NOW, allocation_id="gone", namespace="d", pool="pool",
                                                   request=two, limit=two, charges=())) is None
+
+
+def test_a_container_map_naming_no_container_is_refused_at_admission() -> None:
+    from services.admission.review import review
+    from services.admission.view import ClusterView
+    from tests.unit.admission.builders import a_review
+
+    raw = {"metadata": {"name": "p", "namespace": "default", "labels": {keys.ENABLED: "true"},
+                        "annotations": {keys.TFLOPS_REQUEST: "10", keys.VRAM_REQUEST: "1Gi", keys.GPU_COUNT: "2",
+                                        keys.INJECT_CONTAINER: "main",
+                                        keys.CONTAINER_GPU_COUNT: '{"Main/../x": 1, "main": 1}'}},
+           "spec": {"containers": [{"name": "main", "image": "nvidia/cuda"}]}}
+    verdict = review(a_review(raw), view=ClusterView(enforcement={"default": "hami-core"}))
+    assert not verdict.allowed and verdict.code == 400 and verdict.field == keys.CONTAINER_GPU_COUNT
+    assert "'Main/../x' is not a container name" in verdict.message
+    # TensorFusion's runtime maps it itself (A25: logged at bind, as TensorFusion): admitted
+    assert review(a_review(raw), view=ClusterView(enforcement={"default": "tensor-fusion"})).allowed
