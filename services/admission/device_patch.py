@@ -33,14 +33,18 @@ def container_env(plan: DevicePlan, container: str) -> list[dict[str, Any]]:
     return [_env_var(name, env_annotation(group.container, name)) for name in group.env]
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _container_ops(path: str, container: Mapping[str, Any], ours: list[dict[str, Any]],
                    mounts: tuple[dict[str, Any], ...]) -> list[Op]:
     names = {e["name"] for e in ours}
-    theirs = [e for e in container.get("env") or [] if not (isinstance(e, Mapping) and e.get("name") in names)]
+    theirs = [e for e in _list(container.get("env")) if not (isinstance(e, Mapping) and e.get("name") in names)]
     ops: list[Op] = [{"op": "add", "path": f"{path}/env", "value": ours + theirs}]  # add replaces a member
     if mounts:
         paths = {m["mountPath"] for m in mounts}
-        kept = [m for m in container.get("volumeMounts") or []
+        kept = [m for m in _list(container.get("volumeMounts"))
                 if not (isinstance(m, Mapping) and m.get("mountPath") in paths)]
         ops.append({"op": "add", "path": f"{path}/volumeMounts", "value": kept + list(mounts)})
     return ops
@@ -65,15 +69,15 @@ def skeleton_ops(pod: Mapping[str, Any], plan: DevicePlan) -> list[Op]:
         ops.append({"op": "add", "path": "/spec/runtimeClassName", "value": plan.runtime_class})
     if plan.volumes:
         names = {v["name"] for v in plan.volumes}
-        kept = [v for v in spec.get("volumes") or [] if not (isinstance(v, Mapping) and v.get("name") in names)]
+        kept = [v for v in _list(spec.get("volumes")) if not (isinstance(v, Mapping) and v.get("name") in names)]
         ops.append({"op": "add", "path": "/spec/volumes", "value": kept + list(plan.volumes)})
-    for index, container in enumerate(spec.get("containers") or []):
+    for index, container in enumerate(_list(spec.get("containers"))):
         if isinstance(container, Mapping):
             name = str(container.get("name") or "")
             group = plan.group_of(name)
             ops += _container_ops(f"/spec/containers/{index}", container, container_env(plan, name),
                                   group.mounts if group is not None else ())
-    for index, container in enumerate(spec.get("initContainers") or []):
+    for index, container in enumerate(_list(spec.get("initContainers"))):
         if isinstance(container, Mapping):
             ops += _container_ops(f"/spec/initContainers/{index}", container,
                                   [{"name": VISIBLE_DEVICES, "value": NO_DEVICE}], ())

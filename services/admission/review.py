@@ -5,6 +5,9 @@ Never raises: undecodable input (invalid UTF-8, named by byte position; JSON nes
 :data:`MAX_REVIEW_DEPTH`, refused before the decoder recurses) is denied with code 400, bad
 TensorFusion annotations with 400 and a message naming the key and value (TensorFusion answers
 500). Pods without the label ``tensor-fusion.ai/enabled: "true"`` and non-CREATE operations are allowed unchanged.
+An admitted pod also gets the device skeleton of its pool's ``enforcement``
+(services/admission/device_patch.py, docs/runtime.md); until the view's event replay has caught up
+(``ClusterView.replayed``) reviews are denied with 503.
 """
 
 from __future__ import annotations
