@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonpatch
+import kubernetes_validate
 import msgspec
 import pytest
 from nats.js import JetStreamContext
@@ -109,6 +110,7 @@ async def test_a_pods_final_spec_carries_exactly_its_devices_and_limits(
             with contextlib.suppress(asyncio.CancelledError):
                 await task
 
+    kubernetes_validate.validate(final, "1.30", strict=True)  # the pod the API server would store
     assert final["spec"]["runtimeClassName"] == "nvidia"
     assert {v["name"] for v in final["spec"]["volumes"]} >= {"gpuledger-vgpu-lib", "gpuledger-vgpu-cache"}
     # the spec is the admitted one but for what a gated pod may change (KEP-3838) and annotations

@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 from datetime import UTC, datetime
@@ -47,6 +48,8 @@ CAPTURE = ROOT / "tests/fixtures/nvml_h100_80gb_hbm3.json"
 H100 = json.loads(CAPTURE.read_text())["device"]
 H100_UUID = H100["uuid"]
 CAPACITY = Resources(milli_tflops=989_000, vram_bytes=H100["memory_total_bytes"])
+QUALIFIED_NAME = re.compile(r"([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]")
+DNS_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 IMAGE_ENV = {"NVIDIA_VISIBLE_DEVICES": "all", "CUDA_VERSION": "12.4"}
 """What an nvidia/cuda image sets itself."""
 
@@ -175,6 +178,10 @@ def test_every_container_sees_exactly_its_grant_with_limits_equal_to_it(shape: A
     admitted = admit(raw, spec, mode)
     final, grant = bind(admitted, spec, gpus, mode, partitions)
     assert grant.problems == ()
+    for key in final["metadata"]["annotations"]:  # what the API server accepts as an annotation key
+        prefix, _, name = key.rpartition("/")
+        assert QUALIFIED_NAME.fullmatch(name) and len(name) <= 63, key
+        assert not prefix or (DNS_SUBDOMAIN.fullmatch(prefix) and len(prefix) <= 253), key
     # the binder touches only what a gated pod allows (KEP-3838) and annotations
     assert changed_paths(admitted, final) <= {"/metadata/annotations", "/spec/affinity", "/spec/schedulingGates"}
     want = expected_devices(spec, gpus, partitions, containers)
