@@ -182,7 +182,8 @@ def device_lines(plan: Any) -> list[str]:
         return []
     if plan.get("enforcement") == "tensor-fusion":
         return ["device: enforcement tensor-fusion (TensorFusion's runtime reads the pod's annotations)"]
-    out = [f"device: enforcement {plan.get('enforcement')}, runtimeClassName {plan.get('runtime_class') or '-'}"]
+    note = " (each GPU is seen whole: a share is not enforced)" if plan.get("enforcement") == "none" else ""
+    out = [f"device: enforcement {plan.get('enforcement')}, runtimeClassName {plan.get('runtime_class') or '-'}{note}"]
     for group in plan.get("containers") or []:
         env = group.get("env") or {}
         limits = [f"{k}={v}" for k, v in env.items() if k.startswith("CUDA_DEVICE_") and "CACHE" not in k]
