@@ -64,6 +64,15 @@ the chosen node by topology tier, ``hard`` also filters nodes whose best tier ex
 MAX_TOPOLOGY_TIER = 3
 """Topology tiers: 0 same interconnect (NVLink) group, 1 same NUMA node, 2 cross-NUMA, 3 unknown."""
 
+Enforcement = Literal["none", "hami-core", "tensor-fusion"]
+"""How a pool's grants are enforced on the node: ``none`` (device visibility only), ``hami-core``
+(HAMi-core's CUDA interposer limits VRAM and SMs) or ``tensor-fusion`` (TensorFusion's runtime reads
+the pod's annotations); docs/runtime.md."""
+ENFORCEMENT_MODES: tuple[str, ...] = ("none", "hami-core", "tensor-fusion")
+ENFORCEMENT_BY_NAME: dict[str, Enforcement] = {
+    "none": "none", "hami-core": "hami-core", "tensor-fusion": "tensor-fusion"}
+"""Each mode by its name (narrows a checked string to :data:`Enforcement`)."""
+
 PLACEMENT_STRATEGIES: tuple[str, ...] = (
     "compact-first",
     "low-load-first",
@@ -267,6 +276,7 @@ class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     isolation_policy: Token = "static"
     topology: Token = "soft"
     max_topology_tier: Count = MAX_TOPOLOGY_TIER
+    enforcement: Enforcement = "none"
 
 
 class Partition(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -5,7 +5,9 @@ Three loops on one asyncio loop (state in one Binder, no locks):
   state is stored elsewhere; each AllocationGranted binds its pod if the pod is known;
 * pods: watches pods labelled ``gpuledger.io/allocation-id`` (re-list on start and on 410); a gated
   pod whose allocation is granted is bound (covers a grant that arrived before the pod was
-  stored); a deleted or finished pod publishes ReleaseAllocation (also drops a queued request);
+  stored), a bound one gets its grant annotations back if they differ (a resize changed the device
+  plan's limits, or someone edited them); a deleted or finished pod publishes ReleaseAllocation
+  (also drops a queued request);
 * sweep: once both are caught up, an allocation live for ``orphan_grace_s`` with no pod (the pod
   was deleted while the binder was down, or its creation failed after admission) is released.
 
@@ -98,7 +100,7 @@ class Binder:
         """Replay GPULEDGER_EVENTS from its start, then follow it."""
         last = (await js.stream_info(subjects.EVENT_STREAM)).state.last_seq
         if last == 0:
-            self.events_synced.set()
+            self._synced()
         sub = await messaging.subscribe_events(js)
         async for msg in sub.messages:
             try:
@@ -108,10 +110,12 @@ class Binder:
                 event = None
             grant = self.book.apply(event, view=self.view) if event is not None else None
             if msg.metadata.sequence.stream >= last:
-                self.events_synced.set()
+                self._synced()
             if grant is not None and isinstance(event, decisions.AllocationGranted):
                 self.handover.granted(grant.allocation_id, event.preempted)
                 await self.bind(grant)
+            elif grant is not None and isinstance(event, decisions.AllocationResized):
+                await self.refresh(grant)
             elif isinstance(event, decisions.AllocationPreempted):
                 if self.handover.preempted(event) is not None:
                     await self.reconcile_victim(event.allocation_id)
@@ -123,6 +127,11 @@ class Binder:
             elif isinstance(event, decisions.AllocationReleased):
                 self.released.discard(event.allocation_id)  # a later pod event finds it not live
                 self.handover.ended(event.allocation_id)
+
+    def _synced(self) -> None:
+        self.events_synced.set()
+        if self.view is not None:
+            self.view.replayed = True  # the webhook may admit now (services/admission/view.py)
 
     async def watch_pods(self) -> None:
         """Track gpuledger pods; bind gated granted ones, release deleted or finished ones.
@@ -156,6 +165,8 @@ class Binder:
                 await self.release(allocation_id, pod=event.object, reason="pod finished")
             elif allocation_id in self.book.granted and is_gated(event.object):
                 await self.bind(self.book.granted[allocation_id])
+            elif allocation_id in self.book.granted:  # bound: keep its annotations equal to the grant's
+                await self.refresh(self.book.granted[allocation_id])
             elif allocation_id in self.book.rejected:
                 await self.mark_rejected(allocation_id)
             await self.reconcile_victim(allocation_id)
@@ -200,6 +211,27 @@ class Binder:
         for problem in grant.problems:
             log.warning("bind_annotation_skipped", allocation_id=grant.allocation_id, problem=problem)
         log.info("bound", allocation_id=grant.allocation_id, pod=meta["name"], node=grant.node, gpus=grant.gpus)
+
+    async def refresh(self, grant: Grant) -> None:
+        """Make a bound pod's grant annotations equal to the grant's again: after a resize (the
+        device plan's limits; its containers read them at their next start, docs/runtime.md) and on
+        every event of the pod (a stale copy at the resize, or an edit, is caught up). A no-op when
+        they are equal; a gated pod is left to bind."""
+        pod = self.pods.get(grant.allocation_id)
+        if pod is None or is_gated(pod):
+            return
+        ops = pin_ops(pod, grant=grant)
+        if not ops:
+            return
+        try:
+            self.pods[grant.allocation_id] = await self._patch(pod["metadata"]["name"], pod["metadata"]["namespace"],
+                                                               ops)
+        except ApiException as exc:
+            if exc.status not in (404, 409, 422):
+                raise
+            log.info("refresh_skipped", allocation_id=grant.allocation_id, status=exc.status)
+            return
+        log.info("annotations_refreshed", allocation_id=grant.allocation_id)
 
     async def mark_rejected(self, allocation_id: str) -> None:
         """Annotate a gated pod whose request was rejected with ``gpuledger.io/rejected: <reason>``."""

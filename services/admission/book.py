@@ -10,9 +10,11 @@ from __future__ import annotations
 import msgspec
 
 from events import decisions
+from events.values import AllocationSpec, Enforcement, GpuSpec, Partition
 from services.admission.grant_annotations import bind_annotations
 from services.admission.partition_annotations import partition_annotations
 from services.admission.view import ClusterView
+from services.podspec.device_plan import DevicePlan, device_plan, enforcement_of
 
 
 class Grant(msgspec.Struct, frozen=True, kw_only=True):
@@ -27,6 +29,10 @@ class Grant(msgspec.Struct, frozen=True, kw_only=True):
     gpus: tuple[str, ...]
     annotations: dict[str, str] = {}
     problems: tuple[str, ...] = ()
+    device: DevicePlan | None = None
+    """What the grant becomes on the pod (its annotations are part of ``annotations``)."""
+    spec: AllocationSpec | None = None
+    partitions: tuple[Partition, ...] = ()
 
 
 class AllocationBook:
@@ -39,19 +45,27 @@ class AllocationBook:
         """allocation id -> reason, for pods that stay gated because their request can never fit."""
         self.gpu_capacity: dict[str, int] = {}
         """GPU name -> milli-TFLOPS, from the latest NodeRegistered (for the hard SM percent)."""
+        self.gpus: dict[str, GpuSpec] = {}
+        """GPU name -> discovery's record (UUID, index, capacity), from the latest NodeRegistered."""
+        self.enforcement: dict[str, Enforcement] = {}
+        """Pool -> its enforcement mode, from PoolConfigured."""
 
     def apply(self, event: decisions.AnyEvent, *, view: ClusterView | None = None) -> Grant | None:
-        """Fold one event; returns the Grant when ``event`` is an AllocationGranted (to bind now)."""
+        """Fold one event; returns the Grant when ``event`` is an AllocationGranted (to bind now) or
+        an AllocationResized of a granted allocation (its annotations to rewrite)."""
         match event:
             case decisions.AllocationGranted(spec=spec, node=node, gpus=gpus, partitions=partitions):
                 self.queued.pop(spec.allocation_id, None)
-                annotations, problems = bind_annotations(spec, gpus, self.gpu_capacity)
-                annotations.update(partition_annotations(gpus, partitions))
-                grant = Grant(
-                    allocation_id=spec.allocation_id, namespace=spec.namespace, pod=spec.pod, node=node, gpus=gpus,
-                    annotations=annotations, problems=tuple(problems),
-                )
+                grant = self._grant(spec, node, gpus, partitions)
                 self.granted[spec.allocation_id] = grant
+                return grant
+            case decisions.AllocationResized(allocation_id=allocation_id, request=request, limit=limit):
+                held = self.granted.get(allocation_id)
+                if held is None or held.spec is None:
+                    return None
+                resized = msgspec.structs.replace(held.spec, request=request, limit=limit)
+                grant = self._grant(resized, held.node, held.gpus, held.partitions)
+                self.granted[allocation_id] = grant
                 return grant
             case decisions.AllocationQueued(spec=spec):
                 self.queued[spec.allocation_id] = (spec.namespace, spec.pod)
@@ -69,12 +83,29 @@ class AllocationBook:
             case decisions.NodeRegistered(pool=pool, gpus=gpus):
                 for gpu in gpus:
                     self.gpu_capacity[gpu.name] = gpu.capacity.milli_tflops
+                    self.gpus[gpu.name] = gpu
                 if view is not None:
                     view.pools.add(pool)
                     for gpu in gpus:
                         if gpu.model:
                             view.model_capacity[gpu.model] = gpu.capacity
+            case decisions.PoolConfigured(pool=pool, config=config):
+                self.enforcement[pool] = config.enforcement
+                if view is not None:
+                    view.enforcement[pool] = config.enforcement
         return None
+
+    def _grant(self, spec: AllocationSpec, node: str, gpus: tuple[str, ...],
+               partitions: tuple[Partition, ...]) -> Grant:
+        """The Grant of ``spec`` on ``node``'s ``gpus``: its bind annotations and device plan."""
+        annotations, problems = bind_annotations(spec, gpus, self.gpu_capacity)
+        annotations.update(partition_annotations(gpus, partitions))
+        plan = device_plan(spec, enforcement=enforcement_of(spec, self.enforcement.get(spec.pool, "none")),
+                           gpus=gpus, partitions=partitions, records=self.gpus)
+        annotations.update(plan.annotations)
+        return Grant(allocation_id=spec.allocation_id, namespace=spec.namespace, pod=spec.pod, node=node, gpus=gpus,
+                     annotations=annotations, problems=(*problems, *plan.problems), device=plan, spec=spec,
+                     partitions=partitions)
 
     def _forget(self, allocation_id: str) -> None:
         self.granted.pop(allocation_id, None)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from events.values import AllocationSpec
 from services.podspec import keys
+from services.podspec.device_plan import container_gpu_map
 
 
 def hard_sm_percent(spec: AllocationSpec, capacity_milli_tflops: int) -> int | None:
@@ -32,27 +33,13 @@ def hard_sm_percent(spec: AllocationSpec, capacity_milli_tflops: int) -> int | N
 def container_gpus(spec: AllocationSpec, gpus: tuple[str, ...]) -> tuple[str | None, str]:
     """``(JSON, "")`` mapping each container of ``container-gpu-count`` to its GPUs, or ``(None, why)``.
 
-    Containers in name order take consecutive runs of the granted GPUs (TensorFusion
-    allocateGPUsToContainers); counts must be whole numbers >= 0 whose sum fits the GPUs. Without
-    the attribute every container shares all GPUs and nothing is written: ``(None, "")``.
+    The mapping is :func:`services.podspec.device_plan.container_gpu_map` (TensorFusion
+    allocateGPUsToContainers). Without the attribute every container shares all GPUs and nothing
+    is written: ``(None, "")``.
     """
-    raw = spec.attributes.get(keys.CONTAINER_GPU_COUNT, "")
-    if not raw:
-        return None, ""
-    try:
-        counts = json.loads(raw)
-    except ValueError:
-        return None, f"{keys.CONTAINER_GPU_COUNT} is not JSON"
-    if not isinstance(counts, Mapping) or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in counts.values()):
-        return None, f"{keys.CONTAINER_GPU_COUNT} must map container names to whole numbers >= 0"
-    mapping: dict[str, list[str]] = {}
-    start = 0
-    for name in sorted(counts):
-        if start + counts[name] > len(gpus):
-            return None, f"not enough GPUs: need {counts[name]} more for container {name}"
-        mapping[name] = list(gpus[start:start + counts[name]])
-        start += counts[name]
+    mapping, why = container_gpu_map(spec, gpus)
+    if mapping is None:
+        return None, why
     return json.dumps(mapping, sort_keys=True, separators=(",", ":")), ""
 
 

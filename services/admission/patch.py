@@ -64,8 +64,10 @@ def _native_resource_ops(spec: Mapping[str, Any], native: tuple[str, ...]) -> li
     return ops
 
 
-def build_patch(pod: Mapping[str, Any], *, spec: AllocationSpec, native_resources: tuple[str, ...]) -> list[Op]:
-    """All ops that turn ``pod`` into the admitted pod for ``spec`` (may be empty on a re-review)."""
+def build_patch(pod: Mapping[str, Any], *, spec: AllocationSpec, native_resources: tuple[str, ...],
+                extra_annotations: Mapping[str, str] | None = None) -> list[Op]:
+    """All ops that turn ``pod`` into the admitted pod for ``spec`` (may be empty on a re-review);
+    ``extra_annotations`` (the device plan's placeholders) are set with the canonical ones."""
     meta = pod.get("metadata") or {}
     raw_spec = pod.get("spec")
     pod_spec: Mapping[str, Any] = raw_spec if isinstance(raw_spec, Mapping) else {}
@@ -74,9 +76,9 @@ def build_patch(pod: Mapping[str, Any], *, spec: AllocationSpec, native_resource
     label_changes: dict[str, str | None] = {
         k: v for k, v in canonical_labels(spec).items() if (labels or {}).get(k) != v
     }
-    ops = map_ops(
-        "/metadata/annotations", existing=annotations, changes=annotation_changes(spec, existing=annotations or {})
-    )
+    changes = annotation_changes(spec, existing=annotations or {})
+    changes.update({k: v for k, v in (extra_annotations or {}).items() if (annotations or {}).get(k) != v})
+    ops = map_ops("/metadata/annotations", existing=annotations, changes=changes)
     ops += map_ops("/metadata/labels", existing=labels, changes=label_changes)
     ops += _native_resource_ops(pod_spec, native_resources)
     if not isinstance(raw_spec, Mapping):

@@ -5,6 +5,9 @@ Never raises: undecodable input (invalid UTF-8, named by byte position; JSON nes
 :data:`MAX_REVIEW_DEPTH`, refused before the decoder recurses) is denied with code 400, bad
 TensorFusion annotations with 400 and a message naming the key and value (TensorFusion answers
 500). Pods without the label ``tensor-fusion.ai/enabled: "true"`` and non-CREATE operations are allowed unchanged.
+An admitted pod also gets the device skeleton of its pool's ``enforcement``
+(services/admission/device_patch.py, docs/runtime.md); until the view's event replay has caught up
+(``ClusterView.replayed``) reviews are denied with 503.
 """
 
 from __future__ import annotations
@@ -17,9 +20,11 @@ import msgspec
 
 from events import bounds, guard
 from events.values import AllocationSpec
+from services.admission.device_patch import skeleton_ops
 from services.admission.patch import build_patch
 from services.admission.view import ClusterView
 from services.podspec import PodSpecError, annotation_notes, compose, keys
+from services.podspec.device_plan import ENFORCEMENT_KEY, device_plan
 
 _VERSIONS = ("admission.k8s.io/v1", "admission.k8s.io/v1beta1")
 
@@ -93,6 +98,9 @@ def review(body: bytes, *, view: ClusterView) -> Verdict:
     if not _is_gpuledger_pod(pod):
         verdict.message = "non tensor fusion pod, skipped"
         return verdict
+    if not view.replayed:
+        return _deny(verdict, 503, "gpuledger admission is still reading its event log (the pools' enforcement "
+                     "is not known yet); retry in a few seconds", field="events")
     return _admit(verdict, pod, view=view)
 
 
@@ -108,7 +116,13 @@ def _admit(verdict: Verdict, pod: dict[str, Any], *, view: ClusterView) -> Verdi
             pool_defaults=view.pool,
             context=view.context(review_uid=verdict.uid),
         )
-        verdict.patch = build_patch(pod, spec=spec, native_resources=view.native_resources)
+        enforcement = view.enforcement.get(spec.pool, "none")
+        spec = msgspec.structs.replace(spec, attributes={**spec.attributes, ENFORCEMENT_KEY: enforcement})
+        plan = device_plan(spec, enforcement=enforcement)
+        if plan.problems:  # a container map whose annotations the API server would refuse: say so now
+            return _deny(verdict, 400, plan.problems[0], field=keys.CONTAINER_GPU_COUNT)
+        verdict.patch = build_patch(pod, spec=spec, native_resources=view.native_resources,
+                                    extra_annotations=plan.annotations) + skeleton_ops(pod, plan)
         verdict.warnings = list(annotation_notes(pod))
     except PodSpecError as exc:
         return _deny(verdict, 400, str(exc), field=exc.field)

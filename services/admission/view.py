@@ -11,7 +11,7 @@ from typing import Any
 
 import msgspec
 
-from events.values import QuotaSpec, Resources
+from events.values import Enforcement, QuotaSpec, Resources
 from services.podspec import ComposeContext, PoolDefaults
 
 
@@ -19,7 +19,7 @@ class ClusterView(msgspec.Struct, kw_only=True):
     """Caches keyed for admission: ``profiles[(namespace, name)]`` is the WorkloadProfile object,
     ``quotas[namespace]`` the first GPUResourceQuota spec, ``model_capacity[model]`` a GPU's full
     capacity, ``pools`` the pool names seen in NodeRegistered events (empty: do not check),
-    ``priority_classes[name]`` a PriorityClass's ``value``."""
+    ``priority_classes[name]`` a PriorityClass's ``value``, ``enforcement[pool]`` the pool's mode."""
 
     pool: PoolDefaults = msgspec.field(default_factory=PoolDefaults)
     profiles: dict[tuple[str, str], dict[str, Any]] = {}
@@ -28,6 +28,12 @@ class ClusterView(msgspec.Struct, kw_only=True):
     pools: set[str] = set()
     native_resources: tuple[str, ...] = ("nvidia.com/gpu",)
     priority_classes: dict[str, int] = {}
+    enforcement: dict[str, Enforcement] = {}
+    """Pool -> its ``enforcement`` mode (from PoolConfigured; an unconfigured pool: ``none``)."""
+    replayed: bool = True
+    """False while the replay of GPULEDGER_EVENTS that fills this view has not caught up (set by the
+    process at start): reviews are refused with 503 then, so no pod is admitted under the default
+    enforcement of a pool whose PoolConfigured event is still unread."""
 
     def context(self, *, review_uid: str) -> ComposeContext:
         """The parser context for one review."""

@@ -21,7 +21,7 @@ import aiohttp
 import structlog
 from nats.js import JetStreamContext
 
-from events import codec
+from events import codec, subjects
 from events.base import Intent
 from services.admission import quota_sync, tls, watches
 from services.admission.binder import Binder
@@ -47,14 +47,19 @@ def resolve_tls(settings: AdmissionSettings) -> tuple[Path, Path]:
 
 
 async def follow_view(js: JetStreamContext, *, view: ClusterView) -> None:
-    """Fold GPULEDGER_EVENTS (from the start) into ``view`` only: GPU models and pools."""
+    """Fold GPULEDGER_EVENTS (from the start) into ``view`` only: GPU models, pools and their
+    enforcement; ``view.replayed`` once the stream's last event at start is folded."""
     book = AllocationBook()
+    last = (await js.stream_info(subjects.EVENT_STREAM)).state.last_seq
+    view.replayed = view.replayed or last == 0
     sub = await messaging.subscribe_events(js)
     async for msg in sub.messages:
         try:
             book.apply(codec.decode_event(msg.data), view=view)
         except codec.DecodeError:
             continue
+        finally:
+            view.replayed = view.replayed or msg.metadata.sequence.stream >= last
         book.granted.clear()
 
 
@@ -68,7 +73,8 @@ async def run_admission(
     view = ClusterView(
         pool=PoolDefaults(
             name=settings.default_pool, default_qos=settings.default_qos, local_gpu=settings.default_local_gpu
-        )
+        ),
+        replayed=False,  # until the event replay has caught up (pool enforcement): reviews answer 503
     )
 
     async def publish(intent: Intent) -> int:

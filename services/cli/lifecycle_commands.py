@@ -188,6 +188,8 @@ def _print_why(allocation: dict[str, Any]) -> None:
                   ("limit", output.request_text(allocation.get("limit"), unset=True)),
                   ("node", allocation.get("node") or "-"), ("GPUs", ", ".join(allocation.get("gpus") or []) or "-"),
                   ("reason", allocation.get("reason") or "-")])
+    for line in output.device_lines(allocation.get("device")):
+        typer.echo(line)
     explanation = allocation.get("explanation")
     if isinstance(explanation, dict):
         _print_tree(explanation, indent="  ")

@@ -193,3 +193,23 @@ def lines(pairs: Sequence[tuple[str, Any]]) -> None:
     width = max((len(label) for label, _ in pairs), default=0)
     for label, value in pairs:
         typer.echo(f"{label + ':':<{width + 1}} {value}")
+
+
+def device_lines(plan: Any) -> list[str]:
+    """Text of a device plan (``device`` of an allocation or of ``simulate``): one line per
+    container group with its devices and limits, then the RuntimeClass; [] without a plan."""
+    if not isinstance(plan, dict):
+        return []
+    if plan.get("enforcement") == "tensor-fusion":
+        return ["device: enforcement tensor-fusion (TensorFusion's runtime reads the pod's annotations)"]
+    note = " (each GPU is seen whole: a share is not enforced)" if plan.get("enforcement") == "none" else ""
+    out = [f"device: enforcement {plan.get('enforcement')}, runtimeClassName {plan.get('runtime_class') or '-'}{note}"]
+    for group in plan.get("containers") or []:
+        env = group.get("env") or {}
+        limits = [f"{k}={v}" for k, v in env.items() if k.startswith("CUDA_DEVICE_") and "CACHE" not in k]
+        name = group.get("container")
+        out.append(f"  container {'(every container)' if name == '*' else name}: "
+                   f"NVIDIA_VISIBLE_DEVICES={env.get('NVIDIA_VISIBLE_DEVICES', '')}"
+                   + (f"; {', '.join(limits)}" if limits else ""))
+    out.extend(f"  problem: {p}" for p in plan.get("problems") or [])
+    return out

@@ -1,5 +1,6 @@
 """``pool configure``: a pool's placement strategy, score weights, workers per node, preemption
-scope, isolation policy and topology (docs/allocation.md), through the allocator's HTTP API.
+scope, isolation policy and topology (docs/allocation.md) and enforcement (docs/runtime.md),
+through the allocator's HTTP API.
 
 Options not given keep the pool's current value; a pool the stack does not know is refused unless
 ``--create`` is given (``pool remove`` removes a configuration again). Exit codes as every admin command: 0 done,
@@ -22,12 +23,13 @@ STRATEGY_NAMES = ("best-fit", "compact-first", "fgd", "fgd-strand", "frag-cpu", 
 so that ``--help`` does not import the domain."""
 
 POOL_KEYS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node", "preemption", "isolation_policy",
-             "topology", "max_topology_tier")
+             "topology", "max_topology_tier", "enforcement")
 """The PoolConfig fields the API takes (the current ones are sent back with the changes)."""
 STRATEGIES_HELP = "Placement strategy: " + ", ".join(STRATEGY_NAMES) + "."
 _POLICIES = ("static", "dynamic")
 _TOPOLOGY = ("soft", "hard", "off")
 _PREEMPTION = ("cluster", "namespace", "off")
+_ENFORCEMENT = ("none", "hami-core", "tensor-fusion")
 
 
 def pool_configure(
@@ -54,14 +56,18 @@ def pool_configure(
         "0 NVLink, 1 same NUMA, 2 cross-NUMA, 3 unknown.")] = None,
     create: Annotated[bool, typer.Option("--create", help="Create POOL if the stack does not know it yet (without "
                                          "it an unknown pool, e.g. a typo, is refused).")] = False,
+    enforcement: Annotated[str | None, typer.Option(
+        "--enforcement", help="How grants reach the containers (docs/runtime.md): none (each container sees "
+        "exactly its GPUs, shares are not enforced), hami-core (HAMi-core limits VRAM and SMs) or "
+        "tensor-fusion (TensorFusion's runtime reads the annotations). Applies to pods admitted after.")] = None,
     data_dir: DataDir = None,
     as_json: JsonOut = False,
 ) -> None:
     """Configure a pool.
 
     Sets POOL's placement strategy, score weights, workers per node, preemption, isolation
-    policy and topology (options not given keep their value). A pool the stack does not know
-    is refused, naming the known ones, unless --create is given (`pool remove` removes one)."""
+    policy, topology and enforcement (options not given keep their value). A pool the stack does
+    not know is refused, naming the known ones, unless --create is given (`pool remove` removes one)."""
 
     def body() -> None:
         output.kube_name("pool", pool, field="POOL")
@@ -69,17 +75,20 @@ def pool_configure(
             raise BadInput(f"unknown strategy {strategy!r}; known: {', '.join(STRATEGY_NAMES)}", field="strategy")
         for value, known, field in ((preemption, _PREEMPTION, "preemption"),
                                     (isolation_policy, _POLICIES, "isolation-policy"),
-                                    (topology, _TOPOLOGY, "topology")):
+                                    (topology, _TOPOLOGY, "topology"),
+                                    (enforcement, _ENFORCEMENT, "enforcement")):
             if value is not None and value not in known:
                 raise BadInput(f"--{field} must be one of {', '.join(known)}, got {value!r}", field=field)
         changes = {key: value for key, value in (
             ("placement", strategy), ("vram_weight", vram_weight), ("tflops_weight", tflops_weight),
             ("max_workers_per_node", max_workers_per_node), ("preemption", preemption),
             ("isolation_policy", isolation_policy),
-            ("topology", topology), ("max_topology_tier", max_topology_tier)) if value is not None}
+            ("topology", topology), ("max_topology_tier", max_topology_tier),
+            ("enforcement", enforcement)) if value is not None}
         if not changes:
             raise BadInput("give at least one of --strategy, --vram-weight, --tflops-weight, --max-workers-per-node, "
-                           "--preemption, --isolation-policy, --topology, --max-topology-tier", field="strategy")
+                           "--preemption, --isolation-policy, --topology, --max-topology-tier, --enforcement",
+                           field="strategy")
         api = client.connect(data_dir)
         pools = {str(p.get("name")): p for p in api.items("/api/v1/pools")}
         if pool not in pools and not create:

@@ -283,6 +283,8 @@ def simulate(pod_file: PodFile, data_dir: DataDir = None, as_json: JsonOut = Fal
         typer.echo(f"no new decision for {asked.get('namespace', '')}/{asked.get('pod', '')}: it already has a live "
                    f"allocation (`gpuledger why {asked.get('namespace', '')}/{asked.get('pod', '')}` explains it)")
     print_preemption(result.get("preemption"))
+    for line in output.device_lines(result.get("device")):
+        typer.echo(f"  {line}")
     for item in result.get("filters", []):
         typer.echo(f"  filter {item['name']}: removed {item['removed']} GPUs")
 

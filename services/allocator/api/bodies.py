@@ -17,10 +17,13 @@ from typing import Any
 from events import bounds, names
 from events.quantity import QuantityError, format_bytes, format_milli, parse
 from events.values import (
+    ENFORCEMENT_BY_NAME,
+    ENFORCEMENT_MODES,
     ISOLATION_POLICIES,
     MAX_TOPOLOGY_TIER,
     PREEMPTION_SCOPES,
     TOPOLOGY_MODES,
+    Enforcement,
     PoolConfig,
     QuotaAmount,
     QuotaSpec,
@@ -163,7 +166,14 @@ def quota(body: dict[str, Any]) -> QuotaSpec:
 
 
 _POOL_FIELDS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node", "preemption", "isolation_policy",
-                "topology", "max_topology_tier")
+                "topology", "max_topology_tier", "enforcement")
+
+
+def _enforcement(body: dict[str, Any]) -> Enforcement:
+    value = body.get("enforcement", "none")
+    if isinstance(value, str) and value in ENFORCEMENT_BY_NAME:
+        return ENFORCEMENT_BY_NAME[value]
+    raise ApiError(400, f"enforcement must be one of {', '.join(ENFORCEMENT_MODES)}", field="enforcement")
 
 
 def _choice(body: dict[str, Any], key: str, known: tuple[str, ...], default: str) -> str:
@@ -176,7 +186,8 @@ def _choice(body: dict[str, Any], key: str, known: tuple[str, ...], default: str
 def pool_config(body: dict[str, Any]) -> PoolConfig:
     """A PoolConfig; weights finite in [0, events.bounds.MAX_WEIGHT], ``placement`` a strategy
     name (the allocator checks it), ``isolation_policy``/``topology`` known values and
-    ``max_topology_tier`` 0-3 (docs/allocation.md)."""
+    ``max_topology_tier`` 0-3 (docs/allocation.md), ``enforcement`` one of ``none``, ``hami-core``,
+    ``tensor-fusion`` (docs/runtime.md)."""
     only(body, _POOL_FIELDS, field="body")
     defaults = PoolConfig()
     placement = body.get("placement", defaults.placement)
@@ -197,4 +208,4 @@ def pool_config(body: dict[str, Any]) -> PoolConfig:
                       vram_weight=weights["vram_weight"], tflops_weight=weights["tflops_weight"],
                       isolation_policy=_choice(body, "isolation_policy", ISOLATION_POLICIES, defaults.isolation_policy),
                       topology=_choice(body, "topology", TOPOLOGY_MODES, defaults.topology),
-                      max_topology_tier=MAX_TOPOLOGY_TIER if tier is None else tier)
+                      max_topology_tier=MAX_TOPOLOGY_TIER if tier is None else tier, enforcement=_enforcement(body))

@@ -19,6 +19,7 @@ from services.allocator.api import reasons, views
 from services.allocator.api.quota_status import QuotaStatus, quota_status
 from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState, capacity_totals
 from services.allocator.domain.state import ClusterState
+from services.podspec.device_plan import device_plan, enforcement_of, plan_view
 
 
 def pool_names(state: ClusterState) -> list[str]:
@@ -87,6 +88,18 @@ def allocation_doc(allocation: AllocationState) -> dict[str, Any]:
         view["partitions"] = [{"gpu": gpu, **views.partition_view(p)}
                               for gpu, p in zip(allocation.gpus, allocation.partitions, strict=True)]
     return view
+
+
+def device_doc(state: ClusterState, allocation: AllocationState) -> dict[str, Any] | None:
+    """What a granted allocation becomes on its pod (services.podspec.device_plan, shape
+    ``plan_view``: enforcement, per-container devices and environment, RuntimeClass, volumes); None
+    while queued."""
+    if allocation.status != GRANTED:
+        return None
+    records = {g: state.gpus[g].spec for g in allocation.gpus if g in state.gpus}
+    mode = enforcement_of(allocation.spec, state.pool_config(allocation.spec.pool).enforcement)
+    return plan_view(device_plan(allocation.spec, enforcement=mode, gpus=tuple(allocation.gpus),
+                                 partitions=tuple(allocation.partitions), records=records))
 
 
 def reason_doc(reason: reasons.Reason) -> dict[str, Any]:

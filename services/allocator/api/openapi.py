@@ -45,7 +45,8 @@ _SCHEMAS: dict[str, Any] = {
         "max_workers_per_node": {"type": "integer", "minimum": 0},
         "preemption": {"enum": ["cluster", "namespace", "off"]},
         "isolation_policy": {"enum": ["static", "dynamic"]}, "topology": {"enum": ["soft", "hard", "off"]},
-        "max_topology_tier": {"type": "integer", "minimum": 0, "maximum": 3}}},
+        "max_topology_tier": {"type": "integer", "minimum": 0, "maximum": 3},
+        "enforcement": {"enum": ["none", "hami-core", "tensor-fusion"]}}},
 }
 
 

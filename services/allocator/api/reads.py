@@ -88,6 +88,7 @@ def _allocation_doc(request: web.Request, allocation: AllocationState) -> tuple[
     """The allocation's document; a queued one shows its current reason (and keeps the reason it
     was queued with as ``queued_reason``). Returns the document and that current reason."""
     doc = documents.allocation_doc(allocation)
+    doc["device"] = documents.device_doc(allocator_of(request).state, allocation)
     if allocation.status != "queued":
         return doc, None
     current = reason_of(request, allocation)

@@ -3,8 +3,9 @@
 Composes the Pod's request with ``services.podspec.compose`` (raises PodSpecError naming the
 field), runs the pure ``decide`` on the projection (decide never mutates it) and ``explain`` for
 the per-filter counts. Output: the ``simulate --json`` shape (``{"allocation_request", "outcome", "filters",
-"preemption"}``; ``preemption`` is the plan it preempts with, or why no preemption would help, and
-null for a plain grant).
+"preemption", "device"}``; ``preemption`` is the plan it preempts with, or why no preemption would help, and
+null for a plain grant; ``device`` what a grant becomes on the pod, services.podspec.device_plan,
+null unless granted).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from services import podspec
 from services.allocator import domain
 from services.allocator.api import views
 from services.allocator.domain.state import ClusterState
+from services.podspec.device_plan import device_plan, enforcement_of, plan_view
 
 
 def simulate(state: ClusterState, pod: dict[str, Any], *, now: datetime | None = None) -> dict[str, Any]:
@@ -42,4 +44,14 @@ def simulate_spec(state: ClusterState, spec: AllocationSpec, *, now: datetime | 
         "filters": [{"name": f.name, "removed": f.removed} for f in domain.explain(state, spec)],
         "preemption": None if plain_grant or outcome is None else views.preemption_view(
             domain.preemption_plan(state, spec, now)),
+        "device": _device(state, spec, outcome),
     }
+
+
+def _device(state: ClusterState, spec: AllocationSpec, outcome: object) -> dict[str, Any] | None:
+    if not isinstance(outcome, decisions.AllocationGranted):
+        return None
+    records = {g: state.gpus[g].spec for g in outcome.gpus if g in state.gpus}
+    mode = enforcement_of(spec, state.pool_config(spec.pool).enforcement)
+    return plan_view(device_plan(spec, enforcement=mode, gpus=outcome.gpus, partitions=outcome.partitions,
+                                 records=records))

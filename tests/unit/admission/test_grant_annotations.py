@@ -74,7 +74,8 @@ def test_unmappable_counts_leave_the_annotation_out_with_a_reason(counts: str, w
 
 
 def _registered(capacity: int) -> decisions.NodeRegistered:
-    gpus = tuple(GpuSpec(name=f"g{i}", capacity=Resources(milli_tflops=capacity, vram_bytes=2**34)) for i in range(3))
+    gpus = tuple(GpuSpec(name=f"g{i}", capacity=Resources(milli_tflops=capacity, vram_bytes=2**34), index=i)
+                 for i in range(3))
     return decisions.NodeRegistered(at=NOW, node="n", pool="pool", gpus=gpus)
 
 
@@ -88,8 +89,12 @@ def test_the_book_computes_the_annotations_from_the_registered_capacity() -> Non
     book.apply(_registered(71_000))
     grant = book.apply(_granted(_spec(counts='{"a":1,"b":2}')))
     assert grant is not None and grant.problems == ()
-    assert grant.annotations == {keys.EFFECTIVE_HARD_SM_PERCENT: "15",
-                                 keys.CONTAINER_GPUS: '{"a":["g0"],"b":["g1","g2"]}'}
+    tensor_fusion = {k: v for k, v in grant.annotations.items() if k.startswith(keys.DOMAIN)}
+    assert tensor_fusion == {keys.EFFECTIVE_HARD_SM_PERCENT: "15",
+                             keys.CONTAINER_GPUS: '{"a":["g0"],"b":["g1","g2"]}'}
+    # no UUID reported: the devices are named by NVML index (pool unconfigured: enforcement none)
+    assert grant.annotations["a.device.gpuledger.io/NVIDIA_VISIBLE_DEVICES"] == "0"
+    assert grant.annotations["b.device.gpuledger.io/NVIDIA_VISIBLE_DEVICES"] == "1,2"
 
 
 def test_unknown_capacity_is_a_problem_not_a_wrong_percent() -> None:
@@ -106,5 +111,5 @@ def test_pin_writes_the_annotations_once() -> None:
     bound = jsonpatch.apply_patch(copy.deepcopy(pod), pin_ops(pod, grant=grant))
     assert bound["metadata"]["annotations"] == {
         keys.QOS: "high", keys.GPU_IDS: "g0,g1,g2", keys.EFFECTIVE_HARD_SM_PERCENT: "15",
-        keys.CONTAINER_GPUS: '{"a":["g0","g1","g2"]}'}
+        keys.CONTAINER_GPUS: '{"a":["g0","g1","g2"]}', "a.device.gpuledger.io/NVIDIA_VISIBLE_DEVICES": "0,1,2"}
     assert pin_ops(bound, grant=grant) == []

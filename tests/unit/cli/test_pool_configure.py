@@ -36,3 +36,11 @@ def test_names_kubernetes_would_refuse_are_bad_input_before_any_api_call(args: l
     result = CliRunner().invoke(app, [*args, "--data-dir", str(tmp_path), "--json"])
     assert result.exit_code == 2, result.output
     assert json.loads(result.output)["field"] == field and "not a valid Kubernetes" in result.output
+
+
+def test_enforcement_is_checked_and_documented() -> None:
+    result = CliRunner().invoke(app, ["pool", "configure", "default", "--enforcement", "hami", "--json"])
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.output)["field"] == "enforcement"
+    help_text = CliRunner().invoke(app, ["pool", "configure", "--help"]).output
+    assert "--enforcement" in help_text and "hami-core" in help_text

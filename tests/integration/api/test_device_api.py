@@ -1,0 +1,51 @@
+"""The device plan in the read model: a pool's ``enforcement`` set through the API shows in what
+``simulate`` and the allocation document say the pod gets (docs/runtime.md)."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+import pytest
+
+from events import intents
+from events.values import GpuSpec, Resources
+from services.cli import output
+
+from .conftest import Api, pod
+
+pytestmark = pytest.mark.integration
+UUIDS = ("gpu-59a083e2-169d-67e4-4a54-c593d39c54de", "gpu-59a083e2-169d-67e4-4a54-c593d39c54d1")
+
+
+def _node() -> intents.RegisterNode:
+    gpus = tuple(GpuSpec(name=f"n1-gpu{i}", capacity=Resources(milli_tflops=100_000, vram_bytes=16 * 2**30),
+                         model="H100", index=i, uuid=uuid) for i, uuid in enumerate(UUIDS))
+    return intents.RegisterNode(intent_id="register-n1", node="n1", pool="default", gpus=gpus)
+
+
+async def test_simulate_and_the_allocation_show_the_devices_and_limits_the_pod_gets(api: Api) -> None:
+    await api.publish(_node())
+    status, bad = await api.send("PUT", "/api/v1/pools/default", {"enforcement": "hami"})
+    assert status == 400 and bad["field"] == "enforcement" and "hami-core" in bad["error"]
+    status, configured = await api.send("PUT", "/api/v1/pools/default", {"enforcement": "hami-core"})
+    assert status == 200 and configured["type"] == "pool_configured", configured
+    assert (await api.get("/api/v1/pools"))[1]["items"][0]["config"]["enforcement"] == "hami-core"
+
+    status, simulated = await api.send("POST", "/api/v1/simulate", pod("p1", tflops="25", vram="3Gi"))
+    assert status == 200, simulated
+    device = simulated["device"]
+    assert device["enforcement"] == "hami-core" and device["runtime_class"] == "nvidia"
+    (group,) = device["containers"]
+    granted = simulated["outcome"]["gpus"]
+    assert group["devices"] == ["GPU-" + UUIDS[int(granted[0][-1])][4:]]
+    assert group["env"]["CUDA_DEVICE_MEMORY_LIMIT_0"] == "3072m" and group["env"]["CUDA_DEVICE_SM_LIMIT"] == "25"
+    assert any("CUDA_DEVICE_MEMORY_LIMIT_0=3072m" in line for line in output.device_lines(device))
+
+    status, submitted = await api.send("POST", "/api/v1/allocations", pod("p1", tflops="25", vram="3Gi"))
+    assert status == 200 and submitted["type"] == "allocation_granted", submitted
+    _, doc = await api.get(f"/api/v1/allocations/{quote(submitted['allocation_id'], safe='')}")
+    assert doc["device"]["containers"][0]["devices"] == ["GPU-" + UUIDS[int(doc["gpus"][0][-1])][4:]]
+    assert doc["device"]["containers"][0]["env"]["NVIDIA_VISIBLE_DEVICES"] == doc["device"]["containers"][0][
+        "devices"][0]
+    listed = (await api.get("/api/v1/allocations", pod="p1"))[1]["items"]
+    assert listed[0]["device"] == doc["device"]
