@@ -3,7 +3,8 @@
 ``bootstrap(settings, teardown=...)`` connects NATS (streams ensured), opens the asyncpg pool,
 builds the PostgreSQL event and lease stores, the lease keeper, the consumer, the relay and the
 :class:`Allocator`; every resource registers its closer on ``teardown``. ``serve(settings, stop)``
-runs one replica with its HTTP API until ``stop`` is set.
+runs one replica with its probes until ``stop`` is set. The reader process (``gpuledger api``)
+has its own composition root, :mod:`services.allocator.reader`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import asyncio
 import functools
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import structlog
 
@@ -24,7 +25,7 @@ from services.allocator.adapters.leader import LeaseKeeper
 from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
 from services.allocator.adapters.relay import EventRelay
 from services.allocator.loop.leader import Allocator
-from services.allocator.ports import EventStore, LeaseStore
+from services.allocator.ports import EventStore, LeaseStore, StoredEvent
 from services.allocator.settings import AllocatorSettings
 from services.shared import lifecycle, messaging
 
@@ -76,19 +77,30 @@ async def bootstrap(settings: AllocatorSettings, *, teardown: lifecycle.Teardown
         process=functools.partial(domain.process, scheduler=domain.Scheduler()),
     )
     on_reconnect.append(allocator.request_rewind)
-    allocator.nc = nc
+    allocator.listeners.append(functools.partial(_count_outcomes, allocator))
     return allocator
+
+
+def _count_outcomes(allocator: Allocator, stored: Sequence[StoredEvent]) -> None:
+    """Commit listener: the outcome counters of ``/metrics``; logs instead of raising (it runs
+    inside the commit path)."""
+    try:
+        allocator.metrics.record_outcomes(stored, allocator.state)
+    except Exception:
+        log.exception("counting the outcomes of a commit failed")
 
 
 async def serve(settings: AllocatorSettings, stop: asyncio.Event,
                 *, on_ready: Callable[[Allocator, int], None] | None = None,
                 store: EventStore | None = None, leases: LeaseStore | None = None) -> None:
-    """Run one replica and its HTTP API until ``stop``; ``on_ready(allocator, http_port)`` once
+    """Run one replica and its probes (``/healthz``, ``/readyz``, ``/metrics``: the API is a
+    reader's, services.allocator.reader) until ``stop``; ``on_ready(allocator, http_port)`` once
     serving. ``store``/``leases`` as in :func:`bootstrap`."""
     teardown = lifecycle.Teardown()
     try:
         allocator = await bootstrap(settings, teardown=teardown, store=store, leases=leases)
-        runner, port = await http.start(allocator, host=settings.http_host, port=settings.http_port)
+        app = http.build_writer_app(allocator, token=http.token_from_env())
+        runner, port = await http.start(app, host=settings.http_host, port=settings.http_port)
         teardown.push("http", runner.cleanup)
         log.info("allocator serving", http=f"http://{settings.http_host}:{port}",
                  holder=allocator.keeper.holder)

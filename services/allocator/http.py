@@ -1,11 +1,18 @@
-"""The allocator's HTTP API (aiohttp): routes, authentication, error handling, start-up.
+"""The HTTP shells (aiohttp): routes, authentication, error handling, start-up.
 
-Routes (docs/operations.md, and the OpenAPI document served at ``/openapi.json``):
-open ``GET /healthz``, ``/readyz``, ``/metrics``, ``/openapi.json``; under ``/api/v1`` the reads
-(pools, nodes, GPUs, allocations with their live explanation, queue, quotas, status, simulate) and
-the writes (submit, release, resize, quota set/remove, pool configure) that publish one intent
-each. When ``GPULEDGER_API_TOKEN`` (or ``GPULEDGER_API_TOKEN_FILE``) is set, every route but the
-four open ones (:data:`OPEN_PATHS`) needs ``Authorization: Bearer <token>`` (401 otherwise; compared
+Two applications share one middleware list (:func:`middlewares`):
+
+- the writer's (:func:`build_writer_app`, ``gpuledger allocator``): only ``/healthz``, ``/readyz``
+  and ``/metrics``; nothing a client can ask costs the decision loop more than a probe;
+- a reader's (:func:`build_app`, ``gpuledger api``), the HTTP API (docs/operations.md, and the
+  OpenAPI document served at ``/openapi.json``): open ``GET /healthz``, ``/readyz``, ``/metrics``,
+  ``/openapi.json``; under ``/api/v1`` the reads (pools, nodes, GPUs, allocations with their live
+  explanation, queue, quotas, status, simulate) from the reader's own projection, and the writes
+  (submit, release, resize, quota set/remove, pool configure) that publish one intent each on
+  NATS; the dashboard under ``/ui/``.
+
+When ``GPULEDGER_API_TOKEN`` (or ``GPULEDGER_API_TOKEN_FILE``) is set, every route but the four
+open ones (:data:`OPEN_PATHS`) needs ``Authorization: Bearer <token>`` (401 otherwise; compared
 in constant time). Every refusal
 is ``{"error", "field"}`` with a 4xx status; bodies are bounded (services.allocator.api.bounds).
 """
@@ -15,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 
 import structlog
@@ -23,11 +30,12 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from services.allocator import dashboard
-from services.allocator.api import bounds, context, gauges, openapi, probes, quota_gauges, reads, writes
+from services.allocator.api import bounds, context, openapi, probes, reads, writes
+from services.allocator.api.follower import Follower
 from services.allocator.api.keeper import ReasonKeeper
 from services.allocator.api.outcomes import OutcomeWaiter
 from services.allocator.loop.leader import Allocator
-from services.allocator.ports import StoredEvent
+from services.allocator.ports import History
 
 log = structlog.get_logger(__name__)
 
@@ -35,11 +43,15 @@ TOKEN_ENV = "GPULEDGER_API_TOKEN"
 TOKEN_FILE_ENV = "GPULEDGER_API_TOKEN_FILE"
 OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Listener = Callable[[Sequence[StoredEvent]], None]
+
+WRITER_ROUTES: tuple[tuple[str, str, Handler], ...] = (
+    ("GET", "/healthz", probes.healthz), ("GET", "/readyz", probes.readyz), ("GET", "/metrics", probes.metrics),
+)
+"""The writer's only routes: its probes and its metrics."""
 
 ROUTES: tuple[tuple[str, str, Handler], ...] = (
-    ("GET", "/healthz", probes.healthz), ("GET", "/readyz", probes.readyz), ("GET", "/metrics", probes.metrics),
-    ("GET", "/openapi.json", openapi.serve),
+    ("GET", "/healthz", probes.healthz), ("GET", "/readyz", probes.reader_readyz),
+    ("GET", "/metrics", probes.reader_metrics), ("GET", "/openapi.json", openapi.serve),
     ("GET", "/api/v1/pools", reads.pools), ("PUT", "/api/v1/pools/{pool}", writes.configure_pool),
     ("GET", "/api/v1/nodes", reads.nodes), ("GET", "/api/v1/nodes/{name}", reads.node),
     ("GET", "/api/v1/nodes/{name}/allocations", reads.node_allocations),
@@ -52,7 +64,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("DELETE", "/api/v1/quotas/{namespace}", writes.remove_quota),
     ("GET", "/api/v1/status", reads.status), ("POST", "/api/v1/simulate", reads.simulate),
 )
-"""Every route: (method, path, handler). The OpenAPI document lists exactly these."""
+"""Every route of a reader: (method, path, handler). The OpenAPI document lists exactly these."""
 
 SLASHED_ID_ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/api/v1/allocations/{namespace}/{pod}", reads.allocation),
@@ -126,38 +138,45 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return web.json_response({"error": "internal error (logged)", "field": ""}, status=500)
 
 
-def _never_raising(listener: Listener) -> Listener:
-    """A commit listener that logs instead of raising (it runs inside the allocator's commit path)."""
-    def guarded(stored: Sequence[StoredEvent]) -> None:
-        try:
-            listener(stored)
-        except Exception:
-            log.exception("a commit listener of the HTTP API failed")
-    return guarded
-
-
-def build_app(allocator: Allocator, *, token: str = "") -> web.Application:
-    """The aiohttp application serving ``allocator``; ``token`` non-empty requires it on /api/."""
+def middlewares(token: str) -> list[Middleware]:
+    """The middleware list of both applications (errors, the ``/ui`` slash, authentication)."""
     # normalize_path: `/ui` (no slash, as people type it) -> 308 to `/ui/`, before authentication
     slash = web.normalize_path_middleware(append_slash=True, merge_slashes=False)
-    app = web.Application(client_max_size=bounds.MAX_BODY_BYTES,
-                          middlewares=[_errors, slash, _auth_middleware(token)])
+    return [_errors, slash, _auth_middleware(token)]
+
+
+def build_writer_app(allocator: Allocator, *, token: str = "") -> web.Application:
+    """The writer's application: ``/healthz``, ``/readyz``, ``/metrics`` of ``allocator`` and nothing
+    else (no body is ever read: the client size bound is 1 KiB)."""
+    app = web.Application(client_max_size=1024, middlewares=middlewares(token))
     app[context.ALLOCATOR_KEY] = allocator
-    keeper = ReasonKeeper(allocator)
+    for method, path, handler in WRITER_ROUTES:
+        app.router.add_route(method, path, handler)
+    return app
+
+
+def build_app(follower: Follower, history: History, *, waiter: OutcomeWaiter | None = None,
+              token: str = "", parser: bounds.BodyParser | None = None) -> web.Application:
+    """A reader's application over its projection ``follower`` and the log's ``history``;
+    ``waiter`` publishes the writes (None: writes answer 503); ``token`` non-empty requires it on
+    /api/; ``parser`` parses large bodies off the event loop (default: a new worker process,
+    ended with the app)."""
+    app = web.Application(client_max_size=bounds.MAX_BODY_BYTES, middlewares=middlewares(token))
+    app[context.FOLLOWER_KEY] = follower
+    app[context.HISTORY_KEY] = history
+    keeper = ReasonKeeper(follower, history)
     app[context.KEEPER_KEY] = keeper
-    if allocator.nc is not None:
-        app[context.WAITER_KEY] = OutcomeWaiter(allocator.nc)
-    allocator.listeners.append(_never_raising(keeper.note))
-    allocator.listeners.append(_never_raising(
-        lambda stored: allocator.metrics.record_outcomes(stored, allocator.state)))
-    allocator.metrics.watch("pools", lambda: gauges.PoolCollector(lambda: allocator.state))
-    allocator.metrics.watch("quotas", lambda: quota_gauges.QuotaCollector(lambda: allocator.state))
+    follower.listeners.append(keeper.note)
+    if waiter is not None:
+        app[context.WAITER_KEY] = waiter
+    app[bounds.PARSER_KEY] = parser or bounds.BodyParser()
+    app[probes.READER_METRICS_KEY] = probes.ReaderMetrics(follower)
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
     for method, path, handler in SLASHED_ID_ROUTES:
         app.router.add_route(method, path, _joined_id(handler))
     app.cleanup_ctx.append(_background)
-    dashboard.mount(app, allocator, token=token)  # the web dashboard under /ui/ (services/allocator/dashboard)
+    dashboard.mount(app, follower, history, token=token)  # the web dashboard under /ui/ (services/allocator/dashboard)
     return app
 
 
@@ -168,15 +187,16 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
     stop.set()
     task.cancel()
     await asyncio.wait([task], timeout=5)
+    app[bounds.PARSER_KEY].close()
     waiter = app.get(context.WAITER_KEY)
     if waiter is not None:
         await waiter.close()
 
 
-async def start(allocator: Allocator, *, host: str, port: int) -> tuple[web.AppRunner, int]:
-    """Serve on ``host:port`` (0 = any free port); returns the runner (``await runner.cleanup()``)
-    and the bound port. The token comes from the environment (:func:`token_from_env`)."""
-    runner = web.AppRunner(build_app(allocator, token=token_from_env()), access_log=None)
+async def start(app: web.Application, *, host: str, port: int) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` on ``host:port`` (0 = any free port); returns the runner (``await
+    runner.cleanup()``) and the bound port."""
+    runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()

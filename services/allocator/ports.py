@@ -1,11 +1,11 @@
-"""Ports of the allocator: the event store (log + processed intents + snapshots + read models)
-and the lease. Adapters implement them for PostgreSQL and in memory; one contract test suite
+"""Ports of the allocator: the event store (log + processed intents + snapshots + read models),
+the lease, and the read side's History. Adapters implement them for PostgreSQL and in memory; one contract test suite
 (tests/contract) runs against both.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from typing import Protocol
 
@@ -125,4 +125,34 @@ class LeaseStore(Protocol):
 
     async def release(self, name: str, *, holder: str) -> None:
         """Give the lease up (expire it now) if ``holder`` has it."""
+        ...
+
+
+# --- The read side's port (History): what the API and the dashboard ask of the log and its read models.
+
+ReasonRows = Mapping[str, tuple[str, str, str]]
+"""Current reasons by allocation id: ``(reason, code, quota_dimension)`` (the ``allocations`` columns)."""
+
+
+class History(Protocol):
+    """The log as the read side asks it: the events of one allocation, the newest life of a pod,
+    and the current reasons of queued requests written to the ``allocations`` read model.
+
+    Implemented by both event stores (PostgreSQL through the ``allocations`` read model's indexes,
+    the in-memory twin by scanning its log); one contract suite (tests/contract) runs against both."""
+
+    async def events_of(self, allocation_id: str, *, limit: int) -> list[StoredEvent]:
+        """The stored events naming ``allocation_id`` (its spec or its ``allocation_id`` field), in
+        position order, at most ``limit`` (the oldest first); [] when the id never named one."""
+        ...
+
+    async def newest_of_pod(self, namespace: str, pod: str) -> str:
+        """The allocation id of the newest life of pod ``namespace/pod`` ("" when it never had one)."""
+        ...
+
+    async def write_reasons(self, reasons: ReasonRows, *, position: int) -> int:
+        """Set the current reasons of queued allocations as computed from the projection at log
+        ``position``, outside the log. A row the log changed after ``position`` (its
+        ``last_position`` is newer) or that is no longer queued is left alone, so a reader that is
+        behind never overwrites what a newer event wrote. Returns the rows updated."""
         ...

@@ -1,4 +1,4 @@
-"""Write handlers: each publishes ONE intent on the allocator's NATS connection and answers with
+"""Write handlers of the reader: each publishes ONE intent on NATS, as any producer does, and answers with
 its decision (:mod:`services.allocator.api.outcomes`), or 202 ``{"intent_id", "status":
 "pending"}`` when it is not decided within ``?wait=`` seconds (default 10, at most 60).
 
@@ -21,11 +21,14 @@ from events.bounds import MAX_LABEL_VALUE_LENGTH, MAX_NAME_LENGTH, BoundsError
 from events.values import Resources
 from services import podspec
 from services.allocator.api import bodies, bounds, documents, ended, paging
-from services.allocator.api.context import allocator_of, waiter_of
+from services.allocator.api.context import follower_of, history_of, state_of, waiter_of
 from services.allocator.domain.model import AllocationState
 
 DEFAULT_WAIT_S = 10.0
 MAX_WAIT_S = 60.0
+READ_YOUR_WRITE_S = 2.0
+"""Longest a write waits, after its decision, for this reader's projection to apply it (a read
+that follows the write on the same reader then sees it; the answer is sent either way)."""
 
 
 def _wait_of(params: dict[str, str]) -> float:
@@ -50,10 +53,12 @@ async def _decide(request: web.Request, intent: intents.AnyIntent, wait_s: float
         raise bounds.ApiError(503, f"could not publish the intent: {exc!r}", field="") from exc
     if view is None:
         return web.json_response({"intent_id": intent.intent_id, "status": "pending"}, status=202)
+    if isinstance(view.get("position"), int):  # read-your-writes: this reader shows the decision from now on
+        await follower_of(request).wait_for(view["position"], timeout_s=READ_YOUR_WRITE_S)
     status, error = refusal(view)
     if status == 404:  # the decision is recorded; the answer says how the allocation ended, if it did
         allocation_id = getattr(intent, "allocation_id", "")
-        error = ended.sentence(allocation_id, await ended.ended_life(allocator_of(request).store, allocation_id))
+        error = ended.sentence(allocation_id, await ended.ended_life(history_of(request), allocation_id))
     extra = {"error": error, "field": "id" if status in (404, 409) else view.get("field") or "request"} if error else {}
     return web.json_response({**view, "intent_id": intent.intent_id, **extra}, status=status)
 
@@ -105,7 +110,7 @@ async def submit(request: web.Request) -> web.Response:
     wait = _wait_of(params)
     pod = _pod_of(await bounds.read_object(request), force=params.get("force") == "true")
     spec = bounds.compose_pod(pod)
-    state = allocator_of(request).state
+    state = state_of(request)
     live = _live_pod(state.allocations, spec.namespace, spec.pod)
     if live is not None:
         return web.json_response({**documents.allocation_doc(live), "type": "existing"})
@@ -129,7 +134,7 @@ async def resize(request: web.Request) -> web.Response:
     allocation_id = bodies.name(request.match_info["id"], field="id", limit=bodies.MAX_ID_CHARS)
     body = await bounds.read_object(request)
     bodies.only(body, ("request", "limit"), field="body")
-    live = allocator_of(request).state.allocations.get(allocation_id)
+    live = state_of(request).allocations.get(allocation_id)
     asked = _kept(body.get("request"), bodies.resources(body.get("request"), field="request"),
                   live.spec.request if live is not None else None)
     limit = asked if body.get("limit") is None else _kept(
