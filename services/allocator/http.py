@@ -187,7 +187,7 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
     stop.set()
     task.cancel()
     await asyncio.wait([task], timeout=5)
-    app[bounds.PARSER_KEY].close()
+    await app[bounds.PARSER_KEY].aclose()
     waiter = app.get(context.WAITER_KEY)
     if waiter is not None:
         await waiter.close()
