@@ -22,9 +22,10 @@ pytestmark = pytest.mark.integration
 
 def _yaml_of(size: int) -> str:
     lines = ["apiVersion: v1", "kind: Pod", "metadata:", "  name: big", "  annotations:"]
-    i = 0
-    while sum(len(line) + 1 for line in lines) < size:
+    total, i = sum(len(line) + 1 for line in lines), 0
+    while total < size:
         lines.append(f"    key{i}: value-{i}")
+        total += len(lines[-1]) + 1
         i += 1
     return "\n".join(lines)
 
