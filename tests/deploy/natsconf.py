@@ -14,7 +14,7 @@ import trustme
 
 from tests.deploy.conftest import Obj
 
-USERS = ("allocator", "admission", "discovery", "autoscaler", "agent", "operator")
+USERS = ("allocator", "admission", "discovery", "autoscaler", "agent", "operator", "api")
 """The users auth.conf defines (and the keys of Secret gpuledger-nats-auth)."""
 
 TLS_DIR_IN_POD = "/etc/nats-tls/"
