@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 from collections.abc import Callable, Mapping
 
 import msgspec
@@ -43,6 +44,8 @@ class ReaderSettings(msgspec.Struct, kw_only=True):
     - ``poll_s``: seconds between two reads of the log when nothing new came (> 0); the reader
       is at most about this far behind the writer's commits.
     - ``pool_size``: PostgreSQL connections of this reader (>= 2: the follower and the History).
+    - ``nice``: added to the process's niceness at start (0-19): on a machine it shares with the
+      writer (``gpuledger up``), reads then yield the CPU to decisions.
     """
 
     database_url: str = ""
@@ -51,6 +54,7 @@ class ReaderSettings(msgspec.Struct, kw_only=True):
     http_port: int = 8480
     poll_s: float = 0.05
     pool_size: int = 4
+    nice: int = 0
     log_level: str = "info"
     log_json: bool = False
 
@@ -59,6 +63,8 @@ class ReaderSettings(msgspec.Struct, kw_only=True):
             raise msgspec.ValidationError(f"poll_s must be seconds in (0, 60], got {self.poll_s}")
         if self.pool_size < 2:
             raise msgspec.ValidationError(f"pool_size must be >= 2, got {self.pool_size}")
+        if not 0 <= self.nice <= 19:
+            raise msgspec.ValidationError(f"nice must be 0 to 19, got {self.nice}")
 
 
 def load(environ: Mapping[str, str] | None = None) -> ReaderSettings:
@@ -116,6 +122,8 @@ def main() -> None:
     """Run one reader until SIGTERM/SIGINT (exit 0 after a clean stop)."""
     config = load()
     logs.setup(config.log_level, json=config.log_json)
+    if config.nice:
+        os.nice(config.nice)
 
     async def run(stop: asyncio.Event) -> None:
         await serve_reader(config, stop)

@@ -179,8 +179,10 @@ def api() -> None:
 
     It follows the event log in PostgreSQL with its own projection and publishes writes to NATS
     as intents, apart from the allocator (which serves only its probes). Settings come from
-    GPULEDGER_* variables (DATABASE_URL, NATS_URL, HTTP_HOST, HTTP_PORT, POLL_S); it runs until
+    GPULEDGER_* variables (DATABASE_URL, NATS_URL, HTTP_HOST, HTTP_PORT, POLL_S, NICE); it runs until
     SIGTERM. Run as many as you like."""
+    import os
+
     from services.allocator import reader
     from services.shared import lifecycle, logs
     from services.shared.settings import DATABASE_URL_ENV, SettingsError
@@ -192,6 +194,8 @@ def api() -> None:
     if not config.database_url:
         fail(f"{DATABASE_URL_ENV} is not set", field=DATABASE_URL_ENV, code=2, as_json=False)
     logs.setup(config.log_level, json=config.log_json)
+    if config.nice:
+        os.nice(config.nice)
 
     async def run(stop: Any) -> None:
         await reader.serve_reader(config, stop)

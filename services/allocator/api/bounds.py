@@ -10,8 +10,8 @@ expanded (a YAML alias bomb is refused, 400), and the top level must be an objec
 Parsing has a bounded cost and never runs on the event loop for a large body: a body of at most
 :data:`INLINE_BYTES` is parsed in place (well under a millisecond); a larger one goes to the
 app's :class:`BodyParser`, a worker process that parses it within :data:`PARSE_TIMEOUT_S` seconds
-(413 beyond, and the worker is replaced), with at most :data:`MAX_WAITING` bodies waiting for it
-(503 beyond). PyYAML's pure-Python loader takes seconds on a 1 MiB document; in the worker it only
+(413 beyond, and the worker is replaced), with at most :data:`MAX_WAITING` bodies waiting for it, each
+at most as long (503 beyond). PyYAML's pure-Python loader takes seconds on a 1 MiB document; in the worker it only
 delays that one request (the reader's event loop keeps answering everything else).
 """
 
@@ -43,7 +43,7 @@ _CHARSETS = {"utf-8", "utf8", "us-ascii", "ascii"}
 INLINE_BYTES = 16 << 10
 """Bodies up to 16 KiB are parsed on the event loop (a Pod manifest is about 2 KiB)."""
 PARSE_TIMEOUT_S = 10.0
-"""Longest a body may take to parse in the worker, waiting included (413 beyond)."""
+"""Longest a body may wait for the worker (503 beyond), and then take to parse there (413 beyond)."""
 MAX_WAITING = 8
 """Most large bodies waiting for the worker at once (503 beyond: the client may retry)."""
 
@@ -77,9 +77,10 @@ def compose_pod(pod: dict[str, Any]) -> AllocationSpec:
 
 class BodyParser:
     """Parses request bodies larger than :data:`INLINE_BYTES` in one worker process
-    (:mod:`~services.allocator.api.parse_worker`, started on first use), one body at a time, each
-    within ``timeout_s`` seconds (waiting included) and with at most ``max_waiting`` waiting; a
-    parse past its time kills the worker (a new one serves the next body). :meth:`close` ends it."""
+    (:mod:`~services.allocator.api.parse_worker`, started on first use), one body at a time: a body
+    waits for the worker at most ``timeout_s`` seconds (503 beyond) with at most ``max_waiting``
+    waiting (503 beyond), then parses within ``timeout_s`` (413 beyond: the worker is killed and a
+    new one serves the next body). :meth:`close` ends it."""
 
     def __init__(self, *, timeout_s: float = PARSE_TIMEOUT_S, max_waiting: int = MAX_WAITING) -> None:
         self.timeout_s = timeout_s
@@ -108,17 +109,16 @@ class BodyParser:
         if self._waiting >= self.max_waiting:
             raise ApiError(503, f"{self._waiting} large bodies are waiting to be parsed; retry shortly", field="body")
         self._waiting += 1
-        deadline = asyncio.get_running_loop().time() + self.timeout_s
         try:
             try:
-                async with asyncio.timeout_at(deadline):
+                async with asyncio.timeout(self.timeout_s):
                     await self._lock.acquire()
             except TimeoutError:  # another body held the worker all along: not this one's fault
                 raise ApiError(503, "the body parser stayed busy; retry shortly", field="body") from None
         finally:
             self._waiting -= 1
         try:
-            async with asyncio.timeout_at(deadline):
+            async with asyncio.timeout(self.timeout_s):
                 result = await self._ask(text.encode("utf-8"))
         except TimeoutError:
             await self.aclose()
