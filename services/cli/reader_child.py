@@ -83,7 +83,8 @@ async def start(*, database_url: str, nats_url: str, port: int, data_dir: Path) 
     with log.open("ab") as out:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "services.allocator.reader", env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=out, stderr=asyncio.subprocess.STDOUT)
+            stdout=out, stderr=asyncio.subprocess.STDOUT,
+            start_new_session=True)  # Ctrl-C reaches `up` alone, which then stops the reader in order
     child = ReaderChild(process, f"http://127.0.0.1:{port}", log)
     try:
         await child.wait_position(0)
