@@ -13,8 +13,8 @@ Two applications share one middleware list (:func:`middlewares`):
 
 When ``GPULEDGER_API_TOKEN`` (or ``GPULEDGER_API_TOKEN_FILE``) is set, every route but the four
 open ones (:data:`OPEN_PATHS`) needs ``Authorization: Bearer <token>`` (401 otherwise; compared
-in constant time). Every refusal
-is ``{"error", "field"}`` with a 4xx status; bodies are bounded (services.allocator.api.bounds).
+in constant time). Every refusal is ``{"error", "field"}`` with a 4xx status; bodies are bounded
+(services.allocator.api.bounds).
 """
 
 from __future__ import annotations
