@@ -39,7 +39,7 @@ class AdmissionSettings(msgspec.Struct, kw_only=True):
     namespace: str = ""
     """Namespace to watch ("" = all namespaces)."""
     allocator_url: str = ""
-    """Base URL of the allocator's HTTP API (``http://gpuledger-allocator:8480``); when set (and
+    """Base URL of the HTTP API, served by the readers (``http://gpuledger-api:8480``); when set (and
     ``kube``), GPUResourceQuota status is written from its quota status (services.admission.quota_sync)."""
     api_token: str = ""
     """Bearer token of the allocator's HTTP API, when it requires one."""

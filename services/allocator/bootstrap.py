@@ -4,7 +4,8 @@
 connects NATS (streams ensured) unless given a bus, opens the asyncpg pool unless given the
 stores, builds the lease keeper, the bus's intent source and event sink and the
 :class:`Allocator`; every resource registers its closer on ``teardown``. ``serve(settings, stop)``
-runs one replica with its HTTP API until ``stop`` is set.
+runs one replica with its probes until ``stop`` is set. The reader process (``gpuledger api``)
+has its own composition root, :mod:`services.allocator.reader`.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import asyncio
 import functools
 import secrets
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import structlog
 
@@ -24,7 +25,7 @@ from services.allocator.adapters.nats_bus import NatsBus
 from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
 from services.allocator.loop import batch
 from services.allocator.loop.leader import Allocator
-from services.allocator.ports import Bus, Clock, EventStore, Leadership, LeaseStore, utc_now
+from services.allocator.ports import Bus, Clock, EventStore, Leadership, LeaseStore, StoredEvent, utc_now
 from services.allocator.settings import AllocatorSettings
 from services.shared import lifecycle
 
@@ -73,16 +74,26 @@ async def bootstrap(settings: AllocatorSettings, *, teardown: lifecycle.Teardown
         process=process or functools.partial(domain.process, scheduler=domain.Scheduler()),
     )
     bus.on_reconnect(allocator.request_rewind)
+    allocator.listeners.append(functools.partial(_count_outcomes, allocator))
     return allocator
+
+
+def _count_outcomes(allocator: Allocator, stored: Sequence[StoredEvent]) -> None:
+    """Commit listener: the outcome counters of ``/metrics``; logs instead of raising (it runs
+    inside the commit path)."""
+    try:
+        allocator.metrics.record_outcomes(stored, allocator.state)
+    except Exception:
+        log.exception("counting the outcomes of a commit failed")
 
 
 async def serve(settings: AllocatorSettings, stop: asyncio.Event,
                 *, on_ready: Callable[[Allocator, int], None] | None = None,
                 store: EventStore | None = None, leases: LeaseStore | None = None,
                 bus: Bus | None = None, process: batch.Process | None = None) -> None:
-    """Run one replica and its HTTP API until ``stop``; ``on_ready(allocator, http_port)`` once
-    serving. ``store``/``leases``/``bus``/``process`` as in :func:`bootstrap` (writes through the
-    API wait for their outcome only on the NATS bus)."""
+    """Run one replica and its probes (``/healthz``, ``/readyz``, ``/metrics``: the API is a
+    reader's, services.allocator.reader) until ``stop``; ``on_ready(allocator, http_port)`` once
+    serving. ``store``/``leases``/``bus``/``process`` as in :func:`bootstrap`."""
     teardown = lifecycle.Teardown()
     try:
         if bus is None:
@@ -91,8 +102,9 @@ async def serve(settings: AllocatorSettings, stop: asyncio.Event,
             bus = nats
         allocator = await bootstrap(settings, teardown=teardown, store=store, leases=leases, bus=bus,
                                     process=process)
-        runner, port = await http.start(allocator, host=settings.http_host, port=settings.http_port,
-                                        nc=bus.nc if isinstance(bus, NatsBus) else None)
+        app = http.build_writer_app(allocator, token=http.token_from_env(), bind_host=settings.http_host)
+        runner, port = await http.start(app, host=settings.http_host, port=settings.http_port,
+                                        server="allocator probes")
         teardown.push("http", runner.cleanup)
         log.info("allocator serving", http=f"http://{settings.http_host}:{port}",
                  holder=allocator.keeper.holder)

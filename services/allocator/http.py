@@ -1,13 +1,21 @@
-"""The allocator's HTTP API (aiohttp): routes, authentication, error handling, start-up.
+"""The HTTP shells (aiohttp): routes, authentication, error handling, start-up.
 
-Routes (docs/operations.md, and the OpenAPI document served at ``/openapi.json``):
-open ``GET /healthz``, ``/readyz``, ``/metrics``, ``/openapi.json``; under ``/api/v1`` the reads
-(pools, nodes, GPUs, allocations with their live explanation, queue, quotas, status, simulate) and
-the writes (submit, release, resize, quota set/remove, pool configure) that publish one intent
-each. When ``GPULEDGER_API_TOKEN`` (or ``GPULEDGER_API_TOKEN_FILE``) is set, every route but the
-four open ones (:data:`OPEN_PATHS`) needs ``Authorization: Bearer <token>`` (401 otherwise; compared
-in constant time). Every refusal
-is ``{"error", "field"}`` with a 4xx status; bodies are bounded (services.allocator.api.bounds).
+Two applications share one middleware list (:func:`middlewares`):
+
+- the writer's (:func:`build_writer_app`, ``gpuledger allocator``): only ``/healthz``, ``/readyz``
+  and ``/metrics``; nothing a client can ask costs the decision loop more than a probe;
+- a reader's (:func:`build_app`, ``gpuledger api``), the HTTP API (docs/operations.md, and the
+  OpenAPI document served at ``/openapi.json``): open ``GET /healthz``, ``/readyz``, ``/metrics``,
+  ``/openapi.json``; under ``/api/v1`` the reads (pools, nodes, GPUs, allocations with their live
+  explanation, queue, quotas, status, simulate) from the reader's own projection, and the writes
+  (submit, release, resize, quota set/remove, pool configure) that publish one intent each on
+  NATS; the dashboard under ``/ui/``.
+
+When ``GPULEDGER_API_TOKEN`` (or ``GPULEDGER_API_TOKEN_FILE``) is set, every route but the four
+open ones (:data:`OPEN_PATHS`) needs ``Authorization: Bearer <token>`` (401 otherwise; compared
+in constant time). Every refusal is ``{"error", "field"}`` with a 4xx status; bodies are bounded
+(services.allocator.api.bounds).
+
 Before any of that, the HTTP edge (services.shared.http_edge) refuses a foreign Host (421), a
 cross-site write (403) and a non-JSON body (415; YAML on :data:`YAML_ROUTES`), and its connection
 guard bounds stalled connections.
@@ -18,20 +26,20 @@ from __future__ import annotations
 import asyncio
 import hmac
 import os
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 
 import structlog
 from aiohttp import web
 from aiohttp.typedefs import Middleware
-from nats.aio.client import Client as NATS
 
 from services.allocator import dashboard
-from services.allocator.api import bounds, context, gauges, openapi, probes, quota_gauges, reads, writes
+from services.allocator.api import bounds, context, openapi, probes, reads, writes
+from services.allocator.api.follower import Follower
 from services.allocator.api.keeper import ReasonKeeper
 from services.allocator.api.outcomes import OutcomeWaiter
 from services.allocator.loop.leader import Allocator
-from services.allocator.ports import StoredEvent
+from services.allocator.ports import History
 from services.shared import http_edge
 
 log = structlog.get_logger(__name__)
@@ -40,11 +48,15 @@ TOKEN_ENV = "GPULEDGER_API_TOKEN"
 TOKEN_FILE_ENV = "GPULEDGER_API_TOKEN_FILE"
 OPEN_PATHS = ("/healthz", "/readyz", "/metrics", "/openapi.json")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-Listener = Callable[[Sequence[StoredEvent]], None]
+
+WRITER_ROUTES: tuple[tuple[str, str, Handler], ...] = (
+    ("GET", "/healthz", probes.healthz), ("GET", "/readyz", probes.readyz), ("GET", "/metrics", probes.metrics),
+)
+"""The writer's only routes: its probes and its metrics."""
 
 ROUTES: tuple[tuple[str, str, Handler], ...] = (
-    ("GET", "/healthz", probes.healthz), ("GET", "/readyz", probes.readyz), ("GET", "/metrics", probes.metrics),
-    ("GET", "/openapi.json", openapi.serve),
+    ("GET", "/healthz", probes.healthz), ("GET", "/readyz", probes.reader_readyz),
+    ("GET", "/metrics", probes.reader_metrics), ("GET", "/openapi.json", openapi.serve),
     ("GET", "/api/v1/pools", reads.pools), ("PUT", "/api/v1/pools/{pool}", writes.configure_pool),
     ("DELETE", "/api/v1/pools/{pool}", writes.remove_pool),
     ("GET", "/api/v1/nodes", reads.nodes), ("GET", "/api/v1/nodes/{name}", reads.node),
@@ -58,7 +70,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("DELETE", "/api/v1/quotas/{namespace}", writes.remove_quota),
     ("GET", "/api/v1/status", reads.status), ("POST", "/api/v1/simulate", reads.simulate),
 )
-"""Every route: (method, path, handler). The OpenAPI document lists exactly these."""
+"""Every route of a reader: (method, path, handler). The OpenAPI document lists exactly these."""
 
 SLASHED_ID_ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/api/v1/allocations/{namespace}/{pod}", reads.allocation),
@@ -137,43 +149,53 @@ async def _errors(request: web.Request, handler: Handler) -> web.StreamResponse:
         return web.json_response({"error": "internal error (logged)", "field": ""}, status=500)
 
 
-def _never_raising(listener: Listener) -> Listener:
-    """A commit listener that logs instead of raising (it runs inside the allocator's commit path)."""
-    def guarded(stored: Sequence[StoredEvent]) -> None:
-        try:
-            listener(stored)
-        except Exception:
-            log.exception("a commit listener of the HTTP API failed")
-    return guarded
-
-
-def build_app(allocator: Allocator, *, token: str = "", nc: NATS | None = None, bind_host: str = "127.0.0.1",
-              edge: http_edge.EdgeSettings | None = None) -> web.Application:
-    """The aiohttp application serving ``allocator``; ``token`` non-empty requires it on /api/;
-    ``nc`` (the NATS connection writes wait on for their outcome; None: writes do not wait).
-    ``bind_host`` and ``edge`` (default: from the environment) set the Host / cross-site /
-    content-type policy (services.shared.http_edge.request_policy)."""
+def middlewares(token: str, *, bind_host: str = "127.0.0.1",
+                edge: http_edge.EdgeSettings | None = None) -> list[Middleware]:
+    """The middleware list of both applications: errors, the HTTP edge's request policy (Host,
+    cross-site writes, content types: services.shared.http_edge.request_policy, from ``edge`` or
+    the environment, for a server bound to ``bind_host``), the ``/ui`` slash, authentication."""
     # normalize_path: `/ui` (no slash, as people type it) -> 308 to `/ui/`, before authentication
     slash = web.normalize_path_middleware(append_slash=True, merge_slashes=False)
     policy = http_edge.request_policy(edge or http_edge.load(), bind_host=bind_host, yaml_routes=YAML_ROUTES)
-    app = web.Application(client_max_size=bounds.MAX_BODY_BYTES,
-                          middlewares=[_errors, policy, slash, _auth_middleware(token)])
+    return [_errors, policy, slash, _auth_middleware(token)]
+
+
+def build_writer_app(allocator: Allocator, *, token: str = "", bind_host: str = "127.0.0.1",
+                     edge: http_edge.EdgeSettings | None = None) -> web.Application:
+    """The writer's application: ``/healthz``, ``/readyz``, ``/metrics`` of ``allocator`` and nothing
+    else (no body is ever read: the client size bound is 1 KiB); ``bind_host``/``edge`` as in
+    :func:`middlewares`."""
+    app = web.Application(client_max_size=1024, middlewares=middlewares(token, bind_host=bind_host, edge=edge))
     app[context.ALLOCATOR_KEY] = allocator
-    keeper = ReasonKeeper(allocator)
+    for method, path, handler in WRITER_ROUTES:
+        app.router.add_route(method, path, handler)
+    return app
+
+
+def build_app(follower: Follower, history: History, *, waiter: OutcomeWaiter | None = None,
+              token: str = "", parser: bounds.BodyParser | None = None, bind_host: str = "127.0.0.1",
+              edge: http_edge.EdgeSettings | None = None) -> web.Application:
+    """A reader's application over its projection ``follower`` and the log's ``history``;
+    ``waiter`` publishes the writes (None: writes answer 503); ``token`` non-empty requires it on
+    /api/; ``parser`` parses large bodies off the event loop (default: a new worker process,
+    ended with the app); ``bind_host``/``edge`` as in :func:`middlewares`."""
+    app = web.Application(client_max_size=bounds.MAX_BODY_BYTES,
+                          middlewares=middlewares(token, bind_host=bind_host, edge=edge))
+    app[context.FOLLOWER_KEY] = follower
+    app[context.HISTORY_KEY] = history
+    keeper = ReasonKeeper(follower, history)
     app[context.KEEPER_KEY] = keeper
-    if nc is not None:
-        app[context.WAITER_KEY] = OutcomeWaiter(nc)
-    allocator.listeners.append(_never_raising(keeper.note))
-    allocator.listeners.append(_never_raising(
-        lambda stored: allocator.metrics.record_outcomes(stored, allocator.state)))
-    allocator.metrics.watch("pools", lambda: gauges.PoolCollector(lambda: allocator.state))
-    allocator.metrics.watch("quotas", lambda: quota_gauges.QuotaCollector(lambda: allocator.state))
+    follower.listeners.append(keeper.note)
+    if waiter is not None:
+        app[context.WAITER_KEY] = waiter
+    app[bounds.PARSER_KEY] = parser or bounds.BodyParser()
+    app[probes.READER_METRICS_KEY] = probes.ReaderMetrics(follower)
     for method, path, handler in ROUTES:
         app.router.add_route(method, path, handler)
     for method, path, handler in SLASHED_ID_ROUTES:
         app.router.add_route(method, path, _joined_id(handler))
     app.cleanup_ctx.append(_background)
-    dashboard.mount(app, allocator, token=token)  # the web dashboard under /ui/ (services/allocator/dashboard)
+    dashboard.mount(app, follower, history, token=token)  # the web dashboard under /ui/ (services/allocator/dashboard)
     return app
 
 
@@ -184,18 +206,17 @@ async def _background(app: web.Application) -> AsyncIterator[None]:
     stop.set()
     task.cancel()
     await asyncio.wait([task], timeout=5)
+    await app[bounds.PARSER_KEY].aclose()
     waiter = app.get(context.WAITER_KEY)
     if waiter is not None:
         await waiter.close()
 
 
-async def start(allocator: Allocator, *, host: str, port: int,
-                nc: NATS | None = None) -> tuple[web.AppRunner, int]:
-    """Serve on ``host:port`` (0 = any free port) behind the connection guard of
-    services.shared.http_edge; returns the runner (``await runner.cleanup()``) and the bound port.
-    The token and the edge settings come from the environment (:func:`token_from_env`,
-    ``GPULEDGER_HTTP_*``); ``nc`` as in :func:`build_app`."""
-    edge = http_edge.load()
-    app = build_app(allocator, token=token_from_env(), nc=nc, bind_host=host, edge=edge)
-    runner, bound, _ = await http_edge.serve(app, host=host, port=port, server="allocator API", settings=edge)
+async def start(app: web.Application, *, host: str, port: int, server: str = "allocator API",
+                edge: http_edge.EdgeSettings | None = None) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` on ``host:port`` (0 = any free port) behind the connection guard of
+    services.shared.http_edge (settings ``edge``, default from ``GPULEDGER_HTTP_*``); returns the
+    runner (``await runner.cleanup()``) and the bound port. ``server`` names it in the log."""
+    runner, bound, _ = await http_edge.serve(app, host=host, port=port, server=server,
+                                             settings=edge or http_edge.load())
     return runner, bound

@@ -1,15 +1,15 @@
-"""Ports of the allocator: the event store (log + processed intents + snapshots + read models)
-and the lease. Adapters implement them for PostgreSQL and in memory; one contract test suite
-(tests/contract) runs against both. The bus side of the loop (intents in, events out, who leads)
-has its own block at the end: :class:`IntentSource`, :class:`EventSink`, :class:`Leadership` and
-:class:`Bus`, implemented over NATS JetStream and by the in-memory twin
+"""Ports of the allocator: the event store (log + processed intents + snapshots + read models),
+the lease, and the read side's History. Adapters implement them for PostgreSQL and in memory; one
+contract test suite (tests/contract) runs against both. The bus side of the loop (intents in,
+events out, who leads) has its own block: :class:`IntentSource`, :class:`EventSink`,
+:class:`Leadership` and :class:`Bus`, implemented over NATS JetStream and by the in-memory twin
 (``adapters/memory_bus.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Final, Literal, Protocol
 
@@ -277,4 +277,34 @@ class Bus(Protocol):
 
     def on_reconnect(self, callback: Callable[[], None]) -> None:
         """Call ``callback`` after each reconnection (in-flight deliveries may have been lost)."""
+        ...
+
+
+# --- The read side's port (History): what the API and the dashboard ask of the log and its read models.
+
+ReasonRows = Mapping[str, tuple[str, str, str]]
+"""Current reasons by allocation id: ``(reason, code, quota_dimension)`` (the ``allocations`` columns)."""
+
+
+class History(Protocol):
+    """The log as the read side asks it: the events of one allocation, the newest life of a pod,
+    and the current reasons of queued requests written to the ``allocations`` read model.
+
+    Implemented by both event stores (PostgreSQL through the ``allocations`` read model's indexes,
+    the in-memory twin by scanning its log); one contract suite (tests/contract) runs against both."""
+
+    async def events_of(self, allocation_id: str, *, limit: int) -> list[StoredEvent]:
+        """The stored events naming ``allocation_id`` (its spec or its ``allocation_id`` field), in
+        position order, at most ``limit`` (the oldest first); [] when the id never named one."""
+        ...
+
+    async def newest_of_pod(self, namespace: str, pod: str) -> str:
+        """The allocation id of the newest life of pod ``namespace/pod`` ("" when it never had one)."""
+        ...
+
+    async def write_reasons(self, reasons: ReasonRows, *, position: int) -> int:
+        """Set the current reasons of queued allocations as computed from the projection at log
+        ``position``, outside the log. A row the log changed after ``position`` (its
+        ``last_position`` is newer) or that is no longer queued is left alone, so a reader that is
+        behind never overwrites what a newer event wrote. Returns the rows updated."""
         ...

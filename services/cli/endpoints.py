@@ -39,12 +39,14 @@ class EndpointsError(ValueError):
 
 
 class Endpoints(msgspec.Struct, kw_only=True):
-    """URLs of a stack: ``nats_url``, ``database_url``, ``allocator_http``, ``webhook_https`` ("" unknown);
+    """URLs of a stack: ``nats_url``, ``database_url``, ``allocator_http`` (the HTTP API: a reader,
+    ``gpuledger api``), ``writer_http`` (the writer's probes and metrics), ``webhook_https`` ("" unknown);
     ``source`` says where they were found (a path or the environment; not written)."""
 
     nats_url: str = ""
     database_url: str = ""
     allocator_http: str = ""
+    writer_http: str = ""
     webhook_https: str = ""
     api_token: str = ""
     source: str = ""

@@ -4,8 +4,9 @@ Starts nats-server (``D/nats``) and PostgreSQL (``D/postgres``, database ``gpule
 127.0.0.1 with generated passwords (``D/secrets/``, mode 0600, carried by the URLs), generates
 the API token ``D/secrets/api-token`` (unless ``GPULEDGER_API_TOKEN``/``_FILE`` is set or the
 caller opted out with ``api_token=False``; the CLI reads it from there), migrates,
-runs the allocator in this process, starts the optional services that are installed (each is
-imported lazily and skipped with a log line when absent), loads the demo inventory, writes
+runs the allocator (the writer) in this process and one reader (``gpuledger api``, the HTTP API
+and the dashboard) as a child process (services.cli.reader_child), starts the optional services
+that are installed (each is imported lazily and skipped with a log line when absent), loads the demo inventory, writes
 ``D/endpoints.json`` and prints ``gpuledger is up``; on SIGINT/SIGTERM everything stops in
 reverse order. Running it again on the same directory resumes the same log and stream.
 """
@@ -30,7 +31,7 @@ from services.allocator import bootstrap, http
 from services.allocator.adapters import database
 from services.allocator.loop.leader import Allocator
 from services.allocator.settings import AllocatorSettings
-from services.cli import endpoints
+from services.cli import endpoints, reader_child
 from services.shared import lifecycle, messaging, secretfile
 from services.shared.natsserver import NatsServer, password_config
 from services.shared.pgserver import PgServer
@@ -53,9 +54,10 @@ is run as a task; a module that is not installed is skipped."""
 
 
 class UpOptions(msgspec.Struct, kw_only=True):
-    """Options of ``gpuledger up``: data dir, inventory file (None: the demo), allocator HTTP port,
-    and the inventory's nodes when the caller read it already (None: read at load time);
-    ``api_token`` False serves the API and dashboard without a token (``up --no-token``)."""
+    """Options of ``gpuledger up``: data dir, inventory file (None: the demo), the HTTP API's port
+    (the reader's; the writer's probes take a free one), and the inventory's nodes when the caller
+    read it already (None: read at load time); ``api_token`` False serves the API and dashboard
+    without a token (``up --no-token``)."""
 
     data_dir: Path
     inventory: Path | None = None
@@ -153,19 +155,24 @@ async def run_up(options: UpOptions, stop: asyncio.Event, *, console: Console) -
             database_url = await asyncio.to_thread(ensure_database, pg)
             await asyncio.to_thread(database.upgrade, database_url)
             token_file = ensure_api_token(data_dir, wanted=options.api_token)
-        settings = AllocatorSettings(database_url=database_url, nats_url=nats_url,
-                                     http_port=options.http_port, holder="gpuledger-up")
+        settings = AllocatorSettings(database_url=database_url, nats_url=nats_url, http_port=0,
+                                     holder="gpuledger-up")
         allocator, port = await _start_allocator(settings, inner_stop, tasks)
-        found = endpoints.Endpoints(nats_url=nats_url, database_url=database_url,
-                                    allocator_http=f"http://127.0.0.1:{port}")
+        with console.status("starting the reader (gpuledger api)"):
+            reader = await reader_child.start(database_url=database_url, nats_url=nats_url,
+                                              port=options.http_port, data_dir=data_dir)
+        teardown.push("reader", reader.stop)
+        found = endpoints.Endpoints(nats_url=nats_url, database_url=database_url, allocator_http=reader.url,
+                                    writer_http=f"http://127.0.0.1:{port}")
         extra = await _start_optional(inner_stop, found, tasks)
         found.webhook_https = extra.get("webhook_https", "")
         await _load_demo(allocator, options, found, console)
+        await reader.wait_position(allocator.state.position)  # the first command sees the inventory
         endpoints.write(data_dir, found)
         _print_urls(console, found, data_dir, token_file=token_file, open_api=not options.api_token)
         if options.json_out:
             print(json.dumps(up_document(found, data_dir)), flush=True)
-        await _until_stopped(stop, tasks[0])
+        await _until_stopped(stop, tasks[0], reader)
         return found
     finally:
         inner_stop.set()
@@ -174,16 +181,21 @@ async def run_up(options: UpOptions, stop: asyncio.Event, *, console: Console) -
         await teardown.close(timeout_s=60)
 
 
-async def _until_stopped(stop: asyncio.Event, allocator_task: asyncio.Task[Any]) -> None:
-    """Wait for ``stop``; if the allocator ends first, re-raise its error."""
+async def _until_stopped(stop: asyncio.Event, allocator_task: asyncio.Task[Any],
+                         reader: reader_child.ReaderChild) -> None:
+    """Wait for ``stop``; if the allocator or the reader ends first, re-raise its error."""
     stopper = asyncio.create_task(stop.wait())
+    reader_exit = asyncio.create_task(reader.process.wait())
     try:
-        await asyncio.wait([stopper, allocator_task], return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([stopper, allocator_task, reader_exit], return_when=asyncio.FIRST_COMPLETED)
     finally:
         stopper.cancel()
+        reader_exit.cancel()
     if not stop.is_set():
-        allocator_task.result()
-        raise RuntimeError("the allocator stopped unexpectedly")
+        if allocator_task.done():
+            allocator_task.result()
+            raise RuntimeError("the allocator stopped unexpectedly")
+        raise RuntimeError(f"the reader (gpuledger api) exited with {reader.process.returncode}; see {reader.log}")
 
 
 async def _start_allocator(settings: AllocatorSettings, stop: asyncio.Event,
@@ -219,10 +231,11 @@ async def _load_demo(allocator: Allocator, options: UpOptions, found: endpoints.
 
 def up_document(found: endpoints.Endpoints, data_dir: Path) -> dict[str, str]:
     """``up --json``'s line once the stack is up: ``{"status": "up", "nats", "database" (passwords
-    redacted), "allocator", "dashboard", "webhook" ("" when not served), "endpoints"}`` (the
+    redacted), "allocator" (the HTTP API: the reader), "dashboard", "writer" (the writer's probes),
+    "webhook" ("" when not served), "endpoints"}`` (the
     endpoints.json path, which holds the full URLs)."""
     return {"status": "up", "nats": redact_url(found.nats_url), "database": redact_url(found.database_url),
-            "allocator": found.allocator_http, "dashboard": f"{found.allocator_http}/ui/",
+            "allocator": found.allocator_http, "dashboard": f"{found.allocator_http}/ui/", "writer": found.writer_http,
             "webhook": found.webhook_https, "endpoints": str(data_dir / endpoints.ENDPOINTS_FILE)}
 
 
@@ -230,8 +243,9 @@ def _print_urls(console: Console, found: endpoints.Endpoints, data_dir: Path, *,
                 open_api: bool) -> None:
     console.print(f"NATS:      {redact_url(found.nats_url)}")
     console.print(f"database:  {redact_url(found.database_url)}")
-    console.print(f"allocator: {found.allocator_http}  (/readyz /metrics /api/v1/status)")
+    console.print(f"API:       {found.allocator_http}  (/api/v1/status /readyz /metrics; gpuledger api)")
     console.print(f"dashboard: {found.allocator_http}/ui/", markup=False)
+    console.print(f"allocator: {found.writer_http}  (/readyz /metrics; the writer)")
     if token_file is not None:
         console.print(f"API token: {token_file}  (the CLI reads it; curl -H \"Authorization: Bearer "
                       f"$(cat {token_file})\"; the dashboard signs in once at {found.allocator_http}/ui/?token=TOKEN)",

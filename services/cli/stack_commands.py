@@ -1,7 +1,7 @@
-"""CLI commands of the stack area: ``up``, ``allocator``, ``submit``, ``status``, ``simulate``.
+"""CLI commands of the stack area: ``up``, ``allocator``, ``api``, ``submit``, ``status``, ``simulate``.
 
 ``submit``, ``status`` and ``simulate`` talk to the allocator's HTTP API (services.cli.client);
-``up`` and ``allocator`` import the services only when they run, so ``--help`` stays fast.
+``up``, ``allocator`` and ``api`` import the services only when they run, so ``--help`` stays fast.
 Exit codes: 0 done/granted, 1 stack unreachable or other failure, 2 bad input (``{"error",
 "field"}`` on stdout under ``--json``), 3 queued, 4 rejected (``submit``).
 """
@@ -113,7 +113,7 @@ def print_outcome(view: dict[str, Any]) -> None:
 
 def up(data_dir: Path = typer.Option(endpoints.DEFAULT_DATA_DIR, "--data-dir", help="State directory."),
        inventory: Path | None = typer.Option(None, "--inventory", help="YAML inventory or node CSV."),
-       http_port: int = typer.Option(0, "--http-port", help="Allocator HTTP port (0: any free)."),
+       http_port: int = typer.Option(0, "--http-port", help="HTTP API and dashboard port (0: any free)."),
        as_json: bool = typer.Option(False, "--json", help="Once up, print one JSON line {\"status\": \"up\", "
                                     "\"nats\", \"database\", \"allocator\", \"dashboard\", \"webhook\", "
                                     "\"endpoints\"} on stdout, and {\"status\": \"stopped\"} at the end; "
@@ -123,9 +123,10 @@ def up(data_dir: Path = typer.Option(endpoints.DEFAULT_DATA_DIR, "--data-dir", h
        ) -> None:
     """Start the whole stack.
 
-    NATS, PostgreSQL, the allocator and the other services, until Ctrl-C. One `up` per data dir:
-    a second one exits 2 naming the holder. The API needs the token generated in
-    DATA_DIR/secrets/api-token (the CLI reads it) unless GPULEDGER_API_TOKEN is set or --no-token."""
+    NATS, PostgreSQL, the allocator, one reader (the HTTP API and the dashboard) and the other
+    services, until Ctrl-C. One `up` per data dir: a second one exits 2 naming the holder. The API
+    needs the token generated in DATA_DIR/secrets/api-token (the CLI reads it) unless
+    GPULEDGER_API_TOKEN is set or --no-token."""
     from services.cli.datalock import DataDirLock, DataDirLocked
 
     if inventory is not None and not inventory.is_file():
@@ -199,6 +200,35 @@ def allocator() -> None:
         fail(f"{DATABASE_URL_ENV} is not set", field=DATABASE_URL_ENV, code=2, as_json=False)
     logs.setup(config.log_level, json=config.log_json)
     guarded(False, lambda: lifecycle.run_service(functools.partial(bootstrap.serve, config)))
+
+
+def api() -> None:
+    """Run one reader: the HTTP API and the dashboard.
+
+    It follows the event log in PostgreSQL with its own projection and publishes writes to NATS
+    as intents, apart from the allocator (which serves only its probes). Settings come from
+    GPULEDGER_* variables (DATABASE_URL, NATS_URL, HTTP_HOST, HTTP_PORT, POLL_S, NICE); it runs until
+    SIGTERM. Run as many as you like."""
+    import os
+
+    from services.allocator import reader
+    from services.shared import lifecycle, logs
+    from services.shared.settings import DATABASE_URL_ENV, SettingsError
+
+    try:
+        config = reader.load()
+    except SettingsError as exc:
+        fail(str(exc), field="settings", as_json=False)
+    if not config.database_url:
+        fail(f"{DATABASE_URL_ENV} is not set", field=DATABASE_URL_ENV, code=2, as_json=False)
+    logs.setup(config.log_level, json=config.log_json)
+    if config.nice:
+        os.nice(config.nice)
+
+    async def run(stop: Any) -> None:
+        await reader.serve_reader(config, stop)
+
+    guarded(False, lambda: lifecycle.run_service(run))
 
 
 def submit(pod_file: PodFile,
@@ -304,5 +334,5 @@ def print_preemption(plan: Any) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add this area's commands to app."""
-    for command in (up, allocator, submit, status, simulate):
+    for command in (up, allocator, api, submit, status, simulate):
         app.command(epilog=output.EXIT_CODES_HELP)(command)

@@ -14,7 +14,7 @@ import trustme
 
 from tests.deploy.conftest import Obj
 
-USERS = ("allocator", "admission", "discovery", "autoscaler", "agent", "operator")
+USERS = ("allocator", "admission", "discovery", "autoscaler", "agent", "operator", "api")
 """The users auth.conf defines with a password of their own (the keys of Secret gpuledger-nats-auth)."""
 SHARED_PASSWORD = {"autoscaler_checkpoints": "autoscaler"}
 """auth.conf's other users -> the user whose password they log in with (a second connection of its service)."""

@@ -52,7 +52,7 @@ def test_the_stack_of_issue_9_is_there(compose: dict[str, Any]) -> None:
     assert services["postgres"]["image"].startswith("postgres:")
     commands = {name: s["command"] for name, s in services.items() if s.get("image") == GPULEDGER_IMAGE}
     by_service = sorted(c[0] for c in commands.values())
-    assert by_service == ["admission", "allocator", "allocator", "autoscaler", "discovery", "migrate"]
+    assert by_service == ["admission", "allocator", "allocator", "api", "autoscaler", "discovery", "migrate"]
     discovery = next(c for c in commands.values() if c[0] == "discovery")
     assert discovery[discovery.index("--source") + 1] == "static"
     inventory = discovery[discovery.index("--file") + 1]
@@ -131,4 +131,4 @@ def test_no_fixed_secret_the_stack_authenticates_with(compose: dict[str, Any]) -
                 assert re.fullmatch(r"\$\{GPULEDGER_\w+:\?[^}]+\}", str(value)), f"{name}: {key}={value}"
     users = {s["environment"].get("GPULEDGER_NATS_USER") for s in compose["services"].values()
              if s.get("image") == GPULEDGER_IMAGE and s["command"][0] != "migrate"}
-    assert users == {"allocator", "admission", "discovery", "autoscaler"}
+    assert users == {"allocator", "admission", "discovery", "autoscaler", "api"}

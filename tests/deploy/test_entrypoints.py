@@ -102,10 +102,17 @@ def test_every_command_the_deployments_run_exists_with_its_options(rendered: dic
 
     runner = CliRunner()
     commands = _commands_run(rendered)
-    assert {argv[0] for _, argv in commands} == {*SERVICES, "migrate"}
+    assert {argv[0] for _, argv in commands} == {*SERVICES, "api", "migrate"}
     for where, argv in commands:
         result = runner.invoke(app, [*argv, "--help"])
         assert result.exit_code == 0, f"{where}: `gpuledger {' '.join(argv)}` does not parse:\n{result.output}"
+
+
+def test_the_readers_python_dash_m_entry_point_exists() -> None:
+    """``gpuledger api`` is ``python -m services.allocator.reader`` (``gpuledger up`` starts it so)."""
+    spec = importlib.util.find_spec("services.allocator.reader")
+    assert spec is not None and spec.origin
+    assert '__name__ == "__main__"' in (REPO / "services" / "allocator" / "reader.py").read_text()
 
 
 @pytest.mark.parametrize("service", SERVICES)

@@ -41,6 +41,7 @@ from tests.deploy.natsconf import (
 )
 from tests.integration.autoscaler.runner import start_autoscaler
 from tests.integration.service.factory import register_node, request
+from tests.integration.service.harness import ReaderProcess, start_reader
 
 pytestmark = pytest.mark.integration
 
@@ -138,21 +139,31 @@ def _allocator_environment(secured: Secured, monkeypatch: pytest.MonkeyPatch) ->
 
 
 @contextlib.asynccontextmanager
-async def allocator(secured: Secured) -> AsyncIterator[Any]:
+async def allocator(secured: Secured, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
+    """The allocator as user ``allocator`` and a reader as user ``api`` (each with its own inbox
+    prefix, as their manifests set it); yields the reader's URL (the HTTP API)."""
     settings = AllocatorSettings(nats_url=secured.server.url_for("allocator", secured.passwords["allocator"]),
                                  http_port=0, holder="permissions-test", heartbeat_check_s=0)
     stop, ready = asyncio.Event(), asyncio.get_running_loop().create_future()
     leases = InMemoryLeaseStore()
-    task = asyncio.create_task(bootstrap.serve(settings, stop, store=InMemoryEventStore(leases), leases=leases,
+    store = InMemoryEventStore(leases)
+    task = asyncio.create_task(bootstrap.serve(settings, stop, store=store, leases=leases,
                                                on_ready=lambda a, port: ready.set_result((a, port))))
+    readers: list[ReaderProcess] = []
     try:
         done, _ = await asyncio.wait([task, ready], timeout=30, return_when=asyncio.FIRST_COMPLETED)
         assert ready in done, task.exception() if task.done() else "allocator not ready"
-        serving, port = ready.result()
+        serving, _port = ready.result()
         while not serving.keeper.is_leader:
             await asyncio.sleep(0.05)
-        yield f"http://127.0.0.1:{port}"
+        monkeypatch.setenv("GPULEDGER_NATS_INBOX_PREFIX", "_INBOX_api")  # read once, at connect
+        readers.append(await start_reader(secured.server.url_for("api", secured.passwords["api"]),
+                                          store=store, history=store))
+        monkeypatch.setenv("GPULEDGER_NATS_INBOX_PREFIX", "_INBOX_allocator")
+        yield f"http://127.0.0.1:{readers[0].port}"
     finally:
+        for reader in readers:
+            await reader.stop()
         stop.set()
         await asyncio.wait_for(task, 30)
 
@@ -167,7 +178,7 @@ async def _next_event(sub: Any, tag: str) -> dict[str, Any]:
 
 async def test_each_service_can_do_what_its_code_does(secured: Secured, monkeypatch: pytest.MonkeyPatch) -> None:
     _allocator_environment(secured, monkeypatch)
-    async with (allocator(secured) as api, session(secured, "discovery") as discovery,
+    async with (allocator(secured, monkeypatch) as api, session(secured, "discovery") as discovery,
                 session(secured, "admission") as admission, session(secured, "autoscaler") as autoscaler,
                 session(secured, "autoscaler_checkpoints") as checkpoints, session(secured, "operator") as operator):
         await messaging.ensure_streams(discovery.client.jetstream())  # info only: the streams exist
@@ -201,7 +212,7 @@ async def test_each_service_can_do_what_its_code_does(secured: Secured, monkeypa
             assert (await followed.next_msg(timeout=15)).subject.startswith(f"{subjects.EVENT_SUBJECT_PREFIX}.")
             await followed.unsubscribe()
         assert not (discovery.errors + admission.errors + autoscaler.errors + checkpoints.errors + operator.errors)
-        # A write of the allocator's HTTP API: published and its outcome read back as user allocator.
+        # A write of the HTTP API: published by a reader and its outcome read back, as user api.
         async with aiohttp.ClientSession() as http, http.delete(f"{api}/api/v1/allocations/pod-1?wait=10") as answer:
             assert answer.status == 200, await answer.text()
             assert (await answer.json())["type"] == "allocation_released"
@@ -212,7 +223,8 @@ async def test_each_service_can_do_what_its_code_does(secured: Secured, monkeypa
 async def test_forbidden_publishes_and_stream_changes_are_refused(secured: Secured,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     _allocator_environment(secured, monkeypatch)
-    async with (allocator(secured), session(secured, "discovery") as discovery,
+    async with (allocator(secured, monkeypatch), session(secured, "discovery") as discovery,
+                session(secured, "api") as reader,
                 session(secured, "admission") as admission, session(secured, "autoscaler") as autoscaler,
                 session(secured, "agent") as agent, session(secured, "operator") as operator):
         await messaging.publish_intent(discovery.client.jetstream(), register_node("node-a"))
@@ -225,9 +237,12 @@ async def test_forbidden_publishes_and_stream_changes_are_refused(secured: Secur
         await _refused_publish(autoscaler, subjects.event_subject("allocation_released"))
         await _refused_publish(agent, subjects.intent_subject("register_node"))
         await _refused_publish(operator, subjects.event_subject("allocation_granted"))
+        await _refused_publish(reader, subjects.intent_subject("register_node"))
+        await _refused_publish(reader, subjects.intent_subject("check_heartbeats"))
+        await _refused_publish(reader, subjects.event_subject("allocation_granted"))
         # Acking (and so dropping) the allocator's intents, or deleting, purging, re-configuring a stream.
         await _refused_publish(admission, f"$JS.ACK.{subjects.INTENT_STREAM}.allocator.1.1.1.0.0", jetstream=False)
-        for who in (admission, discovery, autoscaler, operator):
+        for who in (admission, discovery, autoscaler, operator, reader):
             for api in (f"$JS.API.STREAM.DELETE.{subjects.EVENT_STREAM}",
                         f"$JS.API.STREAM.PURGE.{subjects.INTENT_STREAM}",
                         f"$JS.API.STREAM.UPDATE.{subjects.EVENT_STREAM}",
@@ -239,6 +254,7 @@ async def test_forbidden_publishes_and_stream_changes_are_refused(secured: Secur
         assert await _messages(operator.client) == before
         # Reading another service's replies (the allocator's pulled intents) or the events directly.
         for who, subject in ((admission, "_INBOX_allocator.>"), (autoscaler, "_INBOX.>"),
+                             (reader, "_INBOX_allocator.>"),
                              (discovery, subjects.event_subject("allocation_granted")), (agent, "_INBOX.>")):
             await who.client.subscribe(subject)
             await who.client.flush()
@@ -280,7 +296,7 @@ async def test_a_producer_started_before_the_allocator_waits_for_its_streams(
         waiting = asyncio.create_task(messaging.ensure_streams(discovery.client.jetstream()))
         await asyncio.sleep(1)
         assert not waiting.done()
-        async with allocator(secured):
+        async with allocator(secured, monkeypatch):
             await asyncio.wait_for(waiting, 30)
             await messaging.publish_intent(discovery.client.jetstream(), register_node("node-a"))
         denied = f"$JS.API.STREAM.CREATE.{subjects.INTENT_STREAM}".lower()
@@ -300,9 +316,10 @@ async def test_the_autoscaler_can_neither_recreate_its_bucket_nor_read_other_str
     the pulled intents back with STREAM.MSG.GET; and the variant that needs no re-creation: a get of
     its own bucket whose reply subject is an intent subject, so that JetStream stores a forged intent."""
     _allocator_environment(secured, monkeypatch)
-    async with (allocator(secured), session(secured, "discovery") as discovery,
+    async with (allocator(secured, monkeypatch), session(secured, "discovery") as discovery,
                 session(secured, "admission") as admission, session(secured, "autoscaler") as autoscaler,
-                session(secured, "autoscaler_checkpoints") as checkpoints, session(secured, "operator") as operator):
+                session(secured, "autoscaler_checkpoints") as checkpoints, session(secured, "operator") as operator,
+                session(secured, "api") as api_user):
         await messaging.publish_intent(discovery.client.jetstream(), register_node("node-a"))
         before = await _settled(operator.client)
         kv = await checkpoint.open_bucket(checkpoints.client.jetstream(), BUCKET)
@@ -320,7 +337,7 @@ async def test_the_autoscaler_can_neither_recreate_its_bucket_nor_read_other_str
         assert "already in use" in (await _api(checkpoints, f"$JS.API.STREAM.CREATE.{stream}", foreign))["error"][
             "description"]
         assert (await checkpoints.client.jetstream().stream_info(stream)).config.subjects == [f"$KV.{BUCKET}.>"]
-        for who in (autoscaler, admission, discovery, operator):
+        for who in (autoscaler, admission, discovery, operator, api_user):
             for stream_name in (subjects.INTENT_STREAM, subjects.EVENT_STREAM):
                 for api in (f"$JS.API.STREAM.MSG.GET.{stream_name}", f"$JS.API.DIRECT.GET.{stream_name}"):
                     await _refused_publish(who, api, jetstream=False)
@@ -346,7 +363,7 @@ async def test_admission_reads_events_only_through_ephemeral_consumers(
     intent subject receives nothing (no user may subscribe there, so JetStream delivers nothing). Any
     API answer can still be addressed to an intent subject: the allocator rejects it."""
     _allocator_environment(secured, monkeypatch)
-    async with (allocator(secured), session(secured, "discovery") as discovery,
+    async with (allocator(secured, monkeypatch), session(secured, "discovery") as discovery,
                 session(secured, "admission") as admission, session(secured, "operator") as operator):
         await messaging.publish_intent(discovery.client.jetstream(), register_node("node-a"))
         before = await _settled(operator.client)
@@ -393,7 +410,7 @@ async def test_the_autoscaler_service_keeps_its_checkpoints_in_its_own_account(
     by the next start, and the bucket is not in the account of the streams."""
     _allocator_environment(secured, monkeypatch)
     key = ("team-a", "trainer")
-    async with allocator(secured), session(secured, "allocator") as streams_account:
+    async with allocator(secured, monkeypatch), session(secured, "allocator") as streams_account:
         for name, value in {"USER": "autoscaler", "PASSWORD": secured.passwords["autoscaler"],
                             "INBOX_PREFIX": "_INBOX_autoscaler"}.items():  # the manifest's, once the allocator runs
             monkeypatch.setenv(f"GPULEDGER_NATS_{name}", value)

@@ -23,6 +23,10 @@ NO_API_ACCESS = {
 }
 
 
+READER_CODE = {"api": "allocator"}
+"""``gpuledger api`` (the readers) runs code of services.allocator (its reader composition root)."""
+
+
 def _grants(objects: list[Obj], account: str, namespace: str) -> set[Permission]:
     """Every (group, resource, verb) bound to ServiceAccount namespace/account; wildcards are refused."""
     roles = {(o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"]): o for o in objects
@@ -49,7 +53,8 @@ def _gpuledger_workloads(objects: list[Obj]) -> list[tuple[Obj, str]]:
     for workload in workloads(objects):
         container = pod_spec(workload)["containers"][0]
         if container["image"].split(":")[0].endswith("gpuledger"):
-            found.append((workload, container["args"][0]))
+            command = container["args"][0]
+            found.append((workload, READER_CODE.get(command, command)))
     return found
 
 

@@ -28,6 +28,7 @@ SETTINGS = {
     "admission": ("services.admission.settings", "AdmissionSettings", "GPULEDGER_ADMISSION_"),
     "discovery": ("services.discovery.settings", "DiscoverySettings", "GPULEDGER_DISCOVERY_"),
     "autoscaler": ("services.autoscaler.settings", "AutoscalerSettings", "GPULEDGER_"),
+    "api": ("services.allocator.reader", "ReaderSettings", "GPULEDGER_"),
 }
 SHARED = {shared_settings.NATS_URL_ENV, shared_settings.DATABASE_URL_ENV}
 IMAGE_ONLY = {"GPULEDGER_HEALTHCHECK_URL"}
@@ -36,11 +37,11 @@ NATS_SECURITY = {shared_settings.env_name(shared_settings.NATS_PREFIX, f.name)
                  for f in msgspec.structs.fields(shared_settings.NatsSecurity)}
 """Read by every service's NATS connection (services/shared/messaging.py)."""
 API_AUTH = {"GPULEDGER_API_TOKEN", "GPULEDGER_API_TOKEN_FILE"}
-"""The allocator HTTP API's bearer token (services/allocator/http.py)."""
+"""The HTTP API's bearer token (services/allocator/http.py; the readers', the writer's probes are open)."""
 HTTP_EDGE = {shared_settings.env_name(http_edge.PREFIX, f.name) for f in msgspec.structs.fields(http_edge.EdgeSettings)}
 """The HTTP edge's limits and Host allow-list, read by every HTTP server (services/shared/http_edge.py)."""
 NATS_USERS = {"allocator": "allocator", "admission": "admission", "discovery": "discovery",
-              "autoscaler": "autoscaler"}
+              "autoscaler": "autoscaler", "api": "api"}
 """The NATS user (deploy/base/auth.conf) each service logs in as."""
 SECRET_PLACEHOLDER = "postgresql://gpuledger:secret@gpuledger-db-rw:5432/gpuledger"
 COMPOSE_SECRET_HINT = "generate .env first (see docker-compose.yml)"
@@ -60,8 +61,8 @@ def allowed_variables(service: str) -> set[str]:
     fields = {f.name for f in msgspec.structs.fields(cls)}
     own = {shared_settings.env_name(prefix, f) for f in fields}
     shared = {v for v in SHARED if v.removeprefix("GPULEDGER_").lower() in fields}
-    http = HTTP_EDGE if service in ("allocator", "admission") else set()
-    return own | shared | IMAGE_ONLY | NATS_SECURITY | http | (API_AUTH if service == "allocator" else set())
+    http = HTTP_EDGE if service in ("allocator", "admission", "api") else set()
+    return own | shared | IMAGE_ONLY | NATS_SECURITY | http | (API_AUTH if service in ("allocator", "api") else set())
 
 
 def _environments(rendered: dict[str, list[Obj]], *, secrets: bool = False) -> list[tuple[str, str, dict[str, str]]]:

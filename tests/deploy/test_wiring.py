@@ -159,10 +159,36 @@ def test_high_availability_shape(rendered: dict[str, list[Obj]], overlay: str) -
     env = container_env(objects, pod_spec(allocator)["containers"][0])
     assert env["GPULEDGER_STREAM_REPLICAS"] == "3", "streams must be R3 on the 3-server NATS cluster"
     for name, kind in (("gpuledger-allocator", "Deployment"), ("gpuledger-nats", "StatefulSet"),
-                       ("gpuledger-admission", "Deployment")):
+                       ("gpuledger-admission", "Deployment"), ("gpuledger-api", "Deployment")):
         pdb = find(objects, "PodDisruptionBudget", name)
         workload = find(objects, kind, name)
         assert pdb["spec"]["selector"] == workload["spec"]["selector"]
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_readers_serve_the_api_apart_from_the_writer(rendered: dict[str, list[Obj]], overlay: str) -> None:
+    """The HTTP API is the readers' (`gpuledger api`, more than one replica, their own Service); the
+    allocator (the writer) runs no API, takes no API token, and whoever calls the API calls the readers."""
+    objects = rendered[overlay]
+    api = find(objects, "Deployment", "gpuledger-api")
+    assert api["spec"]["replicas"] >= 2 and api["spec"]["strategy"]["rollingUpdate"]["maxUnavailable"] == 0
+    (reader,) = pod_spec(api)["containers"]
+    assert reader["args"] == ["api"] and reader["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    env = container_env(objects, reader)
+    assert env["GPULEDGER_DATABASE_URL"] == "secret:gpuledger-db-app/uri"
+    assert env["GPULEDGER_NATS_USER"] == "api" and env["GPULEDGER_NATS_INBOX_PREFIX"] == "_INBOX_api"
+    assert env["GPULEDGER_API_TOKEN"] == "secret:gpuledger-api-token/token"
+    service = find(objects, "Service", "gpuledger-api")
+    assert _selects({"matchLabels": service["spec"]["selector"]}, api["spec"]["template"]["metadata"]["labels"])
+    (writer,) = pod_spec(find(objects, "Deployment", "gpuledger-allocator"))["containers"]
+    assert "GPULEDGER_API_TOKEN" not in container_env(objects, writer)
+    admission = container_env(objects, pod_spec(find(objects, "Deployment", "gpuledger-admission"))["containers"][0])
+    api_urls = [v for k, v in admission.items() if k.endswith("_URL") and v.startswith("http://")]
+    assert api_urls and all(v.startswith("http://gpuledger-api:") for v in api_urls), api_urls
+    db = find(objects, "NetworkPolicy", "gpuledger-db")["spec"]["ingress"]
+    readers_reach_db = any(_selects(peer.get("podSelector", {}), {"app.kubernetes.io/name": "gpuledger-api"})
+                           for rule in db for peer in rule.get("from", []))
+    assert readers_reach_db, "the readers follow the log in PostgreSQL"
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

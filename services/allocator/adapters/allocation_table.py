@@ -7,7 +7,7 @@ including the current reasons of queued rows written outside the log (:meth:`set
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from services.allocator.adapters.projection import REASON_COLUMNS, AllocationChanges, Row, allocation_changes
 from services.allocator.ports import StoredEvent
@@ -43,14 +43,21 @@ class AllocationTable:
             if new["status"] == "queued":
                 self.queued_reasons[new["id"]] = tuple(new[c] for c in REASON_COLUMNS)  # type: ignore[assignment]
 
-    def set_reasons(self, reasons: dict[str, tuple[str, str, str]]) -> int:
+    def set_reasons(self, reasons: Mapping[str, tuple[str, str, str]], *, position: int | None = None) -> int:
         """Set ``(reason, code, quota_dimension)`` of the open queued rows of these allocation ids
-        (the current reasons, written outside the log); returns how many rows changed."""
+        (the current reasons, written outside the log); with ``position`` (the log position they were
+        computed at) a row changed after it is left alone, as on PostgreSQL. Returns the rows changed."""
         rows = [self.rows[i] for a in reasons if (i := self.open.get(a)) is not None]
-        queued = [row for row in rows if row["status"] == "queued"]
+        queued = [row for row in rows if row["status"] == "queued"
+                  and (position is None or row["last_position"] <= position)]
         for row in queued:
             row.update(zip(REASON_COLUMNS, reasons[row["allocation_id"]], strict=True))
         return len(queued)
+
+    def newest_of_pod(self, namespace: str, pod: str) -> str:
+        """The allocation id of the newest life (highest ``id``) of pod ``namespace/pod``, or ""."""
+        found = [row for row in self.rows.values() if row["namespace"] == namespace and row["pod"] == pod]
+        return str(max(found, key=lambda row: row["id"])["allocation_id"]) if found else ""
 
     def sorted_rows(self) -> list[Row]:
         """Every row, by ``id``."""

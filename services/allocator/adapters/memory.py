@@ -22,6 +22,7 @@ from services.allocator.ports import (
     DuplicateIntentError,
     FencedError,
     Lease,
+    ReasonRows,
     StoredEvent,
 )
 
@@ -164,6 +165,24 @@ class InMemoryEventStore:
         position = max(self.snapshots)
         return position, self.snapshots[position]
 
+    async def events_of(self, allocation_id: str, *, limit: int) -> list[StoredEvent]:
+        """History: the events naming ``allocation_id`` in position order (a scan of the log)."""
+        out: list[StoredEvent] = []
+        async for stored in self.read():
+            if len(out) >= limit:
+                break
+            if _names(stored.event, allocation_id):
+                out.append(stored)
+        return out
+
+    async def newest_of_pod(self, namespace: str, pod: str) -> str:
+        """History: the allocation id of the pod's newest life ("" when none), from the read model."""
+        return self.allocations.newest_of_pod(namespace, pod)
+
+    async def write_reasons(self, reasons: ReasonRows, *, position: int) -> int:
+        """History: the current reasons onto the queued rows no event changed after ``position``."""
+        return self.allocations.set_reasons(reasons, position=position)
+
     async def read_models(self) -> projection.ReadModels:
         """Every read-model row, sorted by key."""
         return projection.ReadModels(
@@ -171,6 +190,14 @@ class InMemoryEventStore:
             allocations=self.allocations.sorted_rows(),
             quota_usage=[self.quota_usage[k] for k in sorted(self.quota_usage)],
         )
+
+
+def _names(event: object, allocation_id: str) -> bool:
+    """True when ``event`` is about ``allocation_id`` (its spec's or its own ``allocation_id``)."""
+    spec = getattr(event, "spec", None)
+    if spec is not None:
+        return bool(getattr(spec, "allocation_id", None) == allocation_id)
+    return bool(getattr(event, "allocation_id", None) == allocation_id)
 
 
 def _check_unique(batch: Sequence[DecidedIntent], known: dict[str, tuple[int, int]]) -> None:

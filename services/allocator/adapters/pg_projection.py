@@ -121,30 +121,6 @@ async def write(conn: asyncpg.Connection, prepared: Prepared) -> None:
         await _copy(conn, "quota_usage", QUOTA_COLUMNS, prepared.quota_rows)
 
 
-SET_REASONS = (
-    "UPDATE allocations a SET reason = u.reason, code = u.code, quota_dimension = u.quota_dimension"
-    " FROM json_to_recordset($1::json) AS u(allocation_id text, reason text, code text, quota_dimension text)"
-    " WHERE a.allocation_id = u.allocation_id AND a.status = 'queued'"
-)
-_REASON_FENCE = "SELECT epoch FROM leases WHERE name = $1"
-
-
-async def write_reasons(pool: asyncpg.Pool, reasons: dict[str, tuple[str, str, str]], *, lease: str,
-                        epoch: int) -> int:
-    """Set the current ``(reason, code, quota_dimension)`` of queued ``allocations`` rows, outside
-    the log. Takes the append lock first (the append's order, so the two never deadlock) and writes
-    nothing unless ``epoch`` still holds ``lease`` (a deposed leader cannot overwrite newer reasons).
-    Returns the rows updated (0 when fenced)."""
-    payload = _json([{"allocation_id": k, "reason": r, "code": c, "quota_dimension": d}
-                     for k, (r, c, d) in sorted(reasons.items())])
-    async with pool.acquire() as conn, conn.transaction():
-        await conn.execute("SET LOCAL lock_timeout = '5s'; LOCK TABLE events IN EXCLUSIVE MODE")
-        if await conn.fetchval(_REASON_FENCE, lease) != epoch:
-            return 0
-        status = await conn.execute(SET_REASONS, payload)
-    return int(status.split()[-1])
-
-
 async def _update_gpus(conn: asyncpg.Connection, payload: str, rows: list[projection.Row]) -> None:
     status = await conn.execute(UPDATE_GPUS, payload)
     if status != f"UPDATE {len(rows)}":

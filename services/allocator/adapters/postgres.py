@@ -26,10 +26,10 @@ from typing import Any
 import asyncpg
 
 from events import codec
-from services.allocator.adapters import pg_projection, pg_replay, projection
+from services.allocator.adapters import pg_lives, pg_projection, pg_replay, projection
 from services.allocator.adapters.replay import decode_row, encode_for_log
 from services.allocator.domain.state import ClusterState, encode_snapshot, resume_from
-from services.allocator.ports import DecidedIntent, DuplicateIntentError, FencedError, Lease, StoredEvent
+from services.allocator.ports import DecidedIntent, DuplicateIntentError, FencedError, Lease, ReasonRows, StoredEvent
 
 READ_PAGE = 20_000
 """Rows fetched per round trip when reading the log."""
@@ -182,6 +182,18 @@ class PostgresEventStore:
         latest = await self.latest_snapshot()
         state = resume_from(None if latest is None else latest[1])
         return await pg_replay.replay_tail(self.pool, state)
+
+    async def events_of(self, allocation_id: str, *, limit: int) -> list[StoredEvent]:
+        """History: the events naming ``allocation_id`` (:func:`pg_lives.events_of`)."""
+        return await pg_lives.events_of(self.pool, allocation_id, limit)
+
+    async def newest_of_pod(self, namespace: str, pod: str) -> str:
+        """History: the allocation id of the pod's newest life ("" when none)."""
+        return await pg_lives.newest_of_pod(self.pool, namespace, pod)
+
+    async def write_reasons(self, reasons: ReasonRows, *, position: int) -> int:
+        """History: the current reasons onto the queued rows no event changed after ``position``."""
+        return await pg_lives.write_reasons(self.pool, reasons, position=position)
 
     async def read_models(self) -> projection.ReadModels:
         """Every row of ``gpus``, ``allocations`` and ``quota_usage``, sorted by key."""

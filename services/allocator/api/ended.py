@@ -2,7 +2,7 @@
 
 The API's answer for an allocation id that is not in the projection (``GET``, ``DELETE`` and
 ``resize`` of ``/api/v1/allocations/{id}`` answer 404 with it; ``gpuledger why`` prints it). Read
-from the log through the ``allocations`` read model (:func:`services.allocator.api.lives.events_of`,
+from the log through the read side's History port (:func:`services.allocator.api.lives.events_of`,
 the events of the allocation's lives, as the dashboard's allocation page shows them); an id of the
 form ``NAMESPACE/POD`` that names no allocation finds the newest life of that pod. None when the id
 never named an allocation.
@@ -14,23 +14,8 @@ from typing import Any
 
 from events import decisions as ev
 from events.values import AllocationSpec
-from services.allocator.adapters.postgres import PostgresEventStore
 from services.allocator.api import lives
-from services.allocator.ports import EventStore, StoredEvent
-
-_NEWEST_OF_POD = "SELECT allocation_id FROM allocations WHERE pod = $2 AND namespace = $1 ORDER BY id DESC LIMIT 1"
-
-
-async def _newest_of_pod(store: EventStore, namespace: str, pod: str) -> str:
-    if isinstance(store, PostgresEventStore):
-        found = await store.pool.fetchval(_NEWEST_OF_POD, namespace, pod)
-        return str(found or "")
-    newest = ""
-    async for stored in store.read():
-        spec = getattr(stored.event, "spec", None)
-        if isinstance(spec, AllocationSpec) and (spec.namespace, spec.pod) == (namespace, pod):
-            newest = spec.allocation_id
-    return newest
+from services.allocator.ports import History, StoredEvent
 
 
 def _end(stored: StoredEvent) -> dict[str, Any] | None:
@@ -49,13 +34,13 @@ def _end(stored: StoredEvent) -> dict[str, Any] | None:
     return None
 
 
-async def ended_life(store: EventStore, allocation_id: str) -> dict[str, Any] | None:
+async def ended_life(history: History, allocation_id: str) -> dict[str, Any] | None:
     """``{"allocation_id", "namespace", "pod", "pool", "status", "ended_at", "position", "reason", ...}``
     of the newest ended life of ``allocation_id`` (or of pod ``NAMESPACE/POD``), or None."""
-    stored = await lives.events_of(store, allocation_id)
+    stored = await lives.events_of(history, allocation_id)
     if not stored and allocation_id.count("/") == 1:
-        newest = await _newest_of_pod(store, *allocation_id.split("/"))
-        stored = await lives.events_of(store, newest) if newest else []
+        newest = await history.newest_of_pod(*allocation_id.split("/"))
+        stored = await lives.events_of(history, newest) if newest else []
     specs: list[AllocationSpec] = [spec for s in stored if isinstance(spec := getattr(s.event, "spec", None),
                                                                      AllocationSpec)]
     if not specs:

@@ -1,33 +1,33 @@
-"""Keeps the current reason of every queued request in the read model (``allocations.reason``).
+"""Keeps the current reason of every queued request, in the reader, and in the read model
+(``allocations.reason``).
 
-The allocator calls :meth:`ReasonKeeper.note` with each committed batch (its commit listeners);
-the keeper marks the pools and namespaces whose queued requests that batch may re-explain
-(:func:`services.allocator.api.reasons.dirty_scope`) and, in its own task on the leader, recomputes
-those reasons and writes the ones that changed to the read model, outside the log (no event per
-change, so a waiting request does not flood the log). The first round of each leadership, and
-after the projection is reloaded, recomputes and writes every queued request. Cost: one
-``decide`` per queued request in the touched pools/namespaces (a filter pass over its pool's
-nodes, BENCHMARKS.md "Current reasons"). A round computes for at most :data:`ROUND_S` seconds,
-yielding to the event loop every :data:`SLICE_S`, and rounds start at least :data:`MIN_INTERVAL_S`
-apart, so the keeper takes at most about 5 % of the allocator's event loop however long the
-queue (what is left waits, in grant order, for the next round); one UPDATE per round for the rows
-that changed.
+The reader's :class:`~services.allocator.api.follower.Follower` calls :meth:`ReasonKeeper.note`
+with each slice of events it applies; the keeper marks the pools and namespaces whose queued
+requests that slice may re-explain (:func:`services.allocator.api.reasons.dirty_scope`) and, in its
+own task, recomputes those reasons from the reader's projection and writes the ones that changed to
+the read model through the History port, outside the log (no event per change, so a waiting request
+does not flood the log). Each write is fenced by the position the reasons were computed at (a row a
+newer event changed is left alone), so several readers may write side by side and none of them
+overwrites a newer row. The first round, and each after the projection is reloaded, recomputes
+and writes every queued request. Cost: one ``decide`` per queued request in the touched
+pools/namespaces (a filter pass over its pool's nodes, BENCHMARKS.md "Current reasons"). A round
+computes for at most :data:`ROUND_S` seconds, yielding to the event loop every :data:`SLICE_S`, and
+rounds start at least :data:`MIN_INTERVAL_S` apart (what is left waits, in grant order, for the next
+round); one UPDATE per round for the rows that changed. This runs in the reader process: the writer
+never computes a reason outside a decision.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 import structlog
 
-from services.allocator.adapters import pg_projection
-from services.allocator.adapters.memory import InMemoryEventStore
-from services.allocator.adapters.postgres import PostgresEventStore
 from services.allocator.api import reasons
-from services.allocator.loop.leader import Allocator
-from services.allocator.ports import StoredEvent
+from services.allocator.api.follower import Follower
+from services.allocator.ports import History, StoredEvent
 from services.shared import lifecycle
 
 log = structlog.get_logger(__name__)
@@ -40,42 +40,20 @@ MIN_INTERVAL_S = 0.5
 """Least time between the starts of two rounds."""
 
 ReasonRows = dict[str, tuple[str, str, str]]
-Sink = Callable[[ReasonRows, int], Awaitable[int]]
-
-
-def sink_for(allocator: Allocator) -> Sink:
-    """Where the reasons of ``allocator``'s store go: PostgreSQL rows, the twin's table, or nowhere."""
-    store, lease = allocator.store, allocator.settings.lease_name
-    if isinstance(store, PostgresEventStore):
-        pool = store.pool
-
-        async def to_postgres(rows: ReasonRows, epoch: int) -> int:
-            return await pg_projection.write_reasons(pool, rows, lease=lease, epoch=epoch)
-        return to_postgres
-    if isinstance(store, InMemoryEventStore):
-        table = store.allocations
-
-        async def to_table(rows: ReasonRows, epoch: int) -> int:
-            return table.set_reasons(rows)
-        return to_table
-
-    async def nowhere(rows: ReasonRows, epoch: int) -> int:
-        return 0
-    return nowhere
 
 
 class ReasonKeeper:
     """Current reasons of queued requests: ``cache`` (allocation id -> Reason) as of ``position``
     (what the API serves when it matches the projection), written to the read model by ``run``."""
 
-    def __init__(self, allocator: Allocator, sink: Sink | None = None) -> None:
-        self._allocator = allocator
-        self._sink = sink or sink_for(allocator)
+    def __init__(self, follower: Follower, history: History) -> None:
+        self._follower = follower
+        self._history = history
         self._scope = reasons.Scope(everything=True)
         self._wake = asyncio.Event()
         self._written: ReasonRows = {}
         self._pending: dict[str, None] = {}  # allocation ids to recompute, in grant order
-        self._session: tuple[int, int] | None = None
+        self._session: int | None = None
         self.cache: dict[str, reasons.Reason] = {}
         self.position = -1
 
@@ -86,7 +64,7 @@ class ReasonKeeper:
 
     def lookup(self, allocation_id: str) -> reasons.Reason | None:
         """The cached current reason when the cache is as new as the projection, else None."""
-        if self.position != self._allocator.state.position or self._pending:
+        if self.position != self._follower.state.position or self._pending:
             return None
         if self._scope.everything or self._scope.pools or self._scope.namespaces:
             return None
@@ -108,29 +86,28 @@ class ReasonKeeper:
             await asyncio.sleep(max(0.0, MIN_INTERVAL_S - (time.monotonic() - started)))
 
     async def refresh(self) -> int:
-        """One round (leader only): recompute the dirty reasons, write those that changed; returns
-        how many rows were written."""
-        allocator = self._allocator
-        if not allocator.keeper.is_leader or not allocator.loaded.is_set():
-            self._session = None
+        """One round: recompute the dirty reasons, write those that changed; returns how many rows
+        were written (0 before the projection is loaded)."""
+        follower = self._follower
+        if not follower.loaded.is_set():
             return 0
-        session = (id(allocator.state), allocator.keeper.epoch)
-        if session != self._session:  # new leadership or reloaded projection: the rows may be anything
+        session = id(follower.state)
+        if session != self._session:  # first round or reloaded projection: the rows may be anything
             self._session, self._written, self._pending = session, {}, {}
             self._scope, self.cache = reasons.Scope(everything=True), {}
         scope, self._scope = self._scope, reasons.Scope(pools=set(), namespaces=set())
-        position = allocator.state.position
-        queued = reasons.queued(allocator.state)
+        position = follower.state.position
+        queued = reasons.queued(follower.state)
         self._pending.update((a.spec.allocation_id, None) for a in queued if scope.covers(a.spec))
         fresh = await self._compute()
-        live = {a.spec.allocation_id for a in reasons.queued(allocator.state)}
+        live = {a.spec.allocation_id for a in reasons.queued(follower.state)}
         self.cache = {k: v for k, v in {**self.cache, **fresh}.items() if k in live}
         self._written = {k: v for k, v in self._written.items() if k in live}
         changed = {k: r.row() for k, r in fresh.items() if self._written.get(k) != r.row()}
         self.position = position
         if not changed:
             return 0
-        written = await self._sink(changed, session[1])
+        written = await self._history.write_reasons(changed, position=position)  # the oldest they saw
         self._written.update(changed)
         return written
 
@@ -141,7 +118,7 @@ class ReasonKeeper:
         while self._pending and (not out or spent < ROUND_S):
             allocation_id = next(iter(self._pending))
             del self._pending[allocation_id]
-            state = self._allocator.state
+            state = self._follower.state
             live = state.allocations.get(allocation_id)
             if live is not None and live.status == "queued":
                 out[allocation_id] = reasons.current(state, live.spec)

@@ -1,5 +1,6 @@
 """Read handlers: pools, nodes, GPUs, allocations (with their live explanation), queue, quotas,
-status and simulate. Everything reads the in-memory projection; nothing is written.
+status and simulate. Everything reads the reader's own projection (services.allocator.api.follower);
+nothing is written.
 
 Lists take their filters plus ``limit``/``continue`` (:mod:`services.allocator.api.paging`); a
 single resource that does not exist is 404 ``{"error", "field"}``.
@@ -15,7 +16,7 @@ from aiohttp import web
 from events.values import NODE_PHASES, QOS_LEVELS
 from services import podspec
 from services.allocator.api import bounds, documents, ended, paging, reasons, simulation, views
-from services.allocator.api.context import allocator_of, reason_of
+from services.allocator.api.context import history_of, reason_of, state_of
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.queue import grant_order
 
@@ -29,7 +30,7 @@ def _json(body: Any, status: int = 200) -> web.Response:
 async def pools(request: web.Request) -> web.Response:
     """GET /api/v1/pools: every pool (documents.pool_doc), by name."""
     params = paging.query(request, allowed=())
-    state = allocator_of(request).state
+    state = state_of(request)
     return _json(paging.page(documents.pool_names(state), key=lambda p: (p,), params=params,
                              render=lambda p: documents.pool_doc(state, p)))
 
@@ -38,7 +39,7 @@ async def nodes(request: web.Request) -> web.Response:
     """GET /api/v1/nodes?pool=&phase=: nodes (documents.node_doc), by name; ``phase`` one of
     events.values.NODE_PHASES (400 naming them otherwise)."""
     params = paging.query(request, allowed=("pool", "phase"), choices={"phase": NODE_PHASES})
-    state = allocator_of(request).state
+    state = state_of(request)
     chosen = [n for n in state.nodes.values()
               if params.get("pool", n.pool) == n.pool and params.get("phase", n.phase) == n.phase]
     return _json(paging.page(chosen, key=lambda n: (n.name,), params=params,
@@ -48,7 +49,7 @@ async def nodes(request: web.Request) -> web.Response:
 async def node(request: web.Request) -> web.Response:
     """GET /api/v1/nodes/{name}: the node with its GPUs, allocations, phase and last heartbeat."""
     paging.query(request, allowed=())
-    state = allocator_of(request).state
+    state = state_of(request)
     found = state.nodes.get(request.match_info["name"])
     if found is None:
         raise bounds.ApiError(404, f"node {request.match_info['name']!r} not found", field="name")
@@ -58,7 +59,7 @@ async def node(request: web.Request) -> web.Response:
 async def gpus(request: web.Request) -> web.Response:
     """GET /api/v1/gpus?pool=&node=&phase=: GPUs (views.gpu_view), by name."""
     params = paging.query(request, allowed=("pool", "node", "phase"))
-    state = allocator_of(request).state
+    state = state_of(request)
     chosen = [g for g in state.gpus.values() if all(params.get(f, getattr(g, f)) == getattr(g, f)
                                                     for f in ("pool", "node", "phase"))]
     return _json(paging.page(chosen, key=lambda g: (g.name,), params=params,
@@ -77,7 +78,7 @@ async def allocations(request: web.Request) -> web.Response:
     queued one shows its current reason."""
     params = paging.query(request, allowed=("namespace", "pod", "status", "node", "pool"),
                           choices={"status": _STATUSES})
-    state = allocator_of(request).state
+    state = state_of(request)
     chosen = [a for a in state.allocations.values() if _allocation_matches(a, params)]
 
     return _json(paging.page(chosen, key=lambda a: (a.spec.allocation_id,), params=params,
@@ -88,7 +89,7 @@ def _allocation_doc(request: web.Request, allocation: AllocationState) -> tuple[
     """The allocation's document; a queued one shows its current reason (and keeps the reason it
     was queued with as ``queued_reason``). Returns the document and that current reason."""
     doc = documents.allocation_doc(allocation)
-    doc["device"] = documents.device_doc(allocator_of(request).state, allocation)
+    doc["device"] = documents.device_doc(state_of(request), allocation)
     if allocation.status != "queued":
         return doc, None
     current = reason_of(request, allocation)
@@ -100,10 +101,10 @@ async def allocation(request: web.Request) -> web.Response:
     """GET /api/v1/allocations/{id}: the allocation and its live explanation; 404 for one that is
     not live, with ``ended`` (:func:`services.allocator.api.ended.ended_life`, null when unknown)."""
     paging.query(request, allowed=())
-    state = allocator_of(request).state
+    state = state_of(request)
     found = state.allocations.get(request.match_info["id"])
     if found is None:  # 404 saying how it ended (released, preempted, rejected), when and why
-        life = await ended.ended_life(allocator_of(request).store, request.match_info["id"])
+        life = await ended.ended_life(history_of(request), request.match_info["id"])
         return _json({"error": ended.sentence(request.match_info["id"], life), "field": "id", "ended": life}, 404)
     doc, current = _allocation_doc(request, found)
     return _json({**doc, "explanation": documents.explanation(state, found, current, datetime.now(UTC))})
@@ -113,7 +114,7 @@ async def node_allocations(request: web.Request) -> web.Response:
     """GET /api/v1/nodes/{name}/allocations: the allocations granted on the node, by id
     (TensorFusion GetAllocationReqByNodeName); 404 for an unknown node."""
     params = paging.query(request, allowed=())
-    state = allocator_of(request).state
+    state = state_of(request)
     found = state.nodes.get(request.match_info["name"])
     if found is None:
         raise bounds.ApiError(404, f"node {request.match_info['name']!r} not found", field="name")
@@ -125,7 +126,7 @@ async def node_allocations(request: web.Request) -> web.Response:
 async def queue(request: web.Request) -> web.Response:
     """GET /api/v1/queue?pool=&namespace=&qos=: waiting requests in grant order with their current reason."""
     params = paging.query(request, allowed=("pool", "namespace", "qos"), choices={"qos": QOS_LEVELS})
-    state = allocator_of(request).state
+    state = state_of(request)
     waiting = [(rank, a) for rank, a in enumerate(reasons.queued(state))
                if params.get("pool", a.spec.pool) == a.spec.pool
                and params.get("namespace", a.spec.namespace) == a.spec.namespace
@@ -138,7 +139,7 @@ async def queue(request: web.Request) -> web.Response:
 async def quotas(request: web.Request) -> web.Response:
     """GET /api/v1/quotas?namespace=: namespaces with a quota or usage, by name."""
     params = paging.query(request, allowed=("namespace",))
-    state = allocator_of(request).state
+    state = state_of(request)
     names = [n for n in set(state.quotas) | set(state.usage) if params.get("namespace", n) == n]
     return _json(paging.page(names, key=lambda n: (n,), params=params,
                              render=lambda n: documents.quota_doc(state, n)))
@@ -147,7 +148,7 @@ async def quotas(request: web.Request) -> web.Response:
 async def status(request: web.Request) -> web.Response:
     """GET /api/v1/status: the small summary (documents.summary)."""
     paging.query(request, allowed=())
-    return _json(documents.summary(allocator_of(request).state))
+    return _json(documents.summary(state_of(request)))
 
 
 async def simulate(request: web.Request) -> web.Response:
@@ -157,6 +158,6 @@ async def simulate(request: web.Request) -> web.Response:
     paging.query(request, allowed=())
     pod = await bounds.read_object(request)
     spec = bounds.compose_pod(pod)
-    result = simulation.simulate_spec(allocator_of(request).state, spec)
+    result = simulation.simulate_spec(state_of(request), spec)
     notes = podspec.annotation_notes(pod)
     return _json({**result, "notes": list(notes)} if notes else result)

@@ -1,4 +1,4 @@
-"""Write handlers: each publishes ONE intent on the allocator's NATS connection and answers with
+"""Write handlers of the reader: each publishes ONE intent on NATS, as any producer does, and answers with
 its decision (:mod:`services.allocator.api.outcomes`), or 202 ``{"intent_id", "status":
 "pending"}`` when it is not decided within ``?wait=`` seconds (default 10, at most 60).
 
@@ -33,15 +33,18 @@ from events.bounds import MAX_LABEL_VALUE_LENGTH, BoundsError
 from events.values import Resources
 from services import podspec
 from services.allocator.api import bodies, bounds, documents, ended, paging, views
-from services.allocator.api.context import allocator_of, waiter_of
+from services.allocator.api.context import follower_of, history_of, state_of, waiter_of
+from services.allocator.api.follower import Follower
 from services.allocator.domain import profile
 from services.allocator.domain.model import GRANTED, AllocationState
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.validation import check_request_limit
-from services.allocator.loop.leader import Allocator
 
 DEFAULT_WAIT_S = 10.0
 MAX_WAIT_S = 60.0
+READ_YOUR_WRITE_S = 2.0
+"""Longest a write waits, after its decision, for this reader's projection to apply it (a read
+that follows the write on the same reader then sees it; the answer is sent either way)."""
 
 
 def _wait_of(params: dict[str, str]) -> float:
@@ -67,10 +70,12 @@ async def _decide(request: web.Request, intent: intents.AnyIntent, wait_s: float
         raise bounds.ApiError(503, f"could not publish the intent: {exc!r}", field="") from exc
     if view is None:
         return web.json_response({"intent_id": intent.intent_id, "status": "pending"}, status=202)
+    if isinstance(view.get("position"), int):  # read-your-writes: this reader shows the decision from now on
+        await follower_of(request).wait_for(view["position"], timeout_s=READ_YOUR_WRITE_S)
     status, error = refusal(view)
     if status == 404:  # the decision is recorded; the answer says how the allocation ended, if it did
         allocation_id = getattr(intent, "allocation_id", "")
-        error = ended.sentence(allocation_id, await ended.ended_life(allocator_of(request).store, allocation_id))
+        error = ended.sentence(allocation_id, await ended.ended_life(history_of(request), allocation_id))
     extra = {"error": error, "field": "id" if status in (404, 409) else view.get("field") or "request"} if error else {}
     if adorn is not None:
         adorn(view)
@@ -98,7 +103,7 @@ def refusal(view: dict[str, Any]) -> tuple[int, str]:
 async def _not_live(request: web.Request, allocation_id: str) -> web.Response:
     """404 ``{"error", "field": "id", "ended"}`` saying how ``allocation_id`` ended (``ended`` null
     when it never existed), as GET /api/v1/allocations/{id} answers; nothing is published."""
-    life = await ended.ended_life(allocator_of(request).store, allocation_id)
+    life = await ended.ended_life(history_of(request), allocation_id)
     return web.json_response({"error": ended.sentence(allocation_id, life), "field": "id", "ended": life},
                              status=404)
 
@@ -128,8 +133,8 @@ class _PodTurns:
                 self._locks[key] = (lock, users - 1)
 
 
-_TURNS: weakref.WeakKeyDictionary[Allocator, _PodTurns] = weakref.WeakKeyDictionary()
-"""The submit turns of each allocator this process serves."""
+_TURNS: weakref.WeakKeyDictionary[Follower, _PodTurns] = weakref.WeakKeyDictionary()
+"""The submit turns of each projection (reader) this process serves."""
 
 
 def _intent_id(kind: str) -> str:
@@ -163,13 +168,13 @@ async def submit(request: web.Request) -> web.Response:
     wait = _wait_of(params)
     pod = _pod_of(await bounds.read_object(request), force=params.get("force") == "true")
     spec = bounds.compose_pod(pod)
-    allocator = allocator_of(request)
-    async with _TURNS.setdefault(allocator, _PodTurns()).turn(spec.namespace, spec.pod):
-        live = _live_pod(allocator.state.allocations, spec.namespace, spec.pod)
+    follower = follower_of(request)
+    async with _TURNS.setdefault(follower, _PodTurns()).turn(spec.namespace, spec.pod):
+        live = _live_pod(follower.state.allocations, spec.namespace, spec.pod)
         if live is not None:
             return web.json_response({**documents.allocation_doc(live), "type": "existing"})
         answer = await _decide(request, intents.RequestAllocation(intent_id=_intent_id("request"), spec=spec), wait)
-        live = _live_pod(allocator.state.allocations, spec.namespace, spec.pod)
+        live = _live_pod(follower.state.allocations, spec.namespace, spec.pod)
         if answer.status == 400 and live is not None:  # raced a submit of another API process: same answer
             return web.json_response({**documents.allocation_doc(live), "type": "existing"})
         return answer
@@ -180,7 +185,7 @@ async def release(request: web.Request) -> web.Response:
     params = paging.query(request, allowed=("wait",))
     allocation_id = bodies.name(request.match_info["id"], field="id", limit=bodies.MAX_ID_CHARS)
     wait = _wait_of(params)
-    if allocation_id not in allocator_of(request).state.allocations:
+    if allocation_id not in state_of(request).allocations:
         return await _not_live(request, allocation_id)
     intent = intents.ReleaseAllocation(intent_id=_intent_id("release"), allocation_id=allocation_id,
                                        reason="released through the HTTP API")
@@ -195,7 +200,7 @@ async def resize(request: web.Request) -> web.Response:
     wait = _wait_of(params)
     allocation_id = bodies.name(request.match_info["id"], field="id", limit=bodies.MAX_ID_CHARS)
     body = await bounds.read_object(request)
-    state = allocator_of(request).state
+    state = state_of(request)
     live = state.allocations.get(allocation_id)
     asked, limit = bodies.resize_sides(body, request=live.spec.request if live is not None else None,
                                        limit=live.spec.limit if live is not None else None)
@@ -242,7 +247,7 @@ async def remove_quota(request: web.Request) -> web.Response:
     params = paging.query(request, allowed=("wait",))
     wait = _wait_of(params)
     namespace = bodies.name(request.match_info["namespace"], field="namespace", limit=MAX_LABEL_VALUE_LENGTH)
-    if namespace not in allocator_of(request).state.quotas:
+    if namespace not in state_of(request).quotas:
         raise bounds.ApiError(404, f"namespace {namespace[:80]!r} has no quota", field="namespace")
     return await _decide(request, intents.RemoveQuota(intent_id=_intent_id("unquota"), namespace=namespace),
                          wait)
@@ -269,7 +274,7 @@ async def remove_pool(request: web.Request) -> web.Response:
     params = paging.query(request, allowed=("wait",))
     wait = _wait_of(params)
     pool = bodies.pool_name(request.match_info["pool"])
-    state = allocator_of(request).state
+    state = state_of(request)
     nodes = sorted(state.pool_nodes.get(pool, ()))
     live = sorted(a.spec.allocation_id for a in state.allocations.values() if a.spec.pool == pool)
     if nodes or live:

@@ -1,11 +1,11 @@
-"""The dashboard's routes (an aiohttp sub-application mounted at ``/ui`` on the allocator's app).
+"""The dashboard's routes (an aiohttp sub-application mounted at ``/ui`` on a reader's app, ``gpuledger api``).
 
 ``GET /ui/`` Cluster, ``/ui/queue`` Queue, ``/ui/allocations/{id}`` Allocation (``/ui/allocations
 ?id=`` jumps there), ``/ui/nodes/{name}`` Node, ``/ui/quality`` Placement quality,
-``/ui/live.json`` ``{"position", "role", "epoch"}`` (what the page script polls to refresh in place),
+``/ui/live.json`` ``{"position", "role", "head", "lag"}`` (what the page script polls to refresh in place),
 ``/ui/static/*`` the CSS and the script. Bad query values answer 400 naming the field; unknown
-nodes and allocations 404. Everything reads the allocator's live projection through ``reads``
-and the log through ``lives`` and ``timeline``.
+nodes and allocations 404. Everything reads the reader's own projection through ``reads``
+and the log through ``lives`` (the History port) and ``timeline``.
 """
 
 from __future__ import annotations
@@ -20,14 +20,15 @@ import structlog
 from aiohttp import web
 
 from services.allocator.api import lives
+from services.allocator.api.follower import Follower
 from services.allocator.dashboard import auth, reads, render
 from services.allocator.dashboard.timeline import QualityTimeline
-from services.allocator.loop.leader import Allocator
-from services.allocator.ports import CorruptEventError
+from services.allocator.ports import CorruptEventError, History
 
 log = structlog.get_logger(__name__)
 
-ALLOCATOR = web.AppKey("dashboard_allocator", Allocator)
+FOLLOWER = web.AppKey("dashboard_follower", Follower)
+HISTORY = web.AppKey("dashboard_history", History)
 TIMELINE = web.AppKey("dashboard_timeline", QualityTimeline)
 
 MAX_PER_PAGE = 2000
@@ -62,13 +63,13 @@ def _name(request: web.Request, key: str) -> str:
     return value
 
 
-def _common(allocator: Allocator, active: str) -> dict[str, Any]:
-    return {"position": allocator.state.position, "role": allocator.keeper.role, "active": active}
+def _common(follower: Follower, active: str) -> dict[str, Any]:
+    return {"position": follower.state.position, "role": "reader", "active": active}
 
 
 async def cluster(request: web.Request) -> web.Response:
     """Pools (capacity, used, free, quality) and the GPU map, filtered and paged by node."""
-    allocator = request.app[ALLOCATOR]
+    follower = request.app[FOLLOWER]
     started = time.perf_counter()
     query = request.query
     flt = reads.MapFilter(pool=query.get("pool", ""), model=query.get("model", ""),
@@ -78,11 +79,11 @@ async def cluster(request: web.Request) -> web.Response:
                        field="show")
     number = _int(request, "page", 1, 10**6)
     per_page = _int(request, "per_page", NODES_PER_PAGE, MAX_PER_PAGE)
-    state = allocator.state
+    state = follower.state
     groups = list(reads.gpu_map(state, flt))
     shown = groups[(number - 1) * per_page:number * per_page]
     return render.page(
-        "cluster.html", **_common(allocator, "cluster"), pools=reads.pools(state), models=reads.models(state),
+        "cluster.html", **_common(follower, "cluster"), pools=reads.pools(state), models=reads.models(state),
         flt=flt, groups=shown, nodes_total=len(groups), gpus_total=sum(len(g.cells) for g in groups),
         gpus_shown=sum(len(g.cells) for g in shown), page=number, per_page=per_page,
         pages=max(1, -(-len(groups) // per_page)), show_values=reads.SHOW,
@@ -91,10 +92,10 @@ async def cluster(request: web.Request) -> web.Response:
 
 async def queue(request: web.Request) -> web.Response:
     """Queued requests in grant order with their stored reason and the live explanation."""
-    allocator = request.app[ALLOCATOR]
+    follower = request.app[FOLLOWER]
     number = _int(request, "page", 1, 10**6)
-    waiting, total = reads.queue(allocator.state, offset=(number - 1) * QUEUE_PER_PAGE, limit=QUEUE_PER_PAGE)
-    return render.page("queue.html", **_common(allocator, "queue"), waiting=waiting, total=total, page=number,
+    waiting, total = reads.queue(follower.state, offset=(number - 1) * QUEUE_PER_PAGE, limit=QUEUE_PER_PAGE)
+    return render.page("queue.html", **_common(follower, "queue"), waiting=waiting, total=total, page=number,
                        pages=max(1, -(-total // QUEUE_PER_PAGE)))
 
 
@@ -108,48 +109,48 @@ async def find_allocation(request: web.Request) -> web.Response:
 
 async def allocation(request: web.Request) -> web.Response:
     """One allocation: its live record (if granted or queued) and every event of it in the log."""
-    allocator = request.app[ALLOCATOR]
+    follower = request.app[FOLLOWER]
     allocation_id = _name(request, "id")
-    live = reads.allocation(allocator.state, allocation_id)
-    steps = lives.steps(await lives.events_of(allocator.store, allocation_id))
+    live = reads.allocation(follower.state, allocation_id)
+    steps = lives.steps(await lives.events_of(request.app[HISTORY], allocation_id))
     if live is None and not steps:
         return render.problem(f"no allocation {allocation_id!r} in the log", field="id", status=404)
-    return render.page("allocation.html", **_common(allocator, "allocation"), allocation_id=allocation_id,
+    return render.page("allocation.html", **_common(follower, "allocation"), allocation_id=allocation_id,
                        live=live, steps=steps, limit=lives.MAX_STEPS)
 
 
 async def node(request: web.Request) -> web.Response:
     """One node: phase, heartbeat, labels, its GPUs and the allocations placed on it."""
-    allocator = request.app[ALLOCATOR]
+    follower = request.app[FOLLOWER]
     name = _name(request, "name")
-    record = reads.node(allocator.state, name)
+    record = reads.node(follower.state, name)
     if record is None:
         return render.problem(f"no node {name!r} in the projection", field="name", status=404)
-    gpus = reads.node_gpus(allocator.state, record)
-    return render.page("node.html", **_common(allocator, "node"), node=record, gpus=gpus,
+    gpus = reads.node_gpus(follower.state, record)
+    return render.page("node.html", **_common(follower, "node"), node=record, gpus=gpus,
                        shares={g.name: reads.used_share(g) for g in gpus},
                        classes={g.name: reads.share_class(reads.used_share(g)) for g in gpus},
-                       allocations=reads.allocations_on(allocator.state, name))
+                       allocations=reads.allocations_on(follower.state, name))
 
 
 async def quality(request: web.Request) -> web.Response:
     """Unallocated % and fragmentation % of each pool now, and over time from the log."""
-    allocator = request.app[ALLOCATOR]
-    samples = await request.app[TIMELINE].update(allocator.store)
+    follower = request.app[FOLLOWER]
+    samples = await request.app[TIMELINE].update(follower.store)
     names = sorted({pool for s in samples for pool in s.pools})
     series = {pool: [s.pools.get(pool, reads.Quality()) for s in samples] for pool in names}
     lines = {pool: {"unallocated": render.polyline([q.unallocated_pct for q in qs]),
                     "fragmentation": render.polyline([q.fragmentation_pct for q in qs])}
              for pool, qs in series.items()}
-    return render.page("quality.html", **_common(allocator, "quality"), pools=reads.pools(allocator.state),
+    return render.page("quality.html", **_common(follower, "quality"), pools=reads.pools(follower.state),
                        samples=samples, lines=lines)
 
 
 async def live(request: web.Request) -> web.Response:
-    """``{"position", "role", "epoch"}``: the page script refreshes when the position moves."""
-    allocator = request.app[ALLOCATOR]
-    return web.json_response({"position": allocator.state.position, "role": allocator.keeper.role,
-                              "epoch": allocator.keeper.epoch}, headers={"Cache-Control": "no-store"})
+    """``{"position", "role", "head", "lag"}``: the page script refreshes when the position moves."""
+    follower = request.app[FOLLOWER]
+    return web.json_response({"position": follower.state.position, "role": "reader", "head": follower.head,
+                              "lag": follower.lag}, headers={"Cache-Control": "no-store"})
 
 
 @web.middleware
@@ -165,11 +166,13 @@ async def _problems(request: web.Request, handler: auth.Handler) -> web.StreamRe
                               field="", status=503)
 
 
-def build(allocator: Allocator, *, token: str | None = None) -> web.Application:
-    """The dashboard sub-application for ``allocator``; ``token`` defaults to GPULEDGER_API_TOKEN."""
+def build(follower: Follower, history: History, *, token: str | None = None) -> web.Application:
+    """The dashboard sub-application over a reader's projection ``follower`` and the log's
+    ``history``; ``token`` defaults to GPULEDGER_API_TOKEN."""
     secret = os.environ.get("GPULEDGER_API_TOKEN", "") if token is None else token
     app = web.Application(middlewares=[auth.middleware(secret), _problems])
-    app[ALLOCATOR] = allocator
+    app[FOLLOWER] = follower
+    app[HISTORY] = history
     app[TIMELINE] = QualityTimeline()
     app.router.add_get("/", cluster)
     app.router.add_get("/queue", queue)
@@ -182,7 +185,7 @@ def build(allocator: Allocator, *, token: str | None = None) -> web.Application:
     return app
 
 
-def mount(app: web.Application, allocator: Allocator, *, token: str | None = None) -> None:
-    """Serve the dashboard of ``allocator`` under ``/ui/`` of ``app`` (the allocator's HTTP app);
-    ``token`` as in :func:`build` (pass the API's, so both take the same one)."""
-    app.add_subapp(auth.PREFIX, build(allocator, token=token))
+def mount(app: web.Application, follower: Follower, history: History, *, token: str | None = None) -> None:
+    """Serve the dashboard under ``/ui/`` of ``app`` (a reader's HTTP app); ``token`` as in
+    :func:`build` (pass the API's, so both take the same one)."""
+    app.add_subapp(auth.PREFIX, build(follower, history, token=token))

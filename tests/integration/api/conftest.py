@@ -1,4 +1,4 @@
-"""A real allocator (PostgreSQL + nats-server) with its HTTP API, and a client for it."""
+"""A real allocator (PostgreSQL + nats-server), a reader serving the HTTP API, and a client for it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from nats.js import JetStreamContext
 
 from events import intents
 from services.shared import messaging
-from tests.integration.service.harness import Replica, start_replica, until
+from tests.integration.service.harness import ReaderProcess, Replica, start_reader, start_replica, until
 
 pytestmark = pytest.mark.integration
 
@@ -32,13 +32,17 @@ def pod(name: str, *, namespace: str = "team-a", tflops: str = "10", vram: str =
 
 
 class Api:
-    """An HTTP client of one replica: ``get``/``send`` return (status, JSON body)."""
+    """An HTTP client of one reader (``base``; the writer's probes at ``writer_base``):
+    ``get``/``send`` return (status, JSON body)."""
 
-    def __init__(self, session: aiohttp.ClientSession, replica: Replica, js: JetStreamContext) -> None:
+    def __init__(self, session: aiohttp.ClientSession, replica: Replica, reader: ReaderProcess,
+                 js: JetStreamContext) -> None:
         self.session = session
         self.replica = replica
+        self.reader = reader
         self.js = js
-        self.base = f"http://127.0.0.1:{replica.port}"
+        self.base = f"http://127.0.0.1:{reader.port}"
+        self.writer_base = f"http://127.0.0.1:{replica.port}"
 
     async def get(self, path: str, **params: Any) -> tuple[int, Any]:
         async with self.session.get(self.base + path, params=params) as r:
@@ -51,16 +55,22 @@ class Api:
             return r.status, await r.json(content_type=None)
 
     async def publish(self, *items: intents.AnyIntent) -> None:
-        """Publish intents and wait until the allocator decided all of them."""
+        """Publish intents and wait until the allocator decided all of them and the reader applied them."""
         for intent in items:
             await messaging.publish_intent(self.js, intent)
         ids = {i.intent_id for i in items}
         store = self.replica.allocator.store
         for _ in range(1200):
             if ids <= await store.processed(sorted(ids)):  # the projection was evolved before the append
+                await self.caught_up()
                 return
             await asyncio.sleep(0.05)
         raise AssertionError(f"intents {sorted(ids)} not decided within 60 s")
+
+    async def caught_up(self) -> None:
+        """Wait until the reader applied every event the log holds now."""
+        head = await self.replica.allocator.store.last_position()
+        await until(lambda: self.reader.position >= head, what=f"the reader at position {head}")
 
     async def all_pages(self, path: str, **params: Any) -> list[Any]:
         """Every item of a list endpoint, following ``continue``."""
@@ -85,6 +95,13 @@ async def replica(nats_url: str, database_url: str, jetstream: JetStreamContext)
 
 
 @pytest.fixture
-async def api(replica: Replica, jetstream: JetStreamContext) -> AsyncIterator[Api]:
+async def reader(replica: Replica, nats_url: str, database_url: str) -> AsyncIterator[ReaderProcess]:
+    running = await start_reader(nats_url, database_url=database_url)
+    yield running
+    await running.stop()
+
+
+@pytest.fixture
+async def api(replica: Replica, reader: ReaderProcess, jetstream: JetStreamContext) -> AsyncIterator[Api]:
     async with aiohttp.ClientSession() as session:
-        yield Api(session, replica, jetstream)
+        yield Api(session, replica, reader, jetstream)

@@ -13,7 +13,7 @@ from nats.js import JetStreamContext
 
 from services.allocator import http
 from services.allocator.api import bounds
-from tests.integration.service.harness import Replica, start_replica, until
+from tests.integration.service.harness import Replica, start_reader, start_replica, until
 
 from .conftest import Api, pod
 
@@ -31,10 +31,12 @@ async def guarded(nats_url: str, database_url: str, jetstream: JetStreamContext,
     monkeypatch.setenv(http.TOKEN_ENV, TOKEN)
     running: Replica = await start_replica(nats_url, database_url=database_url)
     await until(lambda: running.allocator.keeper.is_leader, what="leadership")
+    reader = await start_reader(nats_url, database_url=database_url)
     try:
         async with aiohttp.ClientSession() as session:
-            yield Api(session, running, jetstream)
+            yield Api(session, running, reader, jetstream)
     finally:
+        await reader.stop()
         await running.stop()
 
 

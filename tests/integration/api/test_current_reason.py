@@ -18,7 +18,7 @@ from services.allocator.adapters.postgres import PostgresEventStore
 from services.allocator.api import verify
 from tests.integration.log.test_history_sql import doc_queries, run
 from tests.integration.service.factory import register_node
-from tests.integration.service.harness import start_replica
+from tests.integration.service.harness import start_reader
 
 from .conftest import Api, pod
 
@@ -84,20 +84,20 @@ async def test_a_queued_requests_reason_follows_what_blocks_it_now(api: Api, dat
     assert report.ok, report.problems
 
 
-async def test_a_new_leader_rewrites_every_queued_rows_reason(api: Api, nats_url: str, database_url: str) -> None:
-    """A leader that died before writing a changed reason leaves a stale row; the next leader's
+async def test_a_new_reader_rewrites_every_queued_rows_reason(api: Api, nats_url: str, database_url: str) -> None:
+    """A reader that stopped before writing a changed reason leaves a stale row; the next reader's
     first round rewrites every queued row, so ``replay --verify`` agrees again."""
     await api.publish(register_node("n1", gpus=1))
     await api.send("POST", "/api/v1/allocations", pod("pod-a", tflops="90"))
     _, waiting = await api.send("POST", "/api/v1/allocations", pod("pod-c", tflops="50"))
     assert waiting["type"] == "allocation_queued"
-    await api.replica.stop()
+    await api.reader.stop()
     pool = await database.create_pool(database_url, max_size=2)
     store = PostgresEventStore(pool)
     try:
         await pool.execute("UPDATE allocations SET reason = 'stale', code = 'stale' WHERE pod = 'pod-c'")
         assert not (await verify.verify(store)).ok
-        successor = await start_replica(nats_url, database_url=database_url, holder="r2")
+        successor = await start_reader(nats_url, database_url=database_url)
         try:
             row = await _eventually_row(store, "capacity")
             assert row["reason"] == waiting["reason"]
@@ -107,3 +107,28 @@ async def test_a_new_leader_rewrites_every_queued_rows_reason(api: Api, nats_url
             await successor.stop()
     finally:
         await pool.close()
+
+
+async def test_a_reader_behind_the_log_never_overwrites_a_newer_row(api: Api) -> None:
+    """The reasons are written with the position they were computed at: a row an event wrote after
+    it (here the pod's second life, queued again) keeps what that event wrote."""
+    store = api.replica.allocator.store
+    assert isinstance(store, PostgresEventStore)
+    await api.publish(register_node("n1", gpus=1))
+    await api.send("POST", "/api/v1/allocations", pod("pod-a", tflops="90"))
+    _, first = await api.send("POST", "/api/v1/allocations", pod("pod-c", tflops="50"))
+    _, withdrawn = await api.send("DELETE", "/api/v1/allocations/team-a%2Fpod-c")
+    assert withdrawn["type"] == "allocation_released"
+    _, second = await api.send("POST", "/api/v1/allocations", pod("pod-c", tflops="50"))
+    assert first["type"] == second["type"] == "allocation_queued" and second["position"] > first["position"]
+    await api.reader.stop()  # its own keeper writes no more: only the rows below
+    rows = {second["allocation_id"]: ("stale reason", "stale", "")}
+
+    async def queued_code() -> object:
+        (row,) = await history.allocations(store.pool, history.HistoryFilter(pod="pod-c", status="queued"))
+        return row["code"]
+
+    assert await store.write_reasons(rows, position=first["position"]) == 0  # computed before this life began
+    assert await queued_code() == "capacity"
+    assert await store.write_reasons(rows, position=second["position"]) == 1
+    assert await queued_code() == "stale"

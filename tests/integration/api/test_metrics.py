@@ -1,4 +1,5 @@
-"""/metrics against a real allocator: per-pool gauges, outcomes by reason code, queue waits."""
+"""/metrics against a real allocator and a reader: the reader's per-pool gauges and lag, the
+writer's outcomes by reason code and queue waits (each process exports its own)."""
 
 from __future__ import annotations
 
@@ -14,12 +15,22 @@ from .conftest import Api
 pytestmark = pytest.mark.integration
 
 
-async def scrape(api: Api) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    async with api.session.get(api.base + "/metrics") as r:
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+async def scrape_one(api: Api, base: str) -> Samples:
+    async with api.session.get(base + "/metrics") as r:
         assert r.status == 200
         text = await r.text()
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+async def scrape(api: Api) -> Samples:
+    """The reader's and the writer's samples together (no family is in both)."""
+    reader, writer = await scrape_one(api, api.base), await scrape_one(api, api.writer_base)
+    assert not {name for name, _ in reader} & {name for name, _ in writer}
+    return {**reader, **writer}
 
 
 async def test_pool_gauges_outcomes_and_queue_wait(api: Api) -> None:
@@ -40,6 +51,11 @@ async def test_pool_gauges_outcomes_and_queue_wait(api: Api) -> None:
     assert seen[("gpuledger_allocation_outcomes_total", (("code", ""), ("outcome", "granted")))] == 2
     assert seen[("gpuledger_intents_pending", ())] == 0
     assert ("gpuledger_queue_depth", ()) not in seen
+    head = await api.replica.allocator.store.last_position()
+    assert seen[("gpuledger_reader_position", ())] == seen[("gpuledger_reader_log_head", ())] == head
+    assert seen[("gpuledger_reader_lag_events", ())] == 0
+    writer = await scrape_one(api, api.writer_base)
+    assert not any(name.startswith(("gpuledger_pool_", "gpuledger_reader_")) for name, _ in writer)
 
     status, _ = await api.send("DELETE", f"/api/v1/allocations/{quote('a')}")
     assert status == 200

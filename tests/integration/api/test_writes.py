@@ -11,7 +11,7 @@ import yaml
 
 from events import decisions
 from tests.integration.service.factory import register_node
-from tests.integration.service.harness import start_replica, until
+from tests.integration.service.harness import start_reader, start_replica
 
 from .conftest import Api, pod
 
@@ -191,17 +191,29 @@ async def test_wait_zero_answers_202_and_the_intent_is_still_decided(api: Api) -
     assert status == 400 and body["field"] == "wait"
 
 
-async def test_a_standby_answers_reads_and_writes(api: Api, nats_url: str, database_url: str) -> None:
+async def test_a_second_reader_answers_reads_and_writes_and_the_writers_serve_only_probes(
+        api: Api, nats_url: str, database_url: str) -> None:
     standby = await start_replica(nats_url, database_url=database_url, holder="r2")
+    second = await start_reader(nats_url, database_url=database_url)
     try:
         assert standby.allocator.keeper.role == "standby"
         await api.publish(register_node("n1", gpus=1))
         async with aiohttp.ClientSession() as session:
-            other = Api(session, standby, api.js)
-            status, decided = await other.send("POST", "/api/v1/allocations", pod("via-standby", tflops="10"))
+            other = Api(session, api.replica, second, api.js)
+            status, decided = await other.send("POST", "/api/v1/allocations", pod("via-second", tflops="10"))
             assert status == 200 and decided["type"] == "allocation_granted", decided
-            await until(lambda: standby.allocator.state.position >= decided["position"], what="standby caught up")
-            _, listed = await other.get("/api/v1/allocations", pod="via-standby")
+            assert second.position >= decided["position"]  # read-your-writes: applied before the answer
+            _, listed = await other.get("/api/v1/allocations", pod="via-second")
             assert [a["status"] for a in listed["items"]] == ["granted"]
+            for writer in (api.replica, standby):
+                base = f"http://127.0.0.1:{writer.port}"
+                for path in ("/api/v1/status", "/ui/", "/openapi.json"):
+                    async with session.get(base + path) as r:
+                        assert r.status == 404, (writer.allocator.keeper.role, path, r.status)
+                async with session.post(base + "/api/v1/simulate", data=b"{}") as r:
+                    assert r.status in (404, 405, 413), r.status
+                async with session.get(base + "/readyz") as r:
+                    assert r.status == 200 and (await r.json())["role"] in ("leader", "standby")
     finally:
+        await second.stop()
         await standby.stop()

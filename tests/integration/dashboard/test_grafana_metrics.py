@@ -22,7 +22,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
-from tests.integration.service.harness import start_replica
+from tests.integration.service.harness import start_reader, start_replica
 
 ROOT = Path(__file__).resolve().parents[3] / "deploy/grafana"
 DASHBOARD = ROOT / "dashboards/gpuledger.json"
@@ -85,15 +85,20 @@ def test_dashboard_is_well_formed(dashboard: dict[str, Any]) -> None:
 async def test_every_queried_metric_is_exported_by_a_running_allocator(
         dashboard: dict[str, Any], nats_url: str) -> None:
     leases = InMemoryLeaseStore()
-    replica = await start_replica(nats_url, store=InMemoryEventStore(leases), leases=leases)
+    store = InMemoryEventStore(leases)
+    replica = await start_replica(nats_url, store=store, leases=leases)
+    reader = await start_reader(nats_url, store=store, history=store)
+    texts: list[str] = []
     try:
-        async with aiohttp.ClientSession() as session, \
-                session.get(f"http://127.0.0.1:{replica.port}/metrics") as response:
-            assert response.status == 200
-            text = await response.text()
+        async with aiohttp.ClientSession() as session:
+            for port in (replica.port, reader.port):  # the writer's loop metrics, the reader's pool gauges
+                async with session.get(f"http://127.0.0.1:{port}/metrics") as response:
+                    assert response.status == 200
+                    texts.append(await response.text())
     finally:
+        await reader.stop()
         await replica.stop()
-    exported = {family.name for family in text_string_to_metric_families(text)}
+    exported = {family.name for text in texts for family in text_string_to_metric_families(text)}
     queried = set().union(*(families(e) for e in expressions(dashboard)))
     missing = sorted(queried - exported - set(NOT_YET_EXPORTED))
     assert not missing, f"the dashboard queries metrics the allocator does not export: {missing}"

@@ -20,9 +20,8 @@ import pytest
 
 from events import decisions as ev
 from events.values import AllocationSpec, Resources
-from services.allocator.adapters import pg_projection
+from services.allocator.adapters import pg_lives, pg_projection
 from services.allocator.adapters.postgres import PostgresEventStore, PostgresLeaseStore
-from services.allocator.api import lives
 from services.allocator.domain import evolve
 from services.allocator.domain.state import ClusterState
 from services.allocator.ports import DecidedIntent
@@ -82,7 +81,7 @@ async def test_patch_and_gpu_updates_use_indexes_on_a_grown_table_with_stale_sta
         async with pool.acquire() as conn:
             patch_plan = await _plan(conn, pg_projection.PATCH_ALLOCATIONS, patches.decode())
             gpu_plan = await _plan(conn, pg_projection.UPDATE_GPUS, names.decode())
-            ended_plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + lives.LIVES, "a17"))
+            ended_plan = "\n".join(r[0] for r in await conn.fetch("EXPLAIN " + pg_lives.LIVES, "a17"))
     finally:
         await pool.close()
     assert "Index Scan using ix_allocations_open" in patch_plan, patch_plan

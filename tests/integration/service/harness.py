@@ -13,11 +13,11 @@ from nats.aio.client import Client as NATS
 
 from events import codec, subjects
 from events.decisions import AnyEvent
-from services.allocator import bootstrap
+from services.allocator import bootstrap, reader
 from services.allocator.adapters.relay import INTENT_HEADER
 from services.allocator.loop import batch
 from services.allocator.loop.leader import Allocator
-from services.allocator.ports import EventStore, LeaseStore
+from services.allocator.ports import EventStore, History, LeaseStore
 from services.allocator.settings import AllocatorSettings
 
 FAST = {"lease_ttl_s": 1.0, "lease_renew_s": 0.2, "heartbeat_check_s": 0.0, "fetch_wait_s": 0.2,
@@ -53,6 +53,44 @@ async def start_replica(nats_url: str, *, store: EventStore | None = None, lease
     allocator, port = ready.result()
     await asyncio.wait_for(allocator.loaded.wait(), 30)
     return Replica(allocator, port, task, stop)
+
+
+class ReaderProcess:
+    """One reader (``gpuledger api``) running as a task; ``stop()`` ends it."""
+
+    def __init__(self, running: reader.Reader, port: int, task: asyncio.Task[None], stop: asyncio.Event) -> None:
+        self.reader = running
+        self.port = port
+        self.task = task
+        self._stop = stop
+
+    @property
+    def position(self) -> int:
+        """The last log position the reader's projection applied."""
+        return self.reader.follower.state.position
+
+    async def stop(self) -> None:
+        self._stop.set()
+        done, _ = await asyncio.wait([self.task], timeout=30)
+        assert done, "the reader did not stop within 30 s of its stop event"
+        self.task.result()
+
+
+async def start_reader(nats_url: str, *, database_url: str = "", store: EventStore | None = None,
+                       history: History | None = None, **overrides: Any) -> ReaderProcess:
+    """A reader over ``database_url`` (or the in-memory ``store``/``history``), its projection loaded."""
+    settings = msgspec.convert({"nats_url": nats_url, "database_url": database_url, "http_port": 0,
+                                "poll_s": 0.02, **overrides}, reader.ReaderSettings)
+    stop = asyncio.Event()
+    ready: asyncio.Future[tuple[reader.Reader, int]] = asyncio.get_running_loop().create_future()
+    task = asyncio.create_task(reader.serve_reader(settings, stop, store=store, history=history,
+                                                   on_ready=lambda r, p: ready.set_result((r, p))))
+    done, _ = await asyncio.wait([task, ready], timeout=30, return_when=asyncio.FIRST_COMPLETED)
+    if task in done:
+        task.result()
+    running, port = ready.result()
+    await asyncio.wait_for(running.follower.loaded.wait(), 30)
+    return ReaderProcess(running, port, task, stop)
 
 
 async def until(condition: Callable[[], bool], *, timeout_s: float = 60.0, what: str = "condition") -> None:

@@ -1,4 +1,5 @@
-"""Allocator replicas as real subprocesses (``python -m services.allocator``), for kill -9 tests."""
+"""Allocator replicas (``python -m services.allocator``) and readers (``python -m
+services.allocator.reader``) as real subprocesses, for kill -9 tests and read storms."""
 
 from __future__ import annotations
 
@@ -20,16 +21,18 @@ FAST_ENV = {"GPULEDGER_LEASE_TTL_S": "1.5", "GPULEDGER_LEASE_RENEW_S": "0.3", "G
 
 
 class AllocatorProcess:
-    """One ``python -m services.allocator`` child with its own HTTP port and log file."""
+    """One ``python -m services.allocator`` child (``module`` another entry point, e.g. the
+    reader's) with its own HTTP port and log file."""
 
-    def __init__(self, name: str, *, nats_url: str, database_url: str, log_dir: Path, **env: str) -> None:
+    def __init__(self, name: str, *, nats_url: str, database_url: str, log_dir: Path,
+                 module: str = "services.allocator", **env: str) -> None:
         self.name = name
         self.port = free_port()
-        self.log_path = log_dir / f"allocator-{name}.log"
+        self.log_path = log_dir / f"{module.rsplit('.', 1)[-1]}-{name}.log"
         environ = {**os.environ, **FAST_ENV, "GPULEDGER_HOLDER": name, **env, "GPULEDGER_NATS_URL": nats_url,
                    "GPULEDGER_DATABASE_URL": database_url, "GPULEDGER_HTTP_PORT": str(self.port)}
         self._log = self.log_path.open("ab")
-        self.process = subprocess.Popen([sys.executable, "-m", "services.allocator"], env=environ,
+        self.process = subprocess.Popen([sys.executable, "-m", module], env=environ,
                                         stdout=self._log, stderr=subprocess.STDOUT)
 
     def get(self, path: str) -> Any:

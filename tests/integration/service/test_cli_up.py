@@ -101,7 +101,7 @@ def test_up_serves_submit_status_simulate_and_stops_on_ctrl_c(tmp_path: Path, da
     try:
         stack.wait_up()
         found = json.loads((data_dir / "endpoints.json").read_text())
-        assert set(found) == {"nats_url", "database_url", "allocator_http", "webhook_https"}
+        assert set(found) == {"nats_url", "database_url", "allocator_http", "writer_http", "webhook_https"}
         code, simulated = cli("simulate", str(pod), "--json", "--data-dir", str(data_dir))
         assert code == 0 and simulated["outcome"]["type"] == "allocation_granted"
         assert simulated["outcome"]["position"] is None and simulated["filters"]

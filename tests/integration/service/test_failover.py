@@ -59,6 +59,8 @@ async def test_kill_9_of_the_leader_mid_stream_loses_and_doubles_nothing(
         tmp_path: Path, nats_url: str, database_url: str, jetstream: JetStreamContext) -> None:
     a = AllocatorProcess("a", nats_url=nats_url, database_url=database_url, log_dir=tmp_path)
     b = AllocatorProcess("b", nats_url=nats_url, database_url=database_url, log_dir=tmp_path)
+    reader = AllocatorProcess("r", nats_url=nats_url, database_url=database_url, log_dir=tmp_path,
+                              module="services.allocator.reader")
     pool = await database.create_pool(database_url)
     try:
         leader = await one_leader(a, b)
@@ -72,12 +74,12 @@ async def test_kill_9_of_the_leader_mid_stream_loses_and_doubles_nothing(
         while await count(pool, "SELECT count(*) FROM processed_intents") < len(sent):
             await asyncio.sleep(0.1)
         await check_exactly_once(pool, sent)
-        await check_state_equals_replay(pool, standby)
+        await check_state_equals_replay(pool, reader)  # a reader that followed the log across the kill
         await check_relay_has_every_position(jetstream, pool)
         assert (await asyncio.to_thread(standby.get, "/readyz"))["epoch"] >= 2
     finally:
         await pool.close()
-        for replica in (a, b):
+        for replica in (a, b, reader):
             if replica.process.poll() is None:
                 assert replica.terminate() == 0, replica.log_text()[-3000:]
 
@@ -92,10 +94,10 @@ async def check_exactly_once(pool: asyncpg.Pool, sent: list[intents.AnyIntent]) 
     assert positions == list(range(1, len(positions) + 1))
 
 
-async def check_state_equals_replay(pool: asyncpg.Pool, survivor: AllocatorProcess) -> None:
+async def check_state_equals_replay(pool: asyncpg.Pool, reader: AllocatorProcess) -> None:
     replayed = documents.summary(await PostgresEventStore(pool).load_state())
     for _ in range(200):
-        live = await asyncio.to_thread(survivor.get, "/api/v1/status")
+        live = await asyncio.to_thread(reader.get, "/api/v1/status")
         if live["position"] == replayed["position"]:
             break
         await asyncio.sleep(0.05)

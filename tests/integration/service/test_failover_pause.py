@@ -75,6 +75,8 @@ async def test_a_leader_paused_inside_its_append_is_replaced_and_once_resumed_wr
         tmp_path: Path, nats_url: str, database_url: str, jetstream: JetStreamContext) -> None:
     a = AllocatorProcess("a", nats_url=nats_url, database_url=database_url, log_dir=tmp_path, GPULEDGER_HOLDER="same")
     b = AllocatorProcess("b", nats_url=nats_url, database_url=database_url, log_dir=tmp_path, GPULEDGER_HOLDER="same")
+    reader = AllocatorProcess("r", nats_url=nats_url, database_url=database_url, log_dir=tmp_path,
+                              module="services.allocator.reader")
     pool = await database.create_pool(database_url)
     sent: list[intents.AnyIntent] = [register_node(f"n{i:02}", gpus=8) for i in range(20)]
     stop = asyncio.Event()
@@ -105,12 +107,13 @@ async def test_a_leader_paused_inside_its_append_is_replaced_and_once_resumed_wr
         await wait_for(pool, "SELECT count(*) >= $1 FROM processed_intents", len(sent), what="every intent decided")
         assert await pool.fetchval("SELECT count(*) FROM events WHERE epoch = $1", old_epoch) == written_by_old
         await check_exactly_once(pool, sent)
-        await check_state_equals_replay(pool, standby)
+        assert (await asyncio.to_thread(standby.get, "/readyz"))["epoch"] > old_epoch  # it took over
+        await check_state_equals_replay(pool, reader)
         await check_relay_has_every_position(jetstream, pool)
     finally:
         stop.set()
         await pool.close()
-        for replica in (a, b):
+        for replica in (a, b, reader):
             if replica.process.poll() is None:
                 assert replica.terminate() == 0, replica.log_text()[-3000:]
 

@@ -20,7 +20,7 @@ from services.allocator.ports import Action, DecidedIntent, Delivery, StoredEven
 from services.shared import messaging
 
 from .factory import register_node, request
-from .harness import Replica, published_events, start_replica, until, wait_published
+from .harness import Replica, published_events, start_reader, start_replica, until, wait_published
 
 pytestmark = pytest.mark.integration
 
@@ -149,19 +149,32 @@ async def test_transient_store_failure_retries_in_order_without_loss(
     assert granted == [f"req-p{i}" for i in range(10)]  # FIFO: the first ten fit, in stream order
 
 
-async def test_http_api_serves_health_metrics_state_and_simulate(
-        replica: Replica, jetstream: JetStreamContext, store: InMemoryEventStore) -> None:
+async def test_the_writer_serves_probes_and_a_reader_the_api(
+        replica: Replica, jetstream: JetStreamContext, store: InMemoryEventStore, nats_url: str) -> None:
     await messaging.publish_intent(jetstream, register_node("n1", gpus=2))
     await messaging.publish_intent(jetstream, request("a", tflops=30))
     await until(lambda: "req-a" in store.intents, what="request decided")
-    base = f"http://127.0.0.1:{replica.port}"
+    reader = await start_reader(nats_url, store=store, history=store)
+    try:
+        await until(lambda: reader.position == len(store.rows), what="the reader caught up")
+        await _probe_and_read(f"http://127.0.0.1:{replica.port}", f"http://127.0.0.1:{reader.port}")
+    finally:
+        await reader.stop()
+    assert len(store.intents) == 2  # simulate wrote nothing
+
+
+async def _probe_and_read(writer: str, base: str) -> None:
     async with aiohttp.ClientSession() as http:
-        async with http.get(f"{base}/readyz") as r:
+        async with http.get(f"{writer}/readyz") as r:
             assert r.status == 200 and (await r.json())["role"] == "leader"
-        async with http.get(f"{base}/metrics") as r:
+        async with http.get(f"{writer}/metrics") as r:
             text = await r.text()
         assert 'gpuledger_decisions_total{type="allocation_granted"} 1.0' in text
         assert "gpuledger_lease_epoch 1.0" in text and "gpuledger_intents_pending" in text
+        async with http.get(f"{writer}/api/v1/gpus") as r:
+            assert r.status == 404  # the writer serves no reads
+        async with http.get(f"{base}/readyz") as r:
+            assert r.status == 200 and (await r.json()) == {"role": "reader", "position": 2, "head": 2, "lag": 0}
         async with http.get(f"{base}/api/v1/gpus") as r:
             gpus = (await r.json())["items"]
         assert [g["name"] for g in gpus] == ["n1-gpu0", "n1-gpu1"]
@@ -178,7 +191,6 @@ async def test_http_api_serves_health_metrics_state_and_simulate(
         async with http.post(f"{base}/api/v1/simulate",
                              data=SIM_POD.replace('"10"', '"ten"')) as r:
             assert r.status == 400 and (await r.json())["field"] == "tensor-fusion.ai/tflops-request"
-    assert len(store.intents) == 2  # simulate wrote nothing
 
 
 async def test_sigterm_style_stop_hands_over_to_the_standby_without_loss(

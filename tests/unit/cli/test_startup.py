@@ -39,7 +39,7 @@ COMMANDS = [[], ["up"], ["submit"], ["status"], ["simulate"], ["release"], ["res
             ["events"], ["history"], ["replay"], ["migrate"], ["sql"], ["quota", "set"], ["quota", "list"],
             ["quota", "remove"], ["pool", "list"], ["pool", "configure"], ["nodes"], ["nodes", "show"],
             ["trace", "replay"], ["trace", "experiment"], ["admission"], ["discovery"], ["autoscaler"],
-            ["recommend"], ["allocator"]]
+            ["recommend"], ["allocator"], ["api"]]
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: " ".join(c) or "gpuledger")
@@ -47,6 +47,16 @@ def test_every_help_works(command: list[str]) -> None:
     result = CliRunner().invoke(app, [*command, "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage:" in result.output
+
+
+def test_api_without_a_database_exits_2_naming_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gpuledger api`` follows the log in PostgreSQL: without ``GPULEDGER_DATABASE_URL`` it never starts."""
+    monkeypatch.delenv("GPULEDGER_DATABASE_URL", raising=False)
+    result = CliRunner().invoke(app, ["api"])
+    assert result.exit_code == 2 and "GPULEDGER_DATABASE_URL" in result.output, result.output
+    monkeypatch.setenv("GPULEDGER_POLL_S", "0")
+    result = CliRunner().invoke(app, ["api"])
+    assert result.exit_code != 0 and "poll_s" in result.output.lower(), result.output
 
 
 def test_pool_help_lists_the_registry_strategies() -> None:

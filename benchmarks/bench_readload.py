@@ -1,0 +1,257 @@
+"""Read load against the writer: readers must not slow or depose the allocator (issue 27, item 3).
+
+Runs a real nats-server and a durable PostgreSQL from the wheels, the allocator (the writer) as its
+own process (``python -m services.allocator``, lease TTL 1.5 s) and one reader (``python -m
+services.allocator.reader``), the openb inventory (1,213 nodes), then twice the same intent stream
+(RequestAllocation of openb pods at ``--rate``/s, each released ``--live`` intents later, so the
+cluster stays part-full), ``--seconds`` each:
+
+1. without read load;
+2. with ``--clients`` concurrent HTTP clients on the reader (a separate process at ``--load-nice``,
+   as clients run on other machines in production): dashboard pages
+   (cluster, queue, placement quality), simulate (a small Pod), why (an allocation's explanation),
+   the queue, and every fifth client posting a 1 MiB YAML Pod to simulate.
+
+Prints per phase: intent -> outcome p50/p99 (decided, committed, relayed, received), the writer's
+own fetch-to-commit p99 (from its ``gpuledger_decision_latency_seconds`` histogram, the bucket
+bound), the writer's epoch changes and non-leader samples of ``/readyz`` (polled every 0.2 s), and
+the reader's answers by status. Targets (BENCHMARKS.md): zero epoch changes, phase-2 p99 within
+1.2x of phase 1.
+
+Usage: ``python3 benchmarks/bench_readload.py [--seconds 60] [--rate 200] [--clients 50]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import msgspec
+
+from benchmarks import openb
+from benchmarks.bench_pipeline import Watch, percentile
+from events import intents
+from services.shared import messaging
+from services.shared.natsserver import NatsServer, free_port
+from services.shared.pgserver import PgServer
+
+SMALL_POD = """apiVersion: v1
+kind: Pod
+metadata: {name: sim, namespace: team-a, annotations: {tensor-fusion.ai/tflops-request: "10",
+  tensor-fusion.ai/vram-request: 1Gi}}
+spec: {containers: [{name: main}]}
+"""
+
+
+def big_yaml(size: int = 1_040_000) -> bytes:
+    """A 1 MiB YAML Pod (many labels), as the issue's trial sent."""
+    lines = ["apiVersion: v1", "kind: Pod", "metadata:", "  name: big", "  namespace: team-a", "  labels:"]
+    total, i = sum(len(line) + 1 for line in lines), 0
+    while total < size:
+        lines.append(f"    k{i}: v{i}")
+        total += len(lines[-1]) + 1
+        i += 1
+    return "\n".join(lines).encode()
+
+
+def spawn(module: str, name: str, env: dict[str, str], log_dir: Path) -> subprocess.Popen[bytes]:
+    out = (log_dir / f"{name}.log").open("ab")
+    return subprocess.Popen([sys.executable, "-m", module], env={**os.environ, **env}, stdout=out, stderr=out)
+
+
+def get_json(url: str) -> dict[str, object]:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        body: dict[str, object] = json.loads(response.read())
+        return body
+
+
+def decision_p99_s(metrics_url: str) -> dict[float, float]:
+    """Cumulative ``gpuledger_decision_latency_seconds`` buckets (upper bound -> count) of the writer."""
+    with urllib.request.urlopen(metrics_url, timeout=5) as response:
+        text = response.read().decode()
+    buckets: dict[float, float] = {}
+    for line in text.splitlines():
+        if line.startswith("gpuledger_decision_latency_seconds_bucket"):
+            bound = line.split('le="', 1)[1].split('"', 1)[0]
+            buckets[float("inf") if bound == "+Inf" else float(bound)] = float(line.rsplit(" ", 1)[1])
+    return buckets
+
+
+def bucket_p99(before: dict[float, float], after: dict[float, float]) -> float:
+    """The upper bound of the bucket holding the 99th percentile of the observations between two scrapes."""
+    delta = {b: after.get(b, 0) - before.get(b, 0) for b in sorted(after)}
+    total = delta.get(float("inf"), 0)
+    for bound, count in delta.items():
+        if total and count >= 0.99 * total:
+            return bound
+    return float("nan")
+
+
+async def watch_writer(url: str, stop: asyncio.Event, seen: list[tuple[str, int]]) -> None:
+    while not stop.is_set():
+        try:
+            doc = await asyncio.to_thread(get_json, url)
+            seen.append((str(doc["role"]), int(doc["epoch"])))  # type: ignore[call-overload]
+        except OSError:
+            seen.append(("unanswered", -1))
+        await asyncio.sleep(0.2)
+
+
+async def stream(js: object, watch: Watch, *, prefix: str, rate: float, seconds: float, live: int) -> list[str]:
+    """Requests at ``rate``/s, each released ``live`` requests later; returns the request intent ids."""
+    pods = openb.pods()
+    sent: list[intents.RequestAllocation] = []
+    start = time.perf_counter()
+    n = 0
+    while time.perf_counter() - start < seconds:
+        delay = start + n / rate - time.perf_counter()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if n % 2 == 0 or len(sent) <= live:
+            name = f"{prefix}-{n}"
+            spec = msgspec.structs.replace(pods[n % len(pods)], allocation_id=name, pod=name)
+            intent: intents.AnyIntent = intents.RequestAllocation(intent_id=name, spec=spec)
+            sent.append(intent)
+        else:
+            old = sent[len(sent) - live - 1].spec
+            intent = intents.ReleaseAllocation(intent_id=f"rel-{old.allocation_id}", allocation_id=old.allocation_id)
+        watch.sent[intent.intent_id] = time.perf_counter()
+        await messaging.publish_intent(js, intent)  # type: ignore[arg-type]
+        n += 1
+    return [i.intent_id for i in sent]
+
+
+async def phase(name: str, js: object, watch: Watch, args: argparse.Namespace, writer: str, reader: str,
+                root: Path) -> None:
+    stop = asyncio.Event()
+    samples: list[tuple[str, int]] = []
+    watcher = asyncio.create_task(watch_writer(f"{writer}/readyz", stop, samples))
+    before = await asyncio.to_thread(decision_p99_s, f"{writer}/metrics")
+    load = None
+    if name == "with readers":
+        load = subprocess.Popen(["nice", "-n", str(args.load_nice), sys.executable, __file__, "--load", reader,
+                                 "--seconds", str(args.seconds), "--clients", str(args.clients)],
+                                stdout=subprocess.PIPE)
+    ids = await stream(js, watch, prefix=name.replace(" ", ""), rate=args.rate, seconds=args.seconds, live=args.live)
+    await watch.wait_all(ids)
+    stop.set()
+    await watcher
+    after = await asyncio.to_thread(decision_p99_s, f"{writer}/metrics")
+    lat = [(watch.done[i] - watch.sent[i]) * 1000 for i in ids]
+    epochs = sorted({e for _, e in samples})
+    roles = Counter(r for r, _ in samples)
+    print(f"{name}: {len(ids)} requests at {args.rate:g} intents/s for {args.seconds:g} s: intent->outcome "
+          f"p50 {percentile(lat, 0.5):.1f} ms, p99 {percentile(lat, 0.99):.1f} ms, max {max(lat):.1f} ms; "
+          f"writer fetch-to-commit p99 <= {bucket_p99(before, after) * 1000:g} ms; writer epochs {epochs}, "
+          f"/readyz samples {dict(roles)}")
+    if load is not None:
+        out, _ = load.communicate(timeout=args.seconds + 120)
+        print(f"  reader answers: {out.decode().strip()}")
+
+
+async def run(args: argparse.Namespace, root: Path) -> None:
+    nats_server = NatsServer(root / "nats")
+    nats_server.start()
+    pg = PgServer(root / "pg").start()
+    db_url = pg.create_database("bench")
+    from services.allocator.adapters import database
+
+    database.upgrade(db_url)
+    writer_port, reader_port = free_port(), free_port()
+    common = {"GPULEDGER_NATS_URL": nats_server.url, "GPULEDGER_DATABASE_URL": db_url, "GPULEDGER_LOG_LEVEL": "warning"}
+    procs = [spawn("services.allocator", "writer", {**common, "GPULEDGER_HTTP_PORT": str(writer_port),
+                                                    "GPULEDGER_HEARTBEAT_CHECK_S": "0", "GPULEDGER_HOLDER": "w"}, root),
+             spawn("services.allocator.reader", "reader", {**common, "GPULEDGER_HTTP_PORT": str(reader_port),
+                                                           "GPULEDGER_NICE": str(args.reader_nice)}, root)]
+    writer, reader = f"http://127.0.0.1:{writer_port}", f"http://127.0.0.1:{reader_port}"
+    client = await messaging.connect(nats_server.url)
+    js = client.jetstream()
+    await messaging.ensure_streams(js)
+    watch = Watch()
+    await client.subscribe("gpuledger.event.>", cb=watch.on_event)
+    try:
+        nodes = openb.nodes()
+        for node in nodes:
+            watch.sent[node.intent_id] = time.perf_counter()
+            await messaging.publish_intent(js, node)
+        await watch.wait_all([n.intent_id for n in nodes])
+        print(f"inventory: {len(nodes)} nodes; writer {writer}, reader {reader} (nice +{args.reader_nice}); "
+              f"load average {os.getloadavg()[0]:.2f}")
+        await phase("without readers", js, watch, args, writer, reader, root)
+        await phase("with readers", js, watch, args, writer, reader, root)
+        print(f"load average after: {os.getloadavg()[0]:.2f} (1 min)")
+    finally:
+        await client.close()
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+        pg.stop()
+        nats_server.stop()
+
+
+async def load(base: str, seconds: float, clients: int) -> Counter[str]:
+    """``clients`` concurrent clients for ``seconds`` (module docstring); answers by route and status."""
+    import aiohttp
+
+    end = time.monotonic() + seconds
+    answers: Counter[str] = Counter()
+    big = big_yaml()
+    routes = [("GET", "/ui/"), ("GET", "/ui/queue"), ("GET", "/ui/quality"), ("POST", "/api/v1/simulate"),
+              ("GET", "/api/v1/allocations/withreaders-10"), ("GET", "/api/v1/queue")]
+
+    async def client(n: int, session: aiohttp.ClientSession) -> None:
+        method, path = ("POST", "/api/v1/simulate") if n % 5 == 4 else routes[n % len(routes)]
+        body = big if n % 5 == 4 else SMALL_POD.encode() if method == "POST" else None
+        label = "simulate 1MiB" if n % 5 == 4 else f"{method} {path}"
+        while time.monotonic() < end:
+            try:
+                async with session.request(method, base + path, data=body) as response:
+                    await response.read()
+                    answers[f"{label} {response.status}"] += 1
+            except (aiohttp.ClientError, TimeoutError) as exc:
+                answers[f"{label} {type(exc).__name__}"] += 1
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+        await asyncio.gather(*(client(n, session) for n in range(clients)))
+    return answers
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=60.0, help="seconds per phase")
+    parser.add_argument("--rate", type=float, default=200.0, help="intents/s offered (requests and releases)")
+    parser.add_argument("--live", type=int, default=500, help="requests live before the oldest is released")
+    parser.add_argument("--clients", type=int, default=50, help="concurrent HTTP clients on the reader")
+    parser.add_argument("--reader-nice", type=int, default=0,
+                        help="the reader's added niceness (GPULEDGER_NICE; `gpuledger up` uses 5)")
+    parser.add_argument("--load-nice", type=int, default=10,
+                        help="niceness of the HTTP clients' process (in production they run elsewhere)")
+    parser.add_argument("--load", default="", help=argparse.SUPPRESS)  # the load process: the reader's URL
+    args = parser.parse_args()
+    if args.load:
+        answers = asyncio.run(load(args.load, args.seconds, args.clients))
+        print(json.dumps(dict(sorted(answers.items()))))
+        return
+    root = Path(tempfile.mkdtemp(prefix="gpuledger-readload-"))
+    try:
+        asyncio.run(run(args, root))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
