@@ -9,10 +9,11 @@ has exactly one outcome.
 
 ``--saturated`` measures the pipeline when the cluster is full (issue 27): the pool is filled with
 the openb pods (cycled, renamed) until ``--waiting`` requests are queued, then a stream alternating
-one ReleaseAllocation (of a granted allocation) and one new RequestAllocation is offered, first all
-at once (durable decisions/s at the maximum rate), then at each ``--rates`` value for ``--seconds``
-(intent -> outcome latency p50/p99). Each release drains the queue (the freed room is granted to
-waiting requests), each new request mostly queues, so the queue stays about ``--waiting`` long.
+one ReleaseAllocation (of the oldest granted allocation) and one new RequestAllocation is offered:
+``--stream`` intents all at once (durable decisions/s at the maximum rate), then at each ``--rates``
+value for ``--seconds`` (intent -> outcome latency p50/p99), then ``--stream`` at once again. Each
+release drains the queue (the freed room is granted to waiting requests), each new request mostly
+queues, so the queue stays about ``--waiting`` long. The writer runs alone (no reader process).
 
 Usage: ``python3 benchmarks/bench_pipeline.py [--rates 100,500,1000] [--seconds 5]``,
 ``python3 benchmarks/bench_pipeline.py --saturated [--waiting 5000] [--stream 2000] [--rates 200] [--scale 1]``
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import shutil
 import signal
@@ -92,8 +94,13 @@ def spawn(name: str, nats_url: str, db_url: str, log_dir: Path) -> subprocess.Po
     return subprocess.Popen([sys.executable, "-m", "services.allocator"], env=env, stdout=out, stderr=out)
 
 
+@functools.cache
+def _pods() -> list[AllocationSpec]:
+    return openb.pods()
+
+
 def requests(prefix: str, count: int, first: int = 0) -> list[intents.RequestAllocation]:
-    pods = openb.pods()
+    pods = _pods()
     return [intents.RequestAllocation(intent_id=f"{prefix}-{i}", spec=_renamed(pods[i % len(pods)], f"{prefix}-{i}"))
             for i in range(first, first + count)]
 
@@ -250,22 +257,19 @@ async def run_saturated(args: argparse.Namespace, nats_url: str, db_url: str) ->
         print(f"saturated: {len(nodes)} nodes, {gpus} GPUs (scale {args.scale}); filled with {made} requests in "
               f"{time.perf_counter() - started:.1f} s: {len(watch.live)} granted, {waiting} waiting")
         stream = Stream(watch, made)
-        batch = [stream.next() for _ in range(args.stream)]
-        started = time.perf_counter()
-        events_before = watch.events
-        await publish_burst(js, batch, watch)
-        await watch.wait_all([i.intent_id for i in batch], timeout_s=args.timeout)
-        elapsed = max(watch.done[i.intent_id] for i in batch) - started
-        print(f"saturated, maximum rate: {len(batch)} intents (release / request alternating) in {elapsed:.2f} s = "
-              f"{len(batch) / elapsed:,.0f} durable decisions/s ({watch.events - events_before} events: "
-              f"{_tally(watch, batch)})")
+        await asyncio.sleep(args.settle)
+        await max_rate(js, watch, stream, args, "maximum rate")
         for rate in args.rates:
+            started = time.perf_counter()
             batch = await stream.publish_paced(js, rate, int(rate * args.seconds))
+            offered = len(batch) / (time.perf_counter() - started)
             await watch.wait_all([i.intent_id for i in batch], timeout_s=args.timeout)
             lat = [(watch.done[i.intent_id] - watch.sent[i.intent_id]) * 1000 for i in batch]
-            print(f"saturated, offered {rate}/s for {args.seconds:.0f} s ({len(batch)} intents): intent -> outcome "
+            print(f"saturated, offered {rate}/s for {args.seconds:.0f} s ({len(batch)} intents, published at "
+                  f"{offered:,.0f}/s): intent -> outcome "
                   f"p50 {percentile(lat, 0.5):.1f} ms, p99 {percentile(lat, 0.99):.1f} ms, max {max(lat):.1f} ms "
                   f"(events: {_tally(watch, batch)})")
+        await max_rate(js, watch, stream, args, "maximum rate again")
         pool = await database.create_pool(db_url)
         try:
             left = await pool.fetchval("SELECT count(*) FROM allocations WHERE status = 'queued'")
@@ -274,6 +278,19 @@ async def run_saturated(args: argparse.Namespace, nats_url: str, db_url: str) ->
         print(f"saturated: {left} requests waiting at the end")
     finally:
         await client.close()
+
+
+async def max_rate(js: object, watch: Watch, stream: Stream, args: argparse.Namespace, label: str) -> None:
+    """Offer ``args.stream`` intents of the stream at once; print durable decisions/s."""
+    batch = [stream.next() for _ in range(args.stream)]
+    started = time.perf_counter()
+    events_before = watch.events
+    await publish_burst(js, batch, watch)
+    await watch.wait_all([i.intent_id for i in batch], timeout_s=args.timeout)
+    elapsed = max(watch.done[i.intent_id] for i in batch) - started
+    print(f"saturated, {label}: {len(batch)} intents (release / request alternating) in {elapsed:.2f} s = "
+          f"{len(batch) / elapsed:,.0f} durable decisions/s ({watch.events - events_before} events: "
+          f"{_tally(watch, batch)})", flush=True)
 
 
 async def fill(js: object, watch: Watch, waiting: int) -> tuple[int, int]:
@@ -343,6 +360,8 @@ def main() -> None:
     parser.add_argument("--stream", type=int, default=2000,
                         help="saturated: intents (release / request alternating) offered at once")
     parser.add_argument("--scale", type=int, default=1, help="saturated: openb cluster replicas")
+    parser.add_argument("--settle", type=float, default=5.0,
+                        help="saturated: seconds between the fill and the first measurement")
     parser.add_argument("--timeout", type=float, default=600, help="saturated: seconds to wait for the outcomes")
     args = parser.parse_args()
     if args.saturated and "--rates" not in sys.argv:
