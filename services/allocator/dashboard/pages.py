@@ -175,6 +175,8 @@ async def _problems(request: web.Request, handler: auth.Handler) -> web.StreamRe
 
 
 async def _backfill(follower: Follower, timeline: QualityTimeline) -> None:
+    """Attach the quality series to the reader's projection; a log that cannot be read is retried
+    every BACKFILL_RETRY_S seconds, anything else is logged and leaves the series empty."""
     while True:
         try:
             await timeline.attach(follower)
@@ -182,6 +184,9 @@ async def _backfill(follower: Follower, timeline: QualityTimeline) -> None:
         except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, CorruptEventError) as exc:
             log.warning("the quality series could not read the log; retrying", error=repr(exc)[:512])
             await asyncio.sleep(BACKFILL_RETRY_S)
+        except Exception:
+            log.exception("the quality series could not be built")
+            return
 
 
 async def _start_backfill(app: web.Application) -> None:
