@@ -1,6 +1,7 @@
-"""Idle nodes through the reader's API against a real allocator: ``idle_since`` on every node
-document, ``GET /api/v1/nodes?idle=true&idle_for=``, the 400s of bad values, and the reader's,
-the writer's and a replayed projection agreeing on when each node became idle."""
+"""Idle nodes and the consolidation plan through the reader's API against a real allocator:
+``idle_since`` on every node document, ``GET /api/v1/nodes?idle=true&idle_for=``, the 400s of bad
+values, the reader's, the writer's and a replayed projection agreeing on when each node became
+idle; ``GET /api/v1/pools/{pool}/defrag-plan`` emptying nodes, explained, writing nothing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from urllib.parse import quote
 
 import pytest
 
+from events import intents
+from events.values import PoolConfig
 from services.allocator.domain import ClusterState, evolve
 from tests.integration.service.factory import register_node, request
 
@@ -51,3 +54,38 @@ async def test_idle_nodes_filter_explain_and_match_the_log(api: Api) -> None:
         evolve(replayed, stored.event)
     for name, since in now_idle.items():
         assert writer.nodes[name].idle_since == replayed.nodes[name].idle_since == datetime.fromisoformat(since)
+
+
+async def test_defrag_plan_empties_nodes_explains_and_changes_nothing(api: Api) -> None:
+    await api.publish(intents.ConfigurePool(intent_id="spread", pool="default",
+                                            config=PoolConfig(placement="low-load-first")))
+    await api.publish(*(register_node(f"n{i}", gpus=2) for i in range(3)))
+    await api.publish(*(request(f"a{i}", tflops=20) for i in range(3)))
+    await api.publish(intents.ConfigurePool(intent_id="pack", pool="default", config=PoolConfig()))
+    placed = {a: api.reader.reader.follower.state.allocations[a].node for a in ("a0", "a1", "a2")}
+    assert len(set(placed.values())) == 3  # one per node
+    head = await api.replica.allocator.store.last_position()
+
+    status, body = await api.get("/api/v1/pools/default/defrag-plan", max_moves="5")
+    assert status == 200, body
+    assert body["dry_run"] is True and "not implemented yet" in body["execution"]
+    assert len(body["nodes_emptied"]) == 2 and len(body["moves"]) == 2
+    assert (body["before"]["busy_nodes"], body["after"]["busy_nodes"]) == (3, 1)
+    move = body["moves"][0]
+    assert move["from"]["node"] == body["nodes_emptied"][0] and move["to"]["node"] not in body["nodes_emptied"]
+    assert move["frees"]["tflops"] == "20" and move["explanation"].startswith(f"move team-a/{move['pod']} (")
+    assert body["drains"][0]["explanation"].startswith(f"empties {move['from']['node']}: 1 allocation(s)")
+
+    status, one = await api.get("/api/v1/pools/default/defrag-plan", max_moves="1", max_tflops="15")
+    assert status == 200 and one["moves"] == [] and {s["code"] for s in one["skipped"]} == {"tflops"}
+    for params, field in (({"max_moves": "0"}, "max_moves"), ({"max_moves": "many"}, "max_moves"),
+                          ({"max_share_of_namespace": "150"}, "max_share_of_namespace"),
+                          ({"max_share_of_namespace": "nan"}, "max_share_of_namespace"),
+                          ({"max_tflops": "-5"}, "max_tflops"), ({"max_tflops": "lots"}, "max_tflops"),
+                          ({"budget": "1"}, "budget")):
+        status, error = await api.get("/api/v1/pools/default/defrag-plan", **params)
+        assert status == 400 and error["field"] == field, (params, error)
+    status, missing = await api.get("/api/v1/pools/nosuch/defrag-plan")
+    assert status == 404 and missing["field"] == "pool"
+    assert await api.replica.allocator.store.last_position() == head  # a dry run appends nothing
+    assert {a: api.reader.reader.follower.state.allocations[a].node for a in placed} == placed
