@@ -56,6 +56,7 @@ def _print(plan: dict[str, Any]) -> None:
                           f"{before.get('busy_nodes')} -> {after.get('busy_nodes')}"),
         ("unallocatable GPU", f"{before.get('unallocatable_gpus')} -> {after.get('unallocatable_gpus')}"),
         ("fragmented TFLOPS", f"{before.get('fragmented_tflops')} -> {after.get('fragmented_tflops')}"),
+        ("stopped", plan.get("stopped") or "no: every busy node was tried"),
         ("note", plan.get("execution", "")),
     ])
     moves = [m for m in plan.get("moves") or [] if isinstance(m, dict)]

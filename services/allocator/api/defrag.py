@@ -92,6 +92,7 @@ def plan_doc(result: ConsolidationPlan) -> dict[str, Any]:
             "moves": [move_doc(m) for m in result.moves],
             "drains": [drain_doc(d) for d in result.drains],
             "skipped": [{"node": s.node, "code": s.code, "reason": s.reason} for s in result.skipped],
+            "stopped": result.stopped or None,
             "before": measure_doc(result.before), "after": measure_doc(result.after)}
 
 

@@ -21,8 +21,9 @@ projection, on a copy-on-write scratch state with a forked Scheduler
   node is skipped); a gang member moves only with its whole gang, so a node is drained only when
   every live member of its gangs is on it; partitioned (MIG) and isolated requests are placed by the
   same partition and isolation rules as a grant.
-- **Quota unchanged**: a move must keep the allocation's quota usage exactly (a compute share
-  converted on a GPU of another capacity would change it: that target is refused).
+- **Quota unchanged**: a move must keep the allocation's quota usage exactly: a compute share
+  (percent) is placed only on nodes with GPUs of the capacity it holds now (converted on another
+  capacity it would be charged other TFLOPS), and a target that would still change it is refused.
 - **Budget** (:class:`Budget`): moves at most, the share of each namespace's granted allocations in
   the pool that may move, and the milli-TFLOPS in motion; a node whose drain would exceed it is
   skipped with the reason.
@@ -155,7 +156,8 @@ class Skip(msgspec.Struct, frozen=True, kw_only=True):
 
 class ConsolidationPlan(msgspec.Struct, frozen=True, kw_only=True):
     """The plan for ``pool`` under ``budget``: the nodes it empties in order (``drains``), the nodes
-    it tried or could not try and why (``skipped``), and the pool ``before`` and ``after`` every move."""
+    it tried or could not try and why (``skipped``), the pool ``before`` and ``after`` every move,
+    and ``stopped``: why it ended before trying every busy node ("" when it tried them all)."""
 
     pool: str
     budget: Budget
@@ -163,6 +165,7 @@ class ConsolidationPlan(msgspec.Struct, frozen=True, kw_only=True):
     skipped: tuple[Skip, ...]
     before: PoolMeasure
     after: PoolMeasure
+    stopped: str = ""
 
     @property
     def moves(self) -> tuple[Move, ...]:
@@ -285,6 +288,18 @@ class _Planner:
                                      f"{self.moved_namespace[namespace]} already planned, {count} more needed")
         return None
 
+    def keeping_charges(self, allocation: AllocationState, targets: list[str]) -> list[str]:
+        """``targets`` where ``allocation`` would be charged as now: for a compute share (percent),
+        the nodes with GPUs of the capacity it holds now (a share of another capacity converts to
+        other TFLOPS, so its quota usage would change); every target for a request in TFLOPS."""
+        spec = allocation.spec
+        if not (spec.request.compute_milli_percent or spec.limit.compute_milli_percent):
+            return targets
+        held = {self.state.gpus[g].spec.capacity.milli_tflops for g in allocation.gpus if g in self.state.gpus}
+        gpus = self.scratch.state.gpus
+        return [t for t in targets
+                if any(g in gpus and gpus[g].spec.capacity.milli_tflops in held for g in self.state.nodes[t].gpus)]
+
     def drain(self, node: NodeState) -> list[Move] | Skip:
         """Move every allocation of ``node`` to the targets on the scratch state, or undo and say why not."""
         s = self.scratch
@@ -297,7 +312,7 @@ class _Planner:
         done: list[tuple[AllocationState, Grant]] = []
         for a in members:
             s.release(a, self.now)
-            outcome = attempt(s.state, a.spec, s.scheduler, restrict=targets)
+            outcome = attempt(s.state, a.spec, s.scheduler, restrict=self.keeping_charges(a, targets))
             if not isinstance(outcome, Grant):
                 problem: tuple[SkipCode, str] = "no_room", (
                     f"{a.spec.namespace}/{a.spec.pod} fits no other busy node of pool {self.pool}: {outcome.reason}")
@@ -344,7 +359,13 @@ def plan(state: ClusterState, pool: str, budget: Budget, now: datetime, schedule
     start = _summed(planner.parts, len(planner.busy))
     drains: list[Drain] = []
     skipped: list[Skip] = []
-    for node in sorted((state.nodes[n] for n in planner.busy), key=lambda n: _source_order(state, n)):
+    stopped = ""
+    sources = sorted((state.nodes[n] for n in planner.busy), key=lambda n: _source_order(state, n))
+    for i, node in enumerate(sources):
+        if planner.moves >= budget.max_moves:
+            untried = sum(1 for n in sources[i:] if n.name not in planner.received)
+            stopped = f"the budget of {budget.max_moves} move(s) is used; {untried} busy node(s) not tried"
+            break
         if node.name in planner.received:
             continue
         outcome = planner.drain(planner.scratch.state.nodes[node.name])
@@ -354,7 +375,7 @@ def plan(state: ClusterState, pool: str, budget: Budget, now: datetime, schedule
             drains.append(planner.commit(node.name, outcome))
     end = drains[-1].after if drains else start
     return ConsolidationPlan(pool=pool, budget=budget, drains=tuple(drains), skipped=tuple(skipped),
-                             before=start, after=end)
+                             before=start, after=end, stopped=stopped)
 
 
 def execution(state: ClusterState, plan_: ConsolidationPlan, now: datetime) -> list[ev.AnyEvent]:

@@ -136,15 +136,22 @@ def test_emptiest_nodes_drain_first_onto_busy_nodes_and_each_move_is_explained()
     assert text.startswith("move default/a0 (a0, priority 0) from n0 (n0-g0) to ") and "frees 30 TFLOPS" in text
     assert first.sentence().startswith("empties n0: 1 allocation(s) (30 TFLOPS, 1 GiB) moved to ")
     assert "pool busy nodes 3 -> 2" in first.sentence()
-    assert result.skipped == ()  # the node that received the moves is not a source any more
+    assert result.skipped == () and result.stopped == ""  # the node that received the moves is not a source
 
 
 def test_the_budget_of_moves_stops_the_plan_and_says_so() -> None:
     c = _three_half_used_nodes()
     result = plan(c.state, "p", Budget(max_moves=1), c.now, Scheduler())
-    assert result.nodes_emptied == ("n0",)
-    assert [(s.code, s.reason) for s in result.skipped] == [
-        ("moves", "draining it takes 1 move(s), 0 left in the budget")]
+    assert result.nodes_emptied == ("n0",) and result.skipped == ()
+    assert result.stopped == "the budget of 1 move(s) is used; 1 busy node(s) not tried"  # the other received a0
+    c.pool("p", placement="low-load-first")
+    for n in range(3):  # a second share on every node: each drain takes two moves
+        c.request(a_request(f"b{n}", 30, Gi, pool="p"))
+    assert all(len(node.workers) == 2 for node in c.state.nodes.values())
+    two = plan(c.state, "p", Budget(max_moves=1), c.now, Scheduler())
+    assert two.moves == () and two.stopped == ""
+    assert [(s.code, s.reason) for s in two.skipped] == [
+        ("moves", "draining it takes 2 move(s), 1 left in the budget")] * 3
 
 
 def test_protected_and_gang_members_split_across_nodes_keep_their_nodes() -> None:
@@ -196,3 +203,25 @@ def test_an_unknown_pool_is_a_key_error() -> None:
     c = _three_half_used_nodes()
     with pytest.raises(KeyError):
         plan(c.state, "nope", Budget(max_moves=1), c.now, Scheduler())
+
+
+def test_a_compute_share_moves_only_to_gpus_of_its_capacity() -> None:
+    """A percent share converted on a GPU of another capacity would be charged other TFLOPS (its quota
+    usage would change): it may only go to a node with GPUs of the capacity it holds."""
+    c = Cluster()
+    c.pool("p", placement="low-load-first")
+    c.node("t4a", "p", a_gpu("t4a-g0", 100, 16 * Gi, model="T4"), a_gpu("t4a-g1", 100, 16 * Gi, model="T4"))
+    c.request(a_request("share", percent=20, vram=Gi, pool="p"))  # 20 % of a 100-TFLOPS T4
+    c.node("a100", "p", a_gpu("a100-g0", 200, 16 * Gi, model="A100"), a_gpu("a100-g1", 200, 16 * Gi, model="A100"))
+    c.request(a_request("fixed-a", 20, Gi, pool="p", gpu_models=("A100",)))
+    c.node("t4b", "p", a_gpu("t4b-g0", 100, 16 * Gi, model="T4"), a_gpu("t4b-g1", 100, 16 * Gi, model="T4"))
+    c.request(a_request("fixed-t", 20, Gi, pool="p", gpu_models=("T4",)))
+    assert {a: c.state.allocations[a].node for a in ("share", "fixed-a", "fixed-t")} == {
+        "share": "t4a", "fixed-a": "a100", "fixed-t": "t4b"}
+    c.pool("p", placement="node-compact-gpu-low-load")
+    result = plan(c.state, "p", Budget(max_moves=5), c.now, Scheduler())
+    assert result.nodes_emptied == ("t4a",)
+    assert [(m.allocation_id, m.target_node) for m in result.moves] == [("share", "t4b")]
+    assert [(s.node, s.code) for s in result.skipped] == [("a100", "no_room")]  # fixed-a asks for an A100
+    after = _applied(c, execution(c.state, result, c.now))
+    assert after.usage == c.state.usage
