@@ -14,14 +14,18 @@ from datetime import datetime
 
 import msgspec
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from events import decisions as ev
 from events import intents as it
+from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
+from services.allocator.api.follower import Follower
 from services.allocator.api.gauges import PoolCollector
-from services.allocator.dashboard import reads
+from services.allocator.dashboard import pages, reads
 from services.allocator.domain import decode_snapshot, digest, encode_snapshot
 from services.allocator.domain.state import PROJECTION_VERSION, StaleSnapshot
 from tests.unit.allocator.builders import T0, Cluster, Gi, a_gpu, a_request
@@ -151,3 +155,27 @@ def test_gauges_and_dashboard_count_idle_nodes_and_gpus_per_pool() -> None:
     assert (p.idle_nodes, q.idle_nodes) == (1, 1)
     c.release("a")
     assert reads.pools(c.state)[0].idle_nodes == 2
+
+
+async def test_the_dashboard_shows_idle_nodes_per_pool_and_since_when() -> None:
+    """The Cluster page's Idle nodes column and the Node page's idle since, rendered by the real
+    dashboard over a projection (served by aiohttp's test server)."""
+    c = Cluster()
+    c.node("n1", "p", a_gpu("n1-g0", 100, 16 * Gi))
+    c.node("n2", "p", a_gpu("n2-g0", 100, 16 * Gi))
+    c.request(a_request("a", 100, 16 * Gi, pool="p"))
+    busy = c.state.allocations["a"].node
+    idle = "n2" if busy == "n1" else "n1"
+    store = InMemoryEventStore(InMemoryLeaseStore())
+    follower = Follower(store)
+    follower.state = c.state
+    app = web.Application()
+    app.add_subapp("/ui", pages.build(follower, store, token=""))
+    async with TestClient(TestServer(app)) as client:
+        cluster = await (await client.get("/ui/")).text()
+        row = cluster.split("<tbody>")[1].split("</tr>")[0]
+        assert '<td class="idle-nodes">1</td>' in row and "Idle nodes</th>" in cluster
+        idle_page = await (await client.get(f"/ui/nodes/{idle}")).text()
+        assert f'<dd class="idle-since">{T0:%Y-%m-%d %H:%M:%S}</dd>' in idle_page
+        busy_page = await (await client.get(f"/ui/nodes/{busy}")).text()
+        assert '<dd class="idle-since">not idle (allocations granted)</dd>' in busy_page
