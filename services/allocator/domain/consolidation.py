@@ -353,6 +353,13 @@ def plan(state: ClusterState, pool: str, budget: Budget, now: datetime, schedule
 
     Never mutates ``state``; ``scheduler`` is the Scheduler of ``state`` (forked for the scratch
     copy, its own caches untouched). Raises KeyError for a pool with no node."""
+    return planned(state, pool, budget, now, scheduler)[0]
+
+
+def planned(state: ClusterState, pool: str, budget: Budget, now: datetime, scheduler: Scheduler
+            ) -> tuple[ConsolidationPlan, ClusterState]:
+    """:func:`plan` and its predicted end state: the scratch copy the moves were folded into (it
+    shares the records no move touched with ``state``: read it, never mutate it)."""
     if pool not in state.pool_nodes:
         raise KeyError(pool)
     planner = _Planner(state, pool, budget, now, scheduler)
@@ -374,8 +381,9 @@ def plan(state: ClusterState, pool: str, budget: Budget, now: datetime, schedule
         else:
             drains.append(planner.commit(node.name, outcome))
     end = drains[-1].after if drains else start
-    return ConsolidationPlan(pool=pool, budget=budget, drains=tuple(drains), skipped=tuple(skipped),
-                             before=start, after=end, stopped=stopped)
+    result = ConsolidationPlan(pool=pool, budget=budget, drains=tuple(drains), skipped=tuple(skipped),
+                               before=start, after=end, stopped=stopped)
+    return result, planner.scratch.state
 
 
 def execution(state: ClusterState, plan_: ConsolidationPlan, now: datetime) -> list[ev.AnyEvent]:

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from events import decisions as ev
 from events.values import PLACEMENT_STRATEGIES, GangSpec
 from services.allocator.domain import ClusterState, Scheduler, decode_snapshot, digest, encode_snapshot, evolve
-from services.allocator.domain.consolidation import Budget, execution, measure, plan
+from services.allocator.domain.consolidation import Budget, execution, measure, plan, planned
 from services.allocator.domain.model import GRANTED
 from services.allocator.domain.victims import PROTECTION_KEY
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request, tf
@@ -34,6 +34,12 @@ def _applied(c: Cluster, events: list[ev.AnyEvent]) -> ClusterState:
     for e in events:
         evolve(after, e)
     return after
+
+
+def _placements(state: ClusterState) -> tuple[dict[str, tuple[str, tuple[str, ...]]], dict[str, dict[str, int]]]:
+    """Where every granted allocation is (node, GPUs) and each GPU's charges (milli-TFLOPS)."""
+    return ({a.spec.allocation_id: (a.node, tuple(a.gpus)) for a in state.allocations.values() if a.status == GRANTED},
+            {name: {k: v.milli_tflops for k, v in g.charges.items()} for name, g in state.gpus.items()})
 
 
 asks = st.lists(st.tuples(st.sampled_from([10, 25, 40, 60, 100]), st.integers(1, 2),
@@ -71,7 +77,7 @@ def test_a_plan_is_safe_within_budget_and_predicts_its_own_end_state(
     before = digest(c.state)
     budget = Budget(max_moves=max_moves, max_share_of_namespace_pct=share,
                     max_milli_tflops=None if max_tflops is None else tf(max_tflops))
-    result = plan(c.state, "p", budget, c.now, Scheduler())
+    result, predicted = planned(c.state, "p", budget, c.now, Scheduler())
     assert digest(c.state) == before  # a dry run
 
     moves = result.moves
@@ -104,6 +110,7 @@ def test_a_plan_is_safe_within_budget_and_predicts_its_own_end_state(
         assert node.used_cpu_milli <= node.cpu_milli and node.used_memory_bytes <= node.memory_bytes
     assert after.usage == c.state.usage  # a move keeps its quota usage
     assert measure(after, "p") == result.after
+    assert _placements(predicted) == _placements(after)  # the predicted end state is the moves folded
     for name in result.nodes_emptied:
         assert not after.nodes[name].workers
     assert result.after.busy_nodes == len(busy_before) - len(result.nodes_emptied)
@@ -225,3 +232,48 @@ def test_a_compute_share_moves_only_to_gpus_of_its_capacity() -> None:
     assert [(s.node, s.code) for s in result.skipped] == [("a100", "no_room")]  # fixed-a asks for an A100
     after = _applied(c, execution(c.state, result, c.now))
     assert after.usage == c.state.usage
+
+
+def test_a_partitioned_allocation_moves_with_its_partition() -> None:
+    """A MIG allocation is placed on its target by the partition rules (template and slots recorded
+    in the move, kept when the moves are folded)."""
+    mig = "A100_SXM_80G"
+    c = Cluster()
+    c.pool("p", placement="low-load-first")
+    for n in range(2):
+        c.node(f"m{n}", "p", a_gpu(f"m{n}-g0", 700, 80 * Gi, model=mig, index=0))
+    for uid in ("x", "y"):
+        c.request(a_request(uid, pool="p", isolation="partitioned", partition_template="1g.10gb"))
+    c.pool("p", placement="node-compact-gpu-low-load")
+    assert {c.state.allocations[u].node for u in ("x", "y")} == {"m0", "m1"}
+    result = plan(c.state, "p", Budget(max_moves=2), c.now, Scheduler())
+    assert result.nodes_emptied == ("m0",)
+    (move,) = result.moves
+    assert move.partitions and move.partitions[0].template == "1g.10gb"
+    after = _applied(c, execution(c.state, result, c.now))
+    assert set(after.gpus["m1-g0"].partitions) == {"x", "y"} and not after.gpus["m0-g0"].partitions
+    assert measure(after, "p") == result.after
+
+
+def _place(c: Cluster, uid: str, tflops: float, node: str, gpu: str) -> None:
+    """Fold a grant of ``uid`` on ``gpu`` as the log would record it (the test chooses the GPU)."""
+    spec = a_request(uid, tflops, Gi, pool="p")
+    evolve(c.state, ev.AllocationGranted(at=c.now, spec=spec, node=node, gpus=(gpu,), charges=(spec.request,)))
+
+
+def test_a_node_that_cannot_be_emptied_leaves_every_allocation_where_it_was() -> None:
+    """nA (two 60-TFLOPS shares, one GPU free) is tried first: x moves to nB's free 60, then y fits
+    nowhere, so x is put back; nB is then emptied into nA's free GPU, which only works if x is
+    really back on nA (else the scratch would still hold x on nB)."""
+    c = Cluster()
+    c.node("nA", "p", *(a_gpu(f"nA-g{g}", 100, 16 * Gi, index=g) for g in range(3)))
+    c.node("nB", "p", a_gpu("nB-g0", 100, 16 * Gi))
+    _place(c, "x", 60, "nA", "nA-g0")
+    _place(c, "y", 60, "nA", "nA-g1")
+    _place(c, "z", 40, "nB", "nB-g0")
+    result, predicted = planned(c.state, "p", Budget(max_moves=5), c.now, Scheduler())
+    assert [(s.node, s.code) for s in result.skipped] == [("nA", "no_room")]
+    assert "default/y fits no other busy node" in result.skipped[0].reason
+    assert [(m.allocation_id, m.source_node, m.target_node) for m in result.moves] == [("z", "nB", "nA")]
+    assert _placements(predicted) == _placements(_applied(c, execution(c.state, result, c.now)))
+    assert predicted.allocations["x"].gpus == ["nA-g0"] and predicted.allocations["y"].gpus == ["nA-g1"]
