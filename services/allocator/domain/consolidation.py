@@ -49,6 +49,7 @@ from events.quantity import tflops_text, vram_text
 from events.values import Partition, Resources, priority_of
 from services.allocator.domain.allocate import attempt, granted
 from services.allocator.domain.evolve import evolve
+from services.allocator.domain.filters.liveness import READY
 from services.allocator.domain.gang_place import Scratch
 from services.allocator.domain.model import GRANTED, MISSING, AllocationState, NodeState
 from services.allocator.domain.placement import Grant
@@ -259,7 +260,7 @@ class _Planner:
 
     def skip_reason(self, node: NodeState, members: list[AllocationState]) -> tuple[SkipCode, str] | None:
         """Why ``node`` cannot be drained under the rules and the budget left, before any placement."""
-        if node.phase != "Ready" or not node.schedulable:
+        if node.phase != READY or not node.schedulable:
             return "not_ready", f"node {node.name} is {node.phase}{'' if node.schedulable else ', unschedulable'}"
         for a in members:
             until = protected_until(a)

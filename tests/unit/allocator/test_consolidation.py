@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from events import decisions as ev
+from events import intents as it
 from events.values import PLACEMENT_STRATEGIES, GangSpec
 from services.allocator.domain import ClusterState, Scheduler, decode_snapshot, digest, encode_snapshot, evolve
 from services.allocator.domain.consolidation import Budget, execution, measure, plan, planned
@@ -277,3 +278,14 @@ def test_a_node_that_cannot_be_emptied_leaves_every_allocation_where_it_was() ->
     assert [(m.allocation_id, m.source_node, m.target_node) for m in result.moves] == [("z", "nB", "nA")]
     assert _placements(predicted) == _placements(_applied(c, execution(c.state, result, c.now)))
     assert predicted.allocations["x"].gpus == ["nA-g0"] and predicted.allocations["y"].gpus == ["nA-g1"]
+
+
+def test_a_lost_node_is_not_drained() -> None:
+    c = _three_half_used_nodes()
+    c.node("n0", "p", *(a_gpu(f"n0-g{g}", 100, 16 * Gi, index=g) for g in range(2)), heartbeat_ttl_s=1.0)
+    c.tick(5)
+    c.send(it.CheckHeartbeats(intent_id="hb"))
+    assert c.state.nodes["n0"].phase == "Lost"
+    result = plan(c.state, "p", Budget(max_moves=10), c.now, Scheduler())
+    assert ("n0", "not_ready", "node n0 is Lost") in [(s.node, s.code, s.reason) for s in result.skipped]
+    assert "n0" not in result.nodes_emptied and all(m.target_node != "n0" for m in result.moves)
