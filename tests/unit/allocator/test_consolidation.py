@@ -110,6 +110,10 @@ def test_a_plan_is_safe_within_budget_and_predicts_its_own_end_state(
     for node in after.nodes.values():
         assert node.used_cpu_milli <= node.cpu_milli and node.used_memory_bytes <= node.memory_bytes
     assert after.usage == c.state.usage  # a move keeps its quota usage
+    assert {a for a, x in after.allocations.items() if x.status == GRANTED} == {a.spec.allocation_id for a in live}
+    # nothing preempted or displaced: every allocation is still granted, only the moved ones elsewhere
+    stayed = [a for a in live if a.spec.allocation_id not in moved]
+    assert all(after.allocations[a.spec.allocation_id].node == a.node for a in stayed)
     assert measure(after, "p") == result.after
     assert _placements(predicted) == _placements(after)  # the predicted end state is the moves folded
     for name in result.nodes_emptied:
