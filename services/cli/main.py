@@ -1,7 +1,7 @@
 """Entry point of the ``gpuledger`` CLI: builds the Typer app from every area's ``register``.
 
 Areas: ``stack`` (up, allocator, submit, status, simulate), ``lifecycle`` (release, resize, queue,
-why), ``events``, ``admin`` (quota, pool, nodes), ``log`` (migrate, history, replay, sql),
+why), ``events``, ``admin`` (quota, pool, nodes), ``defrag`` (plan), ``log`` (migrate, history, replay, sql),
 ``admission``, ``discovery``, ``autoscaler`` (autoscaler, recommend), ``trace``.
 
 Start-up is kept fast: the area modules import only the standard library, Typer and the CLI's
@@ -24,6 +24,7 @@ from services.cli import (
     admin_commands,
     admission_commands,
     autoscaler_commands,
+    defrag_commands,
     discovery_commands,
     events_command,
     exits,
@@ -47,7 +48,7 @@ app = typer.Typer(
 )
 
 for _area in (stack_commands, lifecycle_commands, events_command, admin_commands, log_commands, admission_commands,
-              discovery_commands, autoscaler_commands, trace_commands):
+              discovery_commands, autoscaler_commands, trace_commands, defrag_commands):
     _area.register(app)
 
 

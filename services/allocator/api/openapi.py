@@ -110,8 +110,16 @@ def document() -> dict[str, Any]:
                                             body="PoolConfig", extra=_WRITE),
                                  "delete": _op("Remove a pool's configuration (no nodes, no live allocations)",
                                                _DECISION, params=[_path("pool"), _WAIT], extra=(*_WRITE, 404, 409))},
-        "/api/v1/nodes": {"get": _op("Nodes", _PAGE, params=[q("pool", "Pool"), q("phase", "Phase", NODE_PHASES),
-                                                            *_PAGING])},
+        "/api/v1/pools/{pool}/defrag-plan": {"get": _op(
+            "Consolidation plan, dry run: the moves that empty the most nodes within a budget, explained",
+            _ANY, params=[_path("pool"), q("max_moves", "Moves at most (1-1000, default 10)"),
+                          q("max_share_of_namespace", "Percent of each namespace's allocations that may move"),
+                          q("max_tflops", "TFLOPS of charges in motion at most")], extra=(404,))},
+        "/api/v1/nodes": {"get": _op("Nodes (idle_since on each; idle=true: those with no granted allocation)",
+                                     _PAGE, params=[q("pool", "Pool"), q("phase", "Phase", NODE_PHASES),
+                                                    q("idle", "Idle (no granted allocation) or not", ("true", "false")),
+                                                    q("idle_for", "Idle at least this long (Go duration, e.g. 30m)"),
+                                                    *_PAGING])},
         "/api/v1/nodes/{name}": {"get": _op("A node with its GPUs and allocations", _ANY, params=[_path("name")],
                                             extra=(404,))},
         "/api/v1/nodes/{name}/allocations": {"get": _op(
