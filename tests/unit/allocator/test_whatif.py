@@ -14,7 +14,7 @@ from services.allocator.api.whatif import changes
 from services.allocator.api.whatif.changes import Alternative, ChangeError
 from services.allocator.api.whatif.engine import Replay, WhatIfReport, WindowTooLarge, whatif
 from services.allocator.domain import profile
-from tests.unit.allocator.builders import Gi, a_gpu, res
+from tests.unit.allocator.builders import Gi, a_gpu, a_quota, res
 from tests.unit.allocator.whatif_history import T0, Recorder, history
 
 
@@ -44,6 +44,7 @@ def test_the_baseline_replay_equals_the_log_for_every_strategy(strategy: str) ->
         assert report.fairness.mismatches == 0, report.fairness.examples
         assert report.intents > 50 and report.first_position > 1
         assert [c.differing for c in report.comparisons] == [0, 0]
+        assert [run.dropped for run in report.runs] == [0, 0, 0]
         assert report.runs[1].summary == report.runs[0].summary
         kinds |= _window_kinds(r, 120)
     assert {"allocation_preempted", "gang_placed", "partition", "allocation_queued"} <= kinds
@@ -105,7 +106,7 @@ def test_preemption_off_makes_the_critical_pod_wait_until_a_gpu_frees() -> None:
 def test_a_release_of_an_allocation_the_alternative_never_granted_is_dropped() -> None:
     r = Recorder()
     r.send(it.RegisterNode(intent_id=r.next_id(), node="n1", pool="p", gpus=(a_gpu("g1", 100, 16 * Gi),)))
-    r.send(it.SetQuota(intent_id=r.next_id(), namespace="a", spec=changes_quota(1000)))
+    r.send(it.SetQuota(intent_id=r.next_id(), namespace="a", spec=a_quota(req=(1000, 100 * Gi))))
     spec = AllocationSpec(allocation_id="x", namespace="a", pod="x", pool="p", request=res(50, Gi), limit=res(50, Gi))
     r.send(it.RequestAllocation(intent_id=r.next_id(), spec=spec))
     r.tick(5)
@@ -117,11 +118,6 @@ def test_a_release_of_an_allocation_the_alternative_never_granted_is_dropped() -
     (diff,) = report.comparisons[0].first
     assert diff.alternative.startswith("left the queue after 5 s")
     assert "quota" in diff.why
-
-
-def changes_quota(tflops: int) -> object:
-    from tests.unit.allocator.builders import a_quota
-    return a_quota(req=(tflops, 100 * Gi))
 
 
 def test_added_nodes_shorten_the_wait_and_a_removed_node_drops_its_reports() -> None:

@@ -9,6 +9,7 @@ naming the field and the value; nothing here reads the log.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, timedelta
 from typing import Literal, get_args
 
 import msgspec
@@ -73,6 +74,25 @@ class Alternative(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True)
         parts += [f"nodes +{a.count}:{a.model}" for a in self.add_nodes]
         parts += [f"nodes -{n}" for n in self.remove_nodes]
         return " ".join(parts) or "recorded"
+
+
+_AGO = re.compile(r"(\d{1,6})([smhd])")
+_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def moment(value: str, *, field: str, now: datetime) -> datetime:
+    """``value`` as an aware UTC time: a duration before ``now`` (``30m``, ``2h``, ``7d``: s, m, h, d)
+    or an ISO-8601 time (UTC when it has no offset); raises ChangeError naming ``field``."""
+    text = value.strip() if isinstance(value, str) else ""
+    ago = _AGO.fullmatch(text)
+    try:
+        if ago is not None:
+            return now - timedelta(seconds=int(ago[1]) * _UNIT_S[ago[2]])
+        found = datetime.fromisoformat(text)
+    except (ValueError, OverflowError):
+        raise ChangeError(f"{field} must be a duration ago like 7d (s, m, h, d) or an ISO-8601 time like "
+                          f"2026-03-01T08:00:00Z, got {str(value)[:64]!r}", field=field) from None
+    return found.replace(tzinfo=UTC) if found.tzinfo is None else found.astimezone(UTC)
 
 
 def strategy(value: str, *, field: str = "strategy") -> str:

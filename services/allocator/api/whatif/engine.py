@@ -22,7 +22,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime
-from typing import Protocol, TypeVar
+from typing import TypeVar
 
 import msgspec
 
@@ -164,11 +164,13 @@ class _Run:
             if changed.config != current.config:
                 self.setup(changed, at)
 
-    def adapt(self, intent: it.AnyIntent, at: datetime) -> it.AnyIntent | None:
-        """The intent as this run decides it (None: dropped)."""
+    def adapt(self, intent: it.AnyIntent, at: datetime, *, held: bool) -> it.AnyIntent | None:
+        """The intent as this run decides it (None: dropped). ``held``: the allocation a release or
+        resize names was live in the baseline (one this run does not hold is then dropped; one neither
+        holds is decided, as it was, into its refusal)."""
         match intent:
             case it.ReleaseAllocation() | it.ResizeAllocation():
-                if intent.allocation_id not in self.state.allocations:
+                if held and intent.allocation_id not in self.state.allocations:
                     return None
             case it.RegisterNode():
                 if intent.node in self.removed:
@@ -306,11 +308,13 @@ class Replay:
         self.intents += 1
         if self.max_intents is not None and self.intents > self.max_intents:
             raise WindowTooLarge(f"the window holds more than {self.max_intents} intents: narrow --since/--until")
+        held = isinstance(intent, it.ReleaseAllocation | it.ResizeAllocation) and \
+            intent.allocation_id in self.runs[0].state.allocations
         baseline = self.runs[0].decide(intent, at)
         if baseline != recorded:
             self._mismatch(group, f"replayed {_tags(baseline)}, recorded {_tags(recorded)}")
         for run in self.runs[1:]:
-            adapted = run.adapt(intent, at)
+            adapted = run.adapt(intent, at, held=held)
             if adapted is None:
                 run.dropped += 1
             else:
@@ -358,15 +362,11 @@ def _compare(base: dict[str, Fate], other: dict[str, Fate], name: str) -> Compar
     return Comparison(name=name, differing=differing, first=first)
 
 
-class SnapshotStore(EventStore, Protocol):
-    """An EventStore that also exposes its newest snapshot (both stores do)."""
-
-    async def latest_snapshot(self) -> tuple[int, bytes] | None: ...
-
-
-async def _start(store: SnapshotStore, since: datetime) -> ClusterState:
-    """The newest snapshot when its last event came before ``since``, else the empty state."""
-    latest = await store.latest_snapshot()
+async def _start(store: EventStore, since: datetime) -> ClusterState:
+    """The newest snapshot (a store that keeps them has ``latest_snapshot``, as both adapters do) when
+    its last event came before ``since``, else the empty state."""
+    newest = getattr(store, "latest_snapshot", None)
+    latest = await newest() if newest is not None else None
     if latest is None or latest[0] <= 0:
         return ClusterState.empty()
     position, data = latest
@@ -379,7 +379,7 @@ async def _start(store: SnapshotStore, since: datetime) -> ClusterState:
     return ClusterState.empty()
 
 
-async def whatif(store: SnapshotStore, replay: Replay, *,
+async def whatif(store: EventStore, replay: Replay, *,
                  run_sync: Callable[[Callable[[], None]], Awaitable[None]] | None = None,
                  progress: Callable[[int, int], None] | None = None) -> WhatIfReport:
     """Drive ``replay`` over ``store``'s log: start from the newest usable snapshot, stream the events
