@@ -37,7 +37,7 @@ from services.allocator.domain import Scheduler, evolve, process
 from services.allocator.domain.state import ClusterState, StaleSnapshot, decode_snapshot, encode_snapshot
 from services.allocator.ports import EventStore, StoredEvent
 
-CHUNK = 5000
+CHUNK = 1000
 """Events read and replayed at a time (bounds memory; Ctrl-C and progress act between chunks)."""
 
 DIFFERENCES_SHOWN = 20
