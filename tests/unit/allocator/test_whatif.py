@@ -13,6 +13,7 @@ from events.values import AllocationSpec, PoolConfig
 from services.allocator.api.whatif import changes
 from services.allocator.api.whatif.changes import Alternative, ChangeError
 from services.allocator.api.whatif.engine import Replay, WhatIfReport, WindowTooLarge, whatif
+from services.allocator.api.whatif.meter import Meter
 from services.allocator.domain import profile
 from tests.unit.allocator.builders import Gi, a_gpu, a_quota, res
 from tests.unit.allocator.whatif_history import T0, Recorder, history
@@ -58,6 +59,20 @@ def test_every_intent_kind_is_rebuilt_and_a_window_from_the_start_equals_the_log
     rejected = sum(1 for row in r.store.rows if row.type == "intent_rejected")
     assert report.not_replayed == rejected > 0
     assert report.intents + report.not_replayed == len({row.intent_id for row in r.store.rows})
+
+
+def test_the_measures_kept_incrementally_equal_a_recount_at_the_end() -> None:
+    r = history(6, strategy="best-fit", steps=240)
+    replay = Replay(since=T0 + timedelta(seconds=60), until=None, pool="p",
+                    alternatives=[Alternative(strategy="fgd", remove_nodes=("n2",),
+                                              add_nodes=(changes.AddNodes(count=2, model="L4"),))])
+    report = asyncio.run(whatif(r.store, replay))
+    assert report.fairness.mismatches == 0
+    assert any(row.type in ("node_removed", "gpu_phase_changed", "node_registered") for row in r.store.rows)
+    for run in replay.runs:
+        busy, used, gpus, capacity = run.meter.totals()
+        assert (busy, used, gpus, capacity) == Meter(run.state, "p", T0).totals()
+        assert gpus > 0 and 0 <= busy <= gpus and 0 <= used <= capacity
 
 
 def _preemption_history() -> Recorder:

@@ -116,7 +116,8 @@ class Meter:
         self.preemptions = self.gang_timeouts = 0
         self.series: list[tuple[float, float, float, int]] = []
         self._spacing = 0.0
-        self._busy: dict[str, tuple[int, int]] = {}
+        self._busy: dict[str, tuple[int, int, int]] = {}  # GPU -> (busy 0/1, used, capacity milli-TFLOPS)
+        self._node_gpus: dict[str, list[str]] = {}
         self._busy_gpus = self._used_milli = self._gpus = self._capacity_milli = 0
         self._waiting: set[str] = {a.spec.allocation_id for a in state.allocations.values()
                                    if a.status != "granted" and self._mine(a.spec.pool)}
@@ -133,14 +134,39 @@ class Meter:
 
     def _recount(self, state: ClusterState) -> None:
         self._busy.clear()
-        self._gpus = self._capacity_milli = 0
-        for name, gpu in state.gpus.items():
-            if self._mine(gpu.pool) and gpu.phase != MISSING:
-                self._gpus += 1
-                self._capacity_milli += gpu.spec.capacity.milli_tflops
-                self._busy[name] = (1 if gpu.charges else 0, gpu.used_milli_tflops)
-        self._busy_gpus = sum(b for b, _ in self._busy.values())
-        self._used_milli = sum(u for _, u in self._busy.values())
+        self._node_gpus.clear()
+        self._busy_gpus = self._used_milli = self._gpus = self._capacity_milli = 0
+        for node in state.nodes:
+            self._count_node(state, node)
+
+    def _count_node(self, state: ClusterState, node: str) -> None:
+        """Take ``node``'s GPUs out of the totals, then put back what the state now holds of them."""
+        for name in self._node_gpus.pop(node, ()):
+            busy, used, capacity = self._busy.pop(name)
+            self._busy_gpus -= busy
+            self._used_milli -= used
+            self._capacity_milli -= capacity
+            self._gpus -= 1
+        found = state.nodes.get(node)
+        if found is None or not self._mine(found.pool):
+            return
+        mine = []
+        for name in found.gpus:
+            gpu = state.gpus.get(name)
+            if gpu is None or gpu.phase == MISSING:
+                continue
+            entry = (1 if gpu.charges else 0, gpu.used_milli_tflops, gpu.spec.capacity.milli_tflops)
+            self._busy[name] = entry
+            mine.append(name)
+            self._busy_gpus += entry[0]
+            self._used_milli += entry[1]
+            self._capacity_milli += entry[2]
+            self._gpus += 1
+        self._node_gpus[node] = mine
+
+    def totals(self) -> tuple[int, int, int, int]:
+        """Now: (GPUs holding an allocation, allocated milli-TFLOPS, GPUs, capacity milli-TFLOPS) of the pool."""
+        return self._busy_gpus, self._used_milli, self._gpus, self._capacity_milli
 
     def _touch(self, state: ClusterState, gpus: Sequence[str]) -> None:
         for name in gpus:
@@ -148,7 +174,7 @@ class Meter:
             gpu = state.gpus.get(name)
             if old is None or gpu is None:
                 continue
-            new = (1 if gpu.charges else 0, gpu.used_milli_tflops)
+            new = (1 if gpu.charges else 0, gpu.used_milli_tflops, old[2])
             self._busy[name] = new
             self._busy_gpus += new[0] - old[0]
             self._used_milli += new[1] - old[1]
@@ -200,7 +226,7 @@ class Meter:
         t = self._seconds(at)
         self._advance(t)
         touched: list[str] = []
-        inventory = False
+        nodes: set[str] = set()
         for e in events:
             match e:
                 case ev.AllocationGranted():
@@ -227,11 +253,10 @@ class Meter:
                     if any(w in self.fates or w in self._waiting for w in e.waiting):
                         self.gang_timeouts += 1
                 case ev.NodeRegistered() | ev.NodeRemoved() | ev.GpuCapacityChanged() | ev.GpuPhaseChanged():
-                    inventory = True
-        if inventory:
-            self._recount(state)
-        else:
-            self._touch(state, touched)
+                    nodes.add(e.node)
+        self._touch(state, touched)
+        for node in nodes:
+            self._count_node(state, node)
         self._intents += 1
         if self._intents % FRAG_EVERY == 0:
             self._sample_frag(state)
