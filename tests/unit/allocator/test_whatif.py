@@ -61,6 +61,28 @@ def test_every_intent_kind_is_rebuilt_and_a_window_from_the_start_equals_the_log
     assert report.intents + report.not_replayed == len({row.intent_id for row in r.store.rows})
 
 
+def test_a_log_the_code_would_not_write_is_reported_as_a_mismatch() -> None:
+    r = history(7, strategy="node-compact-gpu-low-load", steps=80)
+    grants = [row for row in r.store.rows if row.type == "allocation_granted" and b'"n2-g0"' in row.data
+              and row.position > 60]
+    row = grants[0]
+    row.data = row.data.replace(b'"n2-g0"', b'"n2-g3"')  # as if another rule had picked the GPU
+    report = _run(r, since_s=0)
+    assert report.fairness.mismatches >= 1
+    assert report.fairness.examples[0].startswith(f"intent {row.intent_id} at position ")
+
+
+def test_until_ends_the_window_before_the_first_intent_at_or_after_it() -> None:
+    r = history(8, strategy="best-fit", steps=120)
+    since, until = T0 + timedelta(seconds=100), T0 + timedelta(seconds=400)
+    groups = {row.intent_id for row in r.store.rows
+              if since <= r.store_times[row.position] < until}
+    replay = Replay(since=since, until=until, pool="p", alternatives=[])
+    report = asyncio.run(whatif(r.store, replay))
+    assert report.intents + report.not_replayed == len(groups) > 10
+    assert report.until == until and report.fairness.mismatches == 0
+
+
 def test_the_measures_kept_incrementally_equal_a_recount_at_the_end() -> None:
     r = history(6, strategy="best-fit", steps=240)
     replay = Replay(since=T0 + timedelta(seconds=60), until=None, pool="p",

@@ -28,6 +28,7 @@ class Recorder:
         self.scheduler = Scheduler()
         self.now = T0
         self.n = 0
+        self.store_times: dict[int, datetime] = {}  # log position -> its decision time
         lease = asyncio.run(self.leases.acquire(LEASE, holder="test", ttl_s=10**9, now=T0))
         assert lease is not None
         self.epoch = lease.epoch
@@ -36,7 +37,8 @@ class Recorder:
         """Decide ``intent`` now and append its events."""
         events = process(self.state, intent, self.now, self.scheduler)
         decided = DecidedIntent(intent_id=intent.intent_id, stream_seq=0, events=tuple(events))
-        asyncio.run(self.store.append([decided], lease=LEASE, epoch=self.epoch, state=self.state))
+        stored = asyncio.run(self.store.append([decided], lease=LEASE, epoch=self.epoch, state=self.state))
+        self.store_times.update((s.position, s.event.at) for s in stored)
 
     def next_id(self) -> str:
         self.n += 1
