@@ -204,5 +204,8 @@ def test_change_parsing() -> None:
         changes.preemption("never")
     alts = changes.alternatives(strategies=["fgd", "best-fit"], preemption_scope="off", quotas=[], node_changes=[])
     assert [a.name() for a in alts] == ["strategy=fgd preemption=off", "strategy=best-fit preemption=off"]
+    with pytest.raises(ChangeError, match="nodes: at most 64 values") as caught:
+        changes.alternatives(strategies=[], preemption_scope=None, quotas=[], node_changes=["-n"] * 65)
+    assert caught.value.field == "nodes"
     (none,) = changes.alternatives(strategies=[], preemption_scope=None, quotas=[], node_changes=[])
     assert none.name() == "recorded"

@@ -27,7 +27,7 @@ MAX_ADDED_NODES = 1000
 """Most nodes one ``--nodes +N:MODEL`` may add (capacity planning, not a cluster generator)."""
 
 MAX_CHANGES = 64
-"""Most quota and node changes one alternative may carry."""
+"""Most quota changes, and most node changes, one what-if may carry."""
 
 
 class ChangeError(ValueError):
@@ -154,9 +154,10 @@ def alternatives(*, strategies: list[str], preemption_scope: str | None, quotas:
                  node_changes: list[str]) -> list[Alternative]:
     """One Alternative per strategy (one without a strategy change when none is given), each with
     the preemption, quota and node changes; raises ChangeError for any bad value or too many."""
-    if len(quotas) + len(node_changes) > MAX_CHANGES or len(strategies) > len(profile.STRATEGIES):
-        raise ChangeError(f"at most {MAX_CHANGES} quota and node changes and one --strategy per strategy",
-                          field="quota")
+    for field, given, most in (("quota", quotas, MAX_CHANGES), ("nodes", node_changes, MAX_CHANGES),
+                               ("strategy", strategies, len(profile.STRATEGIES))):
+        if len(given) > most:
+            raise ChangeError(f"{field}: at most {most} values, got {len(given)}", field=field)
     scope = preemption(preemption_scope) if preemption_scope is not None else None
     caps = tuple(quota(q) for q in quotas)
     parsed = [nodes(n) for n in node_changes]
