@@ -120,7 +120,8 @@ class _Run:
         self.dropped = 0
         self._setup = 0
 
-    def _targets(self, pool: str) -> bool:
+    def targets(self, pool: str) -> bool:
+        """Whether the alternative changes ``pool``."""
         return self.pool is None or pool == self.pool
 
     def _config_changes(self) -> bool:
@@ -134,7 +135,8 @@ class _Run:
             new = msgspec.structs.replace(new, preemption=self.change.preemption)
         return msgspec.structs.replace(config, config=new)
 
-    def _quota(self, spec: QuotaSpec, namespace: str) -> QuotaSpec:
+    def quota_spec(self, spec: QuotaSpec, namespace: str) -> QuotaSpec:
+        """``spec`` with the alternative's total request cap of ``namespace``."""
         cap = self.caps[namespace]
         return msgspec.structs.replace(spec, total_requests=QuotaAmount(milli_tflops=cap.milli_tflops,
                                                                         vram_bytes=cap.vram_bytes))
@@ -157,7 +159,7 @@ class _Run:
 
     def configure(self, pool: str, at: datetime) -> None:
         """Give ``pool`` the alternative's strategy / preemption from now on (once per pool)."""
-        if self._config_changes() and self._targets(pool) and pool not in self.configured:
+        if self._config_changes() and self.targets(pool) and pool not in self.configured:
             self.configured.add(pool)
             current = it.ConfigurePool(intent_id="-", pool=pool, config=self.state.pool_config(pool))
             changed = self._config(current)
@@ -180,12 +182,12 @@ class _Run:
                 if intent.node in self.removed:
                     return None
             case it.ConfigurePool():
-                if self._config_changes() and self._targets(intent.pool):
+                if self._config_changes() and self.targets(intent.pool):
                     self.configured.add(intent.pool)
                     return self._config(intent)
             case it.SetQuota():
                 if intent.namespace in self.caps:
-                    return msgspec.structs.replace(intent, spec=self._quota(intent.spec, intent.namespace))
+                    return msgspec.structs.replace(intent, spec=self.quota_spec(intent.spec, intent.namespace))
             case it.RemoveQuota():
                 if intent.namespace in self.caps:
                     return None
@@ -206,10 +208,10 @@ def _added_nodes(run: _Run, at: datetime) -> list[it.RegisterNode]:
     the run's pool(s) whose GPUs are of that model; raises ChangeError (field ``nodes``) when none is."""
     state, out = run.state, list[it.RegisterNode]()
     for add in run.change.add_nodes:
-        template = next((n for _, n in sorted(state.nodes.items()) if run._targets(n.pool) and n.gpus
+        template = next((n for _, n in sorted(state.nodes.items()) if run.targets(n.pool) and n.gpus
                          and all(state.gpus[g].spec.model == add.model for g in n.gpus if g in state.gpus)), None)
         if template is None:
-            models = sorted({g.spec.model for g in state.gpus.values() if run._targets(g.pool)})
+            models = sorted({g.spec.model for g in state.gpus.values() if run.targets(g.pool)})
             raise ChangeError(f"nodes: no node of GPU model {add.model!r} in the pool at the window's start "
                               f"(models there: {', '.join(models) or 'none'})", field="nodes")
         slug = _SLUG.sub("-", add.model.lower()).strip("-")[:40] or "gpu"
@@ -257,14 +259,14 @@ class Replay:
             run = _Run(_copy(start), change, self.pool, self.since)
             for node in change.remove_nodes:
                 found = run.state.nodes.get(node)
-                if found is None or not run._targets(found.pool):
+                if found is None or not run.targets(found.pool):
                     raise ChangeError(f"nodes: no node {node!r} in the pool at the window's start", field="nodes")
             pools = set(run.state.pools) | set(run.state.pool_nodes) | ({self.pool} if self.pool else set())
             for pool in sorted(pools):
                 run.configure(pool, self.since)
             for name in run.caps:
                 spec = run.state.quotas.get(name, QuotaSpec())
-                run.setup(it.SetQuota(intent_id="-", namespace=name, spec=run._quota(spec, name)), self.since)
+                run.setup(it.SetQuota(intent_id="-", namespace=name, spec=run.quota_spec(spec, name)), self.since)
             for node in change.remove_nodes:
                 run.setup(it.RemoveNode(intent_id="-", node=node), self.since)
             for register in _added_nodes(run, self.since):
