@@ -38,6 +38,7 @@ from services.allocator.api import bounds, context, defrag, openapi, probes, rea
 from services.allocator.api.follower import Follower
 from services.allocator.api.keeper import ReasonKeeper
 from services.allocator.api.outcomes import OutcomeWaiter
+from services.allocator.api.whatif.route import WhatIfRoute
 from services.allocator.loop.leader import Allocator
 from services.allocator.ports import History
 from services.shared import http_edge
@@ -70,6 +71,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("PUT", "/api/v1/quotas/{namespace}", writes.set_quota),
     ("DELETE", "/api/v1/quotas/{namespace}", writes.remove_quota),
     ("GET", "/api/v1/status", reads.status), ("POST", "/api/v1/simulate", reads.simulate),
+    ("POST", "/api/v1/whatif", WhatIfRoute().handle),
 )
 """Every route of a reader: (method, path, handler). The OpenAPI document lists exactly these."""
 

@@ -130,6 +130,7 @@ BODIES: list[tuple[str, str, object, str]] = [
         "tensor-fusion.ai/tflops-request": SURROGATE}}}, "metadata.annotations.tensor-fusion.ai/tflops-request"),
     ("POST", "/api/v1/allocations/team-a%2Fa/resize", {"request": {"tflops": SURROGATE}}, "request.tflops"),
     ("POST", "/api/v1/allocations/team-a/a/resize", {"request": {SURROGATE: "1"}}, "request.'\\ud800'"),
+    ("POST", "/api/v1/whatif", {"since": "1h", "quota": ["a=1", SURROGATE]}, "quota[1]"),
 ]
 
 
