@@ -34,10 +34,11 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from services.allocator import dashboard
-from services.allocator.api import bounds, context, openapi, probes, reads, writes
+from services.allocator.api import bounds, context, defrag, openapi, probes, reads, writes
 from services.allocator.api.follower import Follower
 from services.allocator.api.keeper import ReasonKeeper
 from services.allocator.api.outcomes import OutcomeWaiter
+from services.allocator.api.whatif.route import WhatIfRoute
 from services.allocator.loop.leader import Allocator
 from services.allocator.ports import History
 from services.shared import http_edge
@@ -59,6 +60,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/metrics", probes.reader_metrics), ("GET", "/openapi.json", openapi.serve),
     ("GET", "/api/v1/pools", reads.pools), ("PUT", "/api/v1/pools/{pool}", writes.configure_pool),
     ("DELETE", "/api/v1/pools/{pool}", writes.remove_pool),
+    ("GET", "/api/v1/pools/{pool}/defrag-plan", defrag.defrag_plan),
     ("GET", "/api/v1/nodes", reads.nodes), ("GET", "/api/v1/nodes/{name}", reads.node),
     ("GET", "/api/v1/nodes/{name}/allocations", reads.node_allocations),
     ("GET", "/api/v1/gpus", reads.gpus),
@@ -69,6 +71,7 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("PUT", "/api/v1/quotas/{namespace}", writes.set_quota),
     ("DELETE", "/api/v1/quotas/{namespace}", writes.remove_quota),
     ("GET", "/api/v1/status", reads.status), ("POST", "/api/v1/simulate", reads.simulate),
+    ("POST", "/api/v1/whatif", WhatIfRoute().handle),
 )
 """Every route of a reader: (method, path, handler). The OpenAPI document lists exactly these."""
 

@@ -204,24 +204,37 @@ def nodes_list(ctx: typer.Context,
                phase: Annotated[str | None, typer.Option(
                    "--phase", help="Only this phase: " + ", ".join(NODE_PHASES) + ".")] = None,
                limit: Annotated[int, typer.Option("--limit", min=0, help="At most this many nodes (0: all).")] = 0,
+               idle: Annotated[bool, typer.Option(
+                   "--idle", help="Only idle nodes: no granted allocation (TensorFusion ListNonUsingNodes).")] = False,
+               idle_for: Annotated[str | None, typer.Option(
+                   "--for", help="With --idle: only nodes idle at least this long (e.g. 30m, 2h, 1h30m).")] = None,
                data_dir: DataDir = None, as_json: JsonOut = False) -> None:
     """List GPU nodes.
 
-    Nodes with their pool, phase, GPUs and usage (`nodes show NAME` for one)."""
+    Nodes with their pool, phase, GPUs, usage and since when they are idle (`nodes show NAME`
+    for one; `--idle [--for 30m]` only the idle ones)."""
     if ctx.invoked_subcommand is not None:
         return
 
     def body() -> None:
         if phase is not None and phase not in NODE_PHASES:
             raise BadInput(f"--phase must be one of {', '.join(NODE_PHASES)}, got {phase!r}", field="phase")
+        if idle_for is not None and not idle:
+            raise BadInput("--for needs --idle (it selects nodes idle at least that long)", field="for")
+        from events.durations import go_duration_s  # the API's grammar for idle_for; imported late (--help)
+
+        if idle_for is not None and (len(idle_for) > 64 or go_duration_s(idle_for) is None):
+            raise BadInput(f"--for must be a duration such as 30m, 2h or 1h30m, got {idle_for!r}", field="for")
         api = _api(data_dir)
         known_pool(api, pool)
-        rows = list(api.items("/api/v1/nodes", limit=limit, pool=pool, phase=phase))
+        rows = list(api.items("/api/v1/nodes", limit=limit, pool=pool, phase=phase,
+                              idle="true" if idle else None, idle_for=idle_for))
         if as_json:
             output.emit_json(rows)
             return
-        output.table(("node", "pool", "phase", "GPUs", "TFLOPS", "TFLOPS used", "VRAM", "VRAM used", "allocations"),
-                     [_node_row(row) for row in rows], title=f"nodes ({len(rows)})")
+        output.table(("node", "pool", "phase", "GPUs", "TFLOPS", "TFLOPS used", "VRAM", "VRAM used", "allocations",
+                      "idle since"),
+                     [_node_row(row) for row in rows], title=f"{'idle ' if idle else ''}nodes ({len(rows)})")
 
     guarded(as_json, body)
 
@@ -237,7 +250,8 @@ def _node_row(row: dict[str, Any]) -> list[str]:
             output.usage(None if cap_t is None or free_t is None else cap_t - free_t, cap_t),
             output.vram(cap.get("vram")),
             output.usage(None if cap_v is None or free_v is None else cap_v - free_v, cap_v),
-            str(len(row["allocations"]) if isinstance(row.get("allocations"), list) else row.get("allocations", ""))]
+            str(len(row["allocations"]) if isinstance(row.get("allocations"), list) else row.get("allocations", "")),
+            str(row.get("idle_since") or "-")]
 
 
 def nodes_show(name: Annotated[str, typer.Argument(help="Node name.")],

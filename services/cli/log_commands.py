@@ -76,6 +76,7 @@ def with_pool(url: str, work: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
     interrupted work (``replay --verify``'s "ok") is never printed."""
     import asyncio
     import signal
+    import threading
 
     import asyncpg
 
@@ -91,7 +92,10 @@ def with_pool(url: str, work: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
             if task is not None:
                 task.cancel()
 
-        loop.add_signal_handler(signal.SIGINT, on_sigint)
+        # only the main thread can own a signal (a test's CliRunner in a worker thread has no Ctrl-C)
+        handled = threading.current_thread() is threading.main_thread()
+        if handled:
+            loop.add_signal_handler(signal.SIGINT, on_sigint)
         try:
             try:
                 pool = await asyncpg.create_pool(dsn(url), min_size=1, max_size=2, timeout=CONNECT_TIMEOUT_S)
@@ -107,7 +111,8 @@ def with_pool(url: str, work: Callable[[asyncpg.Pool], Awaitable[T]]) -> T:
                 raise KeyboardInterrupt from None
             raise
         finally:
-            loop.remove_signal_handler(signal.SIGINT)
+            if handled:
+                loop.remove_signal_handler(signal.SIGINT)
         if interrupted.is_set():
             raise KeyboardInterrupt
         return result

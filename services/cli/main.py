@@ -1,8 +1,8 @@
 """Entry point of the ``gpuledger`` CLI: builds the Typer app from every area's ``register``.
 
 Areas: ``stack`` (up, allocator, submit, status, simulate), ``lifecycle`` (release, resize, queue,
-why), ``events``, ``admin`` (quota, pool, nodes), ``log`` (migrate, history, replay, sql),
-``admission``, ``discovery``, ``autoscaler`` (autoscaler, recommend), ``trace``.
+why), ``events``, ``admin`` (quota, pool, nodes), ``defrag`` (plan), ``log`` (migrate, history, replay, sql),
+``admission``, ``discovery``, ``autoscaler`` (autoscaler, recommend), ``trace``, ``whatif``.
 
 Start-up is kept fast: the area modules import only the standard library, Typer and the CLI's
 own light modules; each command imports the services it needs when it runs (a test checks that
@@ -24,6 +24,7 @@ from services.cli import (
     admin_commands,
     admission_commands,
     autoscaler_commands,
+    defrag_commands,
     discovery_commands,
     events_command,
     exits,
@@ -32,6 +33,7 @@ from services.cli import (
     output,
     stack_commands,
     trace_commands,
+    whatif_command,
 )
 
 _CLICK_ERROR: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -47,7 +49,7 @@ app = typer.Typer(
 )
 
 for _area in (stack_commands, lifecycle_commands, events_command, admin_commands, log_commands, admission_commands,
-              discovery_commands, autoscaler_commands, trace_commands):
+              discovery_commands, autoscaler_commands, trace_commands, defrag_commands, whatif_command):
     _area.register(app)
 
 

@@ -54,7 +54,8 @@ def pool_doc(state: ClusterState, pool: str) -> dict[str, Any]:
 
 def node_doc(state: ClusterState, node: NodeState) -> dict[str, Any]:
     """One node in a list: pool, phase, schedulable, GPU count, capacity/available (without missing
-    GPUs), allocation count."""
+    GPUs), allocation count, and ``idle_since`` (ISO-8601 UTC: when its last granted allocation
+    ended or it registered with none; null while one is granted on it)."""
     gpus = [state.gpus[g] for g in node.gpus if g in state.gpus]
     totals = capacity_totals(gpus)
     return {
@@ -64,6 +65,7 @@ def node_doc(state: ClusterState, node: NodeState) -> dict[str, Any]:
         "allocations": len({a for g in gpus for a in g.charges}),
         "last_heartbeat": node.last_seen.isoformat() if node.last_seen else None,
         "heartbeat_ttl_s": node.heartbeat_ttl_s, "source": node.source,
+        "idle_since": node.idle_since.isoformat() if node.idle_since else None,
     }
 
 

@@ -5,7 +5,11 @@ Names (Prometheus conventions: base units, ``pool`` label): ``gpuledger_pool_cap
 ``gpuledger_pool_capacity_vram_bytes``, ``gpuledger_pool_allocated_vram_bytes``,
 ``gpuledger_pool_available_vram_bytes``, ``gpuledger_pool_gpus{pool,phase}``,
 ``gpuledger_pool_nodes{pool,phase}``, ``gpuledger_pool_allocations{pool,status}`` (granted,
-queued) and ``gpuledger_pool_queued{pool,qos}``. Capacity and available leave out the GPUs discovery
+queued), ``gpuledger_pool_queued{pool,qos}``, and the idle ones (TensorFusion
+GpuAllocator.ListNonUsingNodes): ``gpuledger_pool_idle_nodes{pool}`` (nodes with no granted
+allocation), ``gpuledger_pool_idle_node_gpus{pool}`` (the GPUs of those nodes, what giving the nodes
+back would free) and ``gpuledger_pool_idle_gpus{pool}`` (GPUs holding no share of any allocation,
+on any node; GPUs discovery no longer reports left out). Capacity and available leave out the GPUs discovery
 no longer reports (phase Unknown; model.capacity_totals). Cost per scrape: one pass over GPUs, nodes
 and live allocations.
 """
@@ -19,7 +23,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from events.values import QOS_LEVELS
-from services.allocator.domain.model import GRANTED, QUEUED, GpuState, capacity_totals
+from services.allocator.domain.model import GRANTED, MISSING, QUEUED, GpuState, capacity_totals
 from services.allocator.domain.state import ClusterState
 
 _RESOURCES = (
@@ -78,6 +82,24 @@ class PoolCollector(ProjectionCollector):
         queued = Counter((a.spec.pool, a.spec.qos) for a in lives if a.status == QUEUED)
         yield _counted("gpuledger_pool_queued", "Queued requests by QoS", ["pool", "qos"],
                        Counter({(p, q): queued.get((p, q), 0) for p in pools for q in QOS_LEVELS}))
+        yield from _idle(state)
+
+
+def _idle(state: ClusterState) -> Iterator[GaugeMetricFamily]:
+    """The idle gauges: every pool with a node or a GPU gets a sample (0 included)."""
+    pools = sorted({n.pool for n in state.nodes.values()} | {g.pool for g in state.gpus.values()})
+    idle_nodes = [n for n in state.nodes.values() if n.idle_since is not None]
+    nodes = Counter(n.pool for n in idle_nodes)
+    node_gpus = Counter(n.pool for n in idle_nodes for g in n.gpus if g in state.gpus)
+    gpus = Counter(g.pool for g in state.gpus.values() if g.idle and g.phase != MISSING)
+    for name, text, counts in (
+            ("gpuledger_pool_idle_nodes", "Nodes with no granted allocation (ListNonUsingNodes)", nodes),
+            ("gpuledger_pool_idle_node_gpus", "GPUs of the nodes with no granted allocation", node_gpus),
+            ("gpuledger_pool_idle_gpus", "GPUs holding no share of any allocation", gpus)):
+        family = GaugeMetricFamily(name, text, labels=["pool"])
+        for pool in pools:
+            family.add_metric([pool], counts.get(pool, 0))
+        yield family
 
 
 def _counted(name: str, text: str, labels: list[str], counts: Counter[tuple[str, str]]) -> GaugeMetricFamily:

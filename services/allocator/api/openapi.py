@@ -32,6 +32,9 @@ _SCHEMAS: dict[str, Any] = {
     "Pending": {"type": "object", "required": ["intent_id", "status"],
                 "properties": {"intent_id": {"type": "string"}, "status": {"const": "pending"}}},
     "Pod": {"type": "object", "additionalProperties": True, "description": "A Pod manifest (JSON or YAML)"},
+    "WhatIf": {"type": "object", "additionalProperties": False, "properties": {
+        **{k: {"type": "string"} for k in ("since", "until", "pool", "preemption")},
+        **{k: {"type": ["string", "array"], "items": {"type": "string"}} for k in ("strategy", "quota", "nodes")}}},
     "Resize": {"type": "object", "additionalProperties": False, "required": ["request"],
                "properties": {"request": _RESOURCES, "limit": _RESOURCES}},
     "Quota": {"type": "object", "additionalProperties": False, "properties": {
@@ -84,7 +87,8 @@ def _op(summary: str, ok: dict[str, Any], *, params: list[dict[str, Any]] | None
         responses[str(status)] = {"description": {202: "Published, not decided yet", 404: "Not found",
                                                   409: "Conflict (not granted yet)",
                                                   413: "Body too large", 415: "Charset not supported",
-                                                  503: "NATS unavailable"}[status],
+                                                  422: "Window too large", 429: "Busy: one at a time",
+                                                  503: "NATS unavailable (whatif: over its time bound)"}[status],
                                   **_json({"$ref": "#/components/schemas/Pending"} if status == 202 else _ERROR)}
     op: dict[str, Any] = {"summary": summary, "parameters": params or [], "responses": responses}
     if body:
@@ -110,8 +114,16 @@ def document() -> dict[str, Any]:
                                             body="PoolConfig", extra=_WRITE),
                                  "delete": _op("Remove a pool's configuration (no nodes, no live allocations)",
                                                _DECISION, params=[_path("pool"), _WAIT], extra=(*_WRITE, 404, 409))},
-        "/api/v1/nodes": {"get": _op("Nodes", _PAGE, params=[q("pool", "Pool"), q("phase", "Phase", NODE_PHASES),
-                                                            *_PAGING])},
+        "/api/v1/pools/{pool}/defrag-plan": {"get": _op(
+            "Consolidation plan, dry run: the moves that empty the most nodes within a budget, explained",
+            _ANY, params=[_path("pool"), q("max_moves", "Moves at most (1-1000, default 10)"),
+                          q("max_share_of_namespace", "Percent of each namespace's allocations that may move"),
+                          q("max_tflops", "TFLOPS of charges in motion at most")], extra=(404,))},
+        "/api/v1/nodes": {"get": _op("Nodes (idle_since on each; idle=true: those with no granted allocation)",
+                                     _PAGE, params=[q("pool", "Pool"), q("phase", "Phase", NODE_PHASES),
+                                                    q("idle", "Idle (no granted allocation) or not", ("true", "false")),
+                                                    q("idle_for", "Idle at least this long (Go duration, e.g. 30m)"),
+                                                    *_PAGING])},
         "/api/v1/nodes/{name}": {"get": _op("A node with its GPUs and allocations", _ANY, params=[_path("name")],
                                             extra=(404,))},
         "/api/v1/nodes/{name}/allocations": {"get": _op(
@@ -145,6 +157,8 @@ def document() -> dict[str, Any]:
         "/api/v1/status": {"get": _op("Summary: pools, nodes and GPUs by phase, allocation counts", _ANY)},
         "/api/v1/simulate": {"post": _op("What would be decided for a Pod now (nothing written)", _ANY, body="Pod",
                                          extra=(413, 415))},
+        "/api/v1/whatif": {"post": _op("Replay a window of the log under another policy (docs/whatif.md; nothing "
+                                       "written)", _ANY, body="WhatIf", extra=(413, 422, 429, 503))},
     }
     for path, text in (("/healthz", "Liveness"), ("/readyz", "Readiness (503 until loaded)"),
                        ("/metrics", "Prometheus metrics"), ("/openapi.json", "This document")):

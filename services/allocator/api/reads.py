@@ -8,11 +8,12 @@ single resource that does not exist is 404 ``{"error", "field"}``.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from aiohttp import web
 
+from events.durations import go_duration_s
 from events.values import NODE_PHASES, QOS_LEVELS
 from services import podspec
 from services.allocator.api import bounds, documents, ended, paging, reasons, simulation, views
@@ -36,14 +37,40 @@ async def pools(request: web.Request) -> web.Response:
 
 
 async def nodes(request: web.Request) -> web.Response:
-    """GET /api/v1/nodes?pool=&phase=: nodes (documents.node_doc), by name; ``phase`` one of
-    events.values.NODE_PHASES (400 naming them otherwise)."""
-    params = paging.query(request, allowed=("pool", "phase"), choices={"phase": NODE_PHASES})
+    """GET /api/v1/nodes?pool=&phase=&idle=&idle_for=: nodes (documents.node_doc), by name; ``phase``
+    one of events.values.NODE_PHASES (400 naming them otherwise); ``idle=true`` only the nodes with no
+    granted allocation (TensorFusion GpuAllocator.ListNonUsingNodes), ``false`` only the others;
+    ``idle_for`` (a Go duration, ``30m``) only the nodes idle at least that long by the reader's clock
+    (implies ``idle=true``; 400 with ``idle=false`` or a malformed duration)."""
+    params = paging.query(request, allowed=("pool", "phase", "idle", "idle_for"),
+                          choices={"phase": NODE_PHASES, "idle": ("true", "false")})
+    idle = params.get("idle")
+    cutoff = _idle_cutoff(params.get("idle_for"), idle)
     state = state_of(request)
     chosen = [n for n in state.nodes.values()
-              if params.get("pool", n.pool) == n.pool and params.get("phase", n.phase) == n.phase]
+              if params.get("pool", n.pool) == n.pool and params.get("phase", n.phase) == n.phase
+              and (idle is None or (n.idle_since is not None) == (idle == "true"))
+              and (cutoff is None or (n.idle_since is not None and n.idle_since <= cutoff))]
     return _json(paging.page(chosen, key=lambda n: (n.name,), params=params,
                              render=lambda n: documents.node_doc(state, n)))
+
+
+def _idle_cutoff(idle_for: str | None, idle: str | None) -> datetime | None:
+    """The latest ``idle_since`` a node idle at least ``idle_for`` can have (now minus it), None
+    without ``idle_for``; raises ApiError(400) naming ``idle_for``."""
+    if idle_for is None:
+        return None
+    if idle == "false":
+        raise bounds.ApiError(400, "idle_for selects idle nodes; it cannot be combined with idle=false",
+                              field="idle_for")
+    seconds = go_duration_s(idle_for)
+    if seconds is None:
+        raise bounds.ApiError(400, f'idle_for must be a duration such as "30m", "2h" or "1h30m", got {idle_for!r}',
+                              field="idle_for")
+    try:
+        return datetime.now(UTC) - timedelta(seconds=float(seconds))
+    except OverflowError:  # longer than any node can have been idle: none qualifies
+        return datetime.min.replace(tzinfo=UTC)
 
 
 async def node(request: web.Request) -> web.Response:

@@ -33,7 +33,7 @@ from events.bounds import MAX_LABEL_VALUE_LENGTH, BoundsError
 from events.values import Resources
 from services import podspec
 from services.allocator.api import bodies, bounds, documents, ended, paging, views
-from services.allocator.api.context import follower_of, history_of, state_of, waiter_of
+from services.allocator.api.context import follower_of, history_of, waiter_of
 from services.allocator.api.follower import Follower
 from services.allocator.domain import profile
 from services.allocator.domain.model import GRANTED, AllocationState
@@ -180,12 +180,25 @@ async def submit(request: web.Request) -> web.Response:
         return answer
 
 
+FRESH_WAIT_S = 2.0
+"""How long a write waits for this reader to apply the log's head before it refuses from the projection."""
+
+
+async def _fresh_state(request: web.Request) -> ClusterState:
+    """The reader's projection once it has applied the log's newest position as of now (waiting at
+    most :data:`FRESH_WAIT_S` seconds): what a write refuses from the projection (404 unknown, 409
+    wrong state) must not come from a reader that is merely behind the writer."""
+    follower = follower_of(request)
+    await follower.wait_for(await follower.store.last_position(), timeout_s=FRESH_WAIT_S)
+    return follower.state
+
+
 async def release(request: web.Request) -> web.Response:
     """DELETE /api/v1/allocations/{id}?wait=: release a granted allocation or withdraw a queued one."""
     params = paging.query(request, allowed=("wait",))
     allocation_id = bodies.name(request.match_info["id"], field="id", limit=bodies.MAX_ID_CHARS)
     wait = _wait_of(params)
-    if allocation_id not in state_of(request).allocations:
+    if allocation_id not in (await _fresh_state(request)).allocations:
         return await _not_live(request, allocation_id)
     intent = intents.ReleaseAllocation(intent_id=_intent_id("release"), allocation_id=allocation_id,
                                        reason="released through the HTTP API")
@@ -200,7 +213,7 @@ async def resize(request: web.Request) -> web.Response:
     wait = _wait_of(params)
     allocation_id = bodies.name(request.match_info["id"], field="id", limit=bodies.MAX_ID_CHARS)
     body = await bounds.read_object(request)
-    state = state_of(request)
+    state = await _fresh_state(request)
     live = state.allocations.get(allocation_id)
     asked, limit = bodies.resize_sides(body, request=live.spec.request if live is not None else None,
                                        limit=live.spec.limit if live is not None else None)
@@ -247,7 +260,7 @@ async def remove_quota(request: web.Request) -> web.Response:
     params = paging.query(request, allowed=("wait",))
     wait = _wait_of(params)
     namespace = bodies.name(request.match_info["namespace"], field="namespace", limit=MAX_LABEL_VALUE_LENGTH)
-    if namespace not in state_of(request).quotas:
+    if namespace not in (await _fresh_state(request)).quotas:
         raise bounds.ApiError(404, f"namespace {namespace[:80]!r} has no quota", field="namespace")
     return await _decide(request, intents.RemoveQuota(intent_id=_intent_id("unquota"), namespace=namespace),
                          wait)
@@ -274,7 +287,7 @@ async def remove_pool(request: web.Request) -> web.Response:
     params = paging.query(request, allowed=("wait",))
     wait = _wait_of(params)
     pool = bodies.pool_name(request.match_info["pool"])
-    state = state_of(request)
+    state = await _fresh_state(request)
     nodes = sorted(state.pool_nodes.get(pool, ()))
     live = sorted(a.spec.allocation_id for a in state.allocations.values() if a.spec.pool == pool)
     if nodes or live:

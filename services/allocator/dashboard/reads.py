@@ -77,11 +77,13 @@ def quality_of(gpus: Iterable[GpuState]) -> Quality:
 
 
 class PoolSummary(msgspec.Struct, frozen=True, kw_only=True):
-    """One pool: nodes (lost ones counted apart), capacity and used (milli-TFLOPS, bytes), queue."""
+    """One pool: nodes (lost ones counted apart; idle ones, with no granted allocation, too),
+    capacity and used (milli-TFLOPS, bytes), queue."""
 
     name: str
     nodes: int
     lost_nodes: int
+    idle_nodes: int = 0
     capacity_milli_tflops: int
     capacity_vram_bytes: int
     used_milli_tflops: int
@@ -108,6 +110,7 @@ def pools(state: ClusterState) -> list[PoolSummary]:
         out.append(PoolSummary(
             name=name, nodes=len(nodes.get(name, [])),
             lost_nodes=sum(1 for n in nodes.get(name, []) if n.phase != READY),
+            idle_nodes=sum(1 for n in nodes.get(name, []) if n.idle_since is not None),
             capacity_milli_tflops=sum(g.capacity.milli_tflops for g in gpus if g.phase != MISSING),
             capacity_vram_bytes=sum(g.capacity.vram_bytes for g in gpus if g.phase != MISSING),
             used_milli_tflops=sum(min(g.used_milli_tflops, g.capacity.milli_tflops) for g in gpus

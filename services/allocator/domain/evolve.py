@@ -5,7 +5,9 @@ the two cannot diverge. It reports what it touched in ``state.changes`` (the nod
 records, GPUs or pool settings changed; inventory changes), from which a Scheduler refreshes
 its index and caches. GPU usage and namespace usage are sums of live charges, added on grant
 and subtracted on release with the very amounts recorded, so a release restores exactly; the
-partitions a grant records (template and slots) are kept on its GPUs and dropped on release.
+partitions a grant records (template and slots) are kept on its GPUs and dropped on release. A
+node's ``idle_since`` is the time of the event that left it without a granted allocation (its
+registration with none, its last release or preemption) and None while one is granted.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ def _granted(state: ClusterState, e: ev.AllocationGranted) -> None:
         gpu.partitions = {**gpu.partitions, aid: held}  # a new dict: scratch copies of a GPU may share the old one
     node = state.nodes[e.node]
     node.workers.append(aid)
+    node.idle_since = None
     node.used_cpu_milli += spec.cpu_milli
     node.used_memory_bytes += spec.memory_bytes
     _add_usage(state, spec.namespace, usage, sign=1)
@@ -122,6 +125,8 @@ def _released(state: ClusterState, e: ev.AllocationReleased | ev.AllocationPreem
         gpu.used_vram_bytes -= charge.vram_bytes
     node = state.nodes[allocation.node]
     node.workers.remove(e.allocation_id)
+    if not node.workers:
+        node.idle_since = e.at
     node.used_cpu_milli -= allocation.spec.cpu_milli
     node.used_memory_bytes -= allocation.spec.memory_bytes
     _add_usage(state, allocation.spec.namespace, allocation.usage or _EMPTY_USAGE, sign=-1)
@@ -173,6 +178,8 @@ def _registered(state: ClusterState, e: ev.NodeRegistered) -> None:
         else:
             gpu.spec, gpu.phase = spec, spec.phase
     node.gpus = reported + [name for name in node.gpus if name not in reported_set]
+    if not node.workers and node.idle_since is None:
+        node.idle_since = e.at  # a new node idle from its registration
     _set_pool(state, node, e.pool)
     state.changes.touch(e.node)
 

@@ -122,7 +122,13 @@ class GpuState(msgspec.Struct, kw_only=True):
 
 
 class NodeState(msgspec.Struct, kw_only=True):
-    """A node: labels, allocatable CPU (millicores) and memory (bytes), its GPUs, liveness."""
+    """A node: labels, allocatable CPU (millicores) and memory (bytes), its GPUs, liveness.
+
+    ``workers``: the ids of the allocations granted on it. ``idle_since``: when it last became
+    idle (no granted allocation: registered with none, or its last one released or preempted),
+    the event's time; None while an allocation is granted on it (TensorFusion
+    internal/gpuallocator/gpuallocator.go ``ListNonUsingNodes``: nodes whose worker set is empty).
+    """
 
     name: str
     pool: str
@@ -138,6 +144,7 @@ class NodeState(msgspec.Struct, kw_only=True):
     last_seen: datetime | None = None
     source: str = ""
     workers: list[str] = []
+    idle_since: datetime | None = None
 
 
 class QuotaUsage(msgspec.Struct, kw_only=True):

@@ -30,10 +30,11 @@ _snapshot_encoder = msgspec.msgpack.Encoder()
 _snapshot_decoder = msgspec.msgpack.Decoder(StateSnapshot)
 _digest_encoder = msgspec.json.Encoder(order="sorted")
 
-PROJECTION_VERSION = 1
+PROJECTION_VERSION = 2
 """The version of what a snapshot holds for a given log prefix. Bump it whenever ``evolve`` folds
 the same events into a different state, or the snapshot gains a field whose value old snapshots
-cannot supply (1: request shapes record VRAM and whole-GPU isolation). A snapshot of another
+cannot supply (1: request shapes record VRAM and whole-GPU isolation; 2: nodes record
+``idle_since``). A snapshot of another
 version is never resumed from: the state is rebuilt from the log (:func:`resume_from`)."""
 
 

@@ -76,7 +76,7 @@ async def test_cross_site_writes_and_simple_content_types_are_refused(api: Api) 
         got, body = await api.send("POST", "/api/v1/allocations", data=text, headers=headers)
         assert (got, body["field"]) == (status, field), (headers, body)
     assert (await api.get("/api/v1/allocations"))[1]["items"] == []  # nothing was granted
-    origin = f"http://127.0.0.1:{api.replica.port}"
+    origin = api.base  # the reader that serves the API
     same = {"Content-Type": "application/json", "Origin": origin, "Sec-Fetch-Site": "same-origin"}
     got, body = await api.send("POST", "/api/v1/allocations", data=text, headers=same)
     assert got == 200 and body["type"] == "allocation_granted", body
@@ -96,7 +96,7 @@ async def test_yaml_only_where_a_pod_is_sent(api: Api) -> None:
 
 
 async def test_a_stalled_body_is_answered_408_and_a_stalled_head_is_closed(api: Api) -> None:
-    port = api.replica.port
+    port = api.reader.port  # the reader serves the API (the writer only its probes)
     head = (b"POST /api/v1/simulate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             b"Content-Length: 1000\r\n\r\n{")
     answer = await _raw(port, head)
@@ -106,7 +106,7 @@ async def test_a_stalled_body_is_answered_408_and_a_stalled_head_is_closed(api: 
 
 
 async def test_at_the_cap_the_oldest_idle_connection_makes_room(api: Api) -> None:
-    port = api.replica.port
+    port = api.reader.port  # the reader serves the API (the writer only its probes)
     cap = int(EDGE_ENV["GPULEDGER_HTTP_MAX_CONNECTIONS"])
     held = [await asyncio.open_connection("127.0.0.1", port) for _ in range(cap + 5)]
     try:
@@ -130,6 +130,7 @@ BODIES: list[tuple[str, str, object, str]] = [
         "tensor-fusion.ai/tflops-request": SURROGATE}}}, "metadata.annotations.tensor-fusion.ai/tflops-request"),
     ("POST", "/api/v1/allocations/team-a%2Fa/resize", {"request": {"tflops": SURROGATE}}, "request.tflops"),
     ("POST", "/api/v1/allocations/team-a/a/resize", {"request": {SURROGATE: "1"}}, "request.'\\ud800'"),
+    ("POST", "/api/v1/whatif", {"since": "1h", "quota": ["a=1", SURROGATE]}, "quota[1]"),
 ]
 
 

@@ -288,3 +288,41 @@ def test_an_answer_into_a_closed_pipe_exits_141(stack: Path) -> None:
         os.close(write)
     assert done.returncode == 141 and b"Traceback" not in done.stderr, done.stderr
     assert cli(stack, "release", "team-a/piped").returncode == 0  # it was granted all the same
+
+
+def test_nodes_idle_and_idle_for(stack: Path) -> None:
+    """``nodes --idle [--for D]``: the nodes with no granted allocation and since when; a grant takes
+    its node off the list, its release puts it back with a later ``idle since``."""
+    before = {n["name"]: n["idle_since"] for n in as_json(cli(stack, "nodes", "--json"))}
+    idle = [n["name"] for n in as_json(cli(stack, "nodes", "--idle", "--json"))]
+    assert idle == sorted(name for name, since in before.items() if since is not None)
+    submitted = as_json(cli(stack, "submit", pod(stack, "idle-check", tflops="1"), "--json"))
+    assert submitted["type"] == "allocation_granted", submitted
+    assert submitted["node"] not in [n["name"] for n in as_json(cli(stack, "nodes", "--idle", "--json"))]
+    assert cli(stack, "release", "team-a/idle-check").returncode == 0
+    after = {n["name"]: n["idle_since"] for n in as_json(cli(stack, "nodes", "--idle", "--for", "0s", "--json"))}
+    assert submitted["node"] in after and after[submitted["node"]] != before[submitted["node"]]
+    assert as_json(cli(stack, "nodes", "--idle", "--for", "1000h", "--json")) == []
+    table = cli(stack, "nodes", "--idle")
+    assert table.returncode == 0 and "idle since" in table.stdout and submitted["node"] in table.stdout
+    for args in (("--for", "30m"), ("--idle", "--for", "30"), ("--idle", "--for", "soon")):
+        refused = cli(stack, "nodes", *args, "--json")
+        assert refused.returncode == 2 and as_json(refused)["field"] == "for", refused.stdout
+
+
+def test_defrag_plan_is_a_dry_run_with_reasons(stack: Path) -> None:
+    """``defrag plan POOL``: the plan's JSON (nothing moved), its text, and bad input exiting 2 naming the field."""
+    submitted = as_json(cli(stack, "submit", pod(stack, "defrag-check", tflops="1"), "--json"))
+    assert submitted["type"] == "allocation_granted", submitted
+    planned = as_json(cli(stack, "defrag", "plan", "default", "--max-moves", "3", "--json"))
+    assert planned["dry_run"] is True and planned["pool"] == "default" and len(planned["moves"]) <= 3
+    assert planned["before"]["busy_nodes"] >= 1 and all(s["code"] and s["reason"] for s in planned["skipped"])
+    text = cli(stack, "defrag", "plan", "default", "--max-moves", "3")
+    assert text.returncode == 0 and "nodes emptied" in text.stdout and "not implemented yet" in text.stdout
+    assert as_json(cli(stack, "why", "team-a/defrag-check", "--json"))["node"] == submitted["node"]  # not moved
+    for args, field in ((("nosuch", "--max-moves", "1"), "pool"), (("default", "--max-moves", "1", "--max-tflops",
+                                                                     "lots"), "max_tflops")):
+        refused = cli(stack, "defrag", "plan", *args, "--json")
+        assert refused.returncode == 2 and as_json(refused)["field"] == field, refused.stdout
+    assert cli(stack, "defrag", "plan", "default", "--max-moves", "0").returncode == 2
+    assert cli(stack, "release", "team-a/defrag-check").returncode == 0

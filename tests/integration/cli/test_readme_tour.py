@@ -47,7 +47,7 @@ def tour_commands(readme: str) -> list[tuple[str, int]]:
 def test_the_tour_has_the_lifecycle_commands() -> None:
     commands = " ".join(c for c, _ in tour_commands((ROOT / "README.md").read_text()))
     for verb in ("submit", "simulate", "queue", "why", "quota set", "resize", "release", "events", "status",
-                 "history", "replay --verify", "trace replay"):
+                 "history", "replay --verify", "trace replay", "whatif"):
         assert f"gpuledger {verb}" in commands
 
 

@@ -28,6 +28,7 @@ from events.values import AllocationSpec, GpuSpec, Resources
 from services.discovery import static
 from services.shared import messaging
 from services.trace import openb
+from tests.integration.cli.upstack import default_sigint
 
 CLI = [sys.executable, "-c", "from services.cli.main import run; run()"]
 GIB = 1 << 30
@@ -63,7 +64,7 @@ class Stack:
         self._out = self.log.open("ab")
         open_api = [] if token else ["--no-token"]  # no token given: an open API, as before tokens were the default
         self.process = subprocess.Popen([*CLI, "up", "--data-dir", str(data_dir), *open_api], stdout=self._out,
-                                        stderr=subprocess.STDOUT, env=env)
+                                        stderr=subprocess.STDOUT, env=env, preexec_fn=default_sigint)
         self.http = ""
         self.nats = ""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -99,9 +99,17 @@ def _no_preemptions(rows: Rows) -> None:
     assert rows == []  # the story has none; tests/integration/log/test_preemption_sql.py has one
 
 
+def _idle_nodes(rows: Rows) -> None:
+    """n2 waited 3 minutes for b, n1 2 minutes for a; b's release and c's grant from the queue on n2
+    were one decision (no gap), and d came and went on n1 while a held it."""
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        ("n2", "default", timedelta(minutes=3), 1), ("n1", "default", timedelta(minutes=2), 1)]
+    assert rows[0][5] == scenario.T0
+
+
 CHECKS: dict[int, Callable[[Rows], None]] = {1: _gpu_hours, 2: _usage, 3: _waits, 4: _why, 5: _node_at,
                                              6: _quota, 7: _resizes, 8: _per_hour, 9: _rejections, 10: _by_type,
-                                             11: _no_preemptions}
+                                             11: _no_preemptions, 12: _idle_nodes}
 
 
 def test_the_doc_has_every_query_we_check() -> None:

@@ -184,12 +184,12 @@ async def _probe_and_read(writer: str, base: str) -> None:
         assert allocation["allocation_id"] == "a" and allocation["request"]["tflops"] == "30"
         async with http.get(f"{base}/api/v1/allocations?status=bogus") as r:
             assert r.status == 400 and (await r.json())["field"] == "status"
-        async with http.post(f"{base}/api/v1/simulate", data=SIM_POD) as r:
+        async with http.post(f"{base}/api/v1/simulate", data=SIM_POD, headers=YAML) as r:
             simulated = await r.json()
         assert simulated["outcome"]["type"] == "allocation_granted" and simulated["outcome"]["position"] is None
         assert {f["name"] for f in simulated["filters"]}
         async with http.post(f"{base}/api/v1/simulate",
-                             data=SIM_POD.replace('"10"', '"ten"')) as r:
+                             data=SIM_POD.replace('"10"', '"ten"'), headers=YAML) as r:
             assert r.status == 400 and (await r.json())["field"] == "tensor-fusion.ai/tflops-request"
 
 
@@ -209,6 +209,9 @@ async def test_sigterm_style_stop_hands_over_to_the_standby_without_loss(
     assert Counter(row.intent_id for row in store.rows) == {"register-n1": 1, **{f"req-p{i}": 1 for i in range(100)}}
     await second.stop()
 
+
+YAML = {"Content-Type": "application/yaml"}
+"""The Pod routes take YAML only when it says so (a web page cannot send it without a preflight)."""
 
 SIM_POD = """
 apiVersion: v1

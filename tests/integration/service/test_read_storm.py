@@ -27,6 +27,7 @@ from .processes import AllocatorProcess, wait_ready
 pytestmark = pytest.mark.integration
 
 STORM_S = 8.0
+YAML = {"Content-Type": "application/yaml"}
 SMALL_POD = """apiVersion: v1
 kind: Pod
 metadata:
@@ -111,7 +112,7 @@ async def _storm(writer: AllocatorProcess, reader: AllocatorProcess,
     async def small(session: aiohttp.ClientSession, path: str) -> None:
         while time.monotonic() < end:
             if path == "/api/v1/simulate":
-                response = session.post(base + path, data=SMALL_POD)
+                response = session.post(base + path, data=SMALL_POD, headers=YAML)
             else:
                 response = session.get(base + path)
             async with response as r:
@@ -125,7 +126,7 @@ async def _storm(writer: AllocatorProcess, reader: AllocatorProcess,
         while time.monotonic() < end:
             big_in_flight += 1
             try:
-                async with session.post(base + "/api/v1/simulate", data=body) as r:
+                async with session.post(base + "/api/v1/simulate", data=body, headers=YAML) as r:
                     await r.read()
                     assert r.status in (200, 400, 413, 503), r.status
                     counts["big"] += 1
