@@ -130,21 +130,48 @@ def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime
     return [_not_now(state, spec, outcome, now, scheduler, preempting)]
 
 
+def no_room(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler) -> tuple[str, list[FilterCount]]:
+    """Why ``spec`` fits on no node now, and the per-filter counts when they were computed.
+
+    On the read side (``scheduler.explaining``) the full pass: ``0/8 GPUs fit in pool p:
+    ResourceFilter removed 6, SameNodeFilter removed 2`` (:func:`summarize`) with the counts. On
+    the writer's hot path no filter is run again: what the failed search knows, from the pool's
+    summaries (docs/allocation.md): ``0/8 GPUs fit in pool p: no node has 2 GPU(s) that pass
+    every filter (largest free on one GPU: 12.5 TFLOPS, 30 GiB VRAM; most idle GPUs on a node: 0)``
+    and no counts (``why`` and the queue compute them when asked)."""
+    if scheduler.explaining:
+        filters, _ = scheduler.filter_pass(state, spec)
+        return summarize(filters, sum(f.removed for f in filters), spec.pool), filters
+    room = scheduler.room(state, spec.pool)
+    return (f"0/{room.gpus} GPUs fit in pool {spec.pool}: no node has {spec.gpu_count} GPU(s) that pass every "
+            f"filter (largest free on one GPU: {_tflops(room.milli_tflops)} TFLOPS, {_gib(room.vram_bytes)} "
+            f"VRAM; most idle GPUs on a node: {room.idle})"), []
+
+
+def _tflops(milli: int) -> str:
+    return f"{milli / 1000:.1f}".removesuffix(".0")
+
+
+def _gib(amount: int) -> str:
+    return f"{amount / (1 << 30):.1f}".removesuffix(".0") + " GiB"
+
+
 def _not_now(state: ClusterState, spec: AllocationSpec, blocked: Blocked, now: datetime, scheduler: Scheduler,
              no_plan: NoPlan) -> ev.AnyEvent:
-    filters, _ = scheduler.filter_pass(state, spec)
-    total = sum(f.removed for f in filters)
+    filters: list[FilterCount] = []
     if blocked.code == "capacity":
         static_filters, static_fit = scheduler.static_pass(state, spec)
         if static_fit == 0:
             reason = never_fits(state, spec, static_filters, scheduler)
             return ev.AllocationRejected(at=now, spec=spec, code="unschedulable", reason=reason,
                                          filters=tuple(static_filters))
-        reason = summarize(filters, total, spec.pool)
+        reason, filters = no_room(state, spec, scheduler)
         if spec.isolation == "partitioned":
             reason += "; " + describe(state, spec, scheduler.prepare(spec)[0], scheduler.profile.templates)
     else:
         reason = blocked.reason
+        if scheduler.explaining:
+            filters = scheduler.filter_pass(state, spec)[0]
     dimension = blocked.quota.dimension if blocked.quota else ""
     reason = explained(reason, no_plan)
     return ev.AllocationQueued(at=now, spec=spec, code=blocked.code, reason=reason, filters=tuple(filters),
