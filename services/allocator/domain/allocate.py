@@ -160,8 +160,8 @@ def _not_now(state: ClusterState, spec: AllocationSpec, blocked: Blocked, now: d
              no_plan: NoPlan) -> ev.AnyEvent:
     filters: list[FilterCount] = []
     if blocked.code == "capacity":
-        static_filters, static_fit = scheduler.static_pass(state, spec)
-        if static_fit == 0:
+        if not scheduler.static_fits(state, spec):
+            static_filters = scheduler.static_pass(state, spec)[0]
             reason = never_fits(state, spec, static_filters, scheduler)
             return ev.AllocationRejected(at=now, spec=spec, code="unschedulable", reason=reason,
                                          filters=tuple(static_filters))

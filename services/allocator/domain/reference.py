@@ -134,6 +134,10 @@ class ReferenceScheduler(Scheduler):
             return Room(0, 0, 0, gpus)
         return Room(max(f.tflops for f in free), max(f.vram for f in free), max(f.idle for f in free), gpus)
 
+    def static_fits(self, state: ClusterState, spec: AllocationSpec) -> bool:
+        """From the full static pass, computed afresh."""
+        return self.static_pass(state, spec)[1] > 0
+
     def static_pass(self, state: ClusterState, spec: AllocationSpec) -> tuple[list[FilterCount], int]:
         """The static pass, computed afresh."""
         return self.filter_pass(state, spec, static=True)

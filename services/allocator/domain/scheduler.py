@@ -70,6 +70,7 @@ class Scheduler:
         self._inventory = -1
         self._prepared: dict[ShapeKey, tuple[Need, Chain]] = {}
         self._static: dict[ShapeKey, tuple[list[FilterCount], int]] = {}
+        self._static_fits: dict[ShapeKey, bool] = {}
         self._strategies: dict[str, tuple[PoolConfig, object, Strategy]] = {}
         self._indexed: dict[type, bool] = {}
         self.ranks = RankCache()
@@ -87,6 +88,7 @@ class Scheduler:
             self._strategies.clear()
             self.ranks.clear()
             self._static.clear()
+            self._static_fits.clear()
             self._floors = PriorityIndex()
             self._no_plans.clear()
             self._node_plans.clear()
@@ -110,6 +112,7 @@ class Scheduler:
         if changes.inventory != self._inventory:
             self._inventory = changes.inventory
             self._static.clear()
+            self._static_fits.clear()
             self._no_plans.clear()
             self._node_plans.clear()
             self._unfit.clear()
@@ -375,6 +378,28 @@ class Scheduler:
         nodes = [state.nodes[n] for n in sorted(state.pool_nodes.get(spec.pool, ()))]
         ctx = Context(state.pool_config(spec.pool), static=static, allocations=state.allocations)
         return chain.explain(nodes, state.gpus, need, ctx, may_fit=lambda name: self.may_fit(name, need))
+
+    def static_fits(self, state: ClusterState, spec: AllocationSpec) -> bool:
+        """Whether some node of the pool could ever hold ``spec`` (the static pass finds a fitting
+        node): the first such node answers, so only a request that can never fit pays for the
+        whole static pass (:meth:`static_pass`, its per-filter counts). Cached like that pass."""
+        self.sync(state)
+        key = shape_key(spec)
+        known = self._static_fits.get(key)
+        if known is None:
+            cached = self._static.get(key)
+            if cached is not None:
+                known = cached[1] > 0
+            else:
+                need, chain = self._prepare(key, spec)
+                ctx = Context(state.pool_config(spec.pool), static=True, allocations=state.allocations)
+                known = any(chain.node_admits(node := state.nodes[n], need, ctx)
+                            and chain.fits(node, chain.node_candidates(node, state.gpus, need, ctx), need, ctx)
+                            for n in state.pool_nodes.get(spec.pool, ()))
+            if len(self._static_fits) >= MEMO_LIMIT:
+                self._static_fits.clear()
+            self._static_fits[key] = known
+        return known
 
     def static_pass(self, state: ClusterState, spec: AllocationSpec) -> tuple[list[FilterCount], int]:
         """The static filter pass ("could it ever fit?"), cached by request shape until the inventory changes."""
