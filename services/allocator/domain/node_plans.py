@@ -10,7 +10,10 @@ only the touched nodes (KAI scheduler's victim search skips candidate sets it al
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from datetime import datetime
+
+from sortedcontainers import SortedList
 
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.state import ClusterState
@@ -37,6 +40,9 @@ class NodeResult:
 UNKNOWN = object()
 """A NodeResult's plan not computed yet."""
 
+SortKey = tuple[int, str]
+"""A node's place in the Scheduler's node order (NodeIndex.sort_key)."""
+
 
 class NodePlans:
     """Per search key (request shape, limit, priority, namespace, scope), each searched node's
@@ -46,24 +52,70 @@ class NodePlans:
     strategy instance and the inventory are as they were (checked by :meth:`catch_up`) and time
     does not run back (eviction protection only ends as time passes; a node where protection
     refused a candidate is not kept). The ReferenceScheduler keeps none: the equivalence tests
-    check that a kept result is the one a fresh search computes."""
+    check that a kept result is the one a fresh search computes.
 
-    __slots__ = ("mark", "nodes", "now", "validity")
+    Once seeded (:meth:`seed`, after a first whole search), ``live`` holds the pool's nodes in node
+    order (their sort keys) less those known to play no part: ``live[1]`` less the nodes without
+    a candidate or whose candidates cannot free enough (``Trial.bound``), ``live[0]`` less those
+    too and the nodes with no plan at all; a touched node is put back (:meth:`catch_up`)."""
 
-    def __init__(self, validity: object, mark: int, now: datetime) -> None:
+    __slots__ = ("keys", "live", "mark", "nodes", "now", "pool", "validity")
+
+    def __init__(self, validity: object, mark: int, now: datetime, pool: str) -> None:
         self.validity = validity
         self.mark = mark
         self.now = now
+        self.pool = pool
         self.nodes: dict[str, NodeResult] = {}
+        self.live: tuple[SortedList, SortedList] | None = None
+        self.keys: dict[str, SortKey] = {}
 
-    def catch_up(self, state: ClusterState, validity: object, now: datetime) -> bool:
-        """Drop the nodes touched since the last search; False when the whole record is stale."""
+    def catch_up(self, state: ClusterState, validity: object, now: datetime, sort_key: Callable[[str], SortKey]
+                 ) -> bool:
+        """Drop the nodes touched since the last search (and put them back in ``live`` under their
+        current sort key); False when the whole record is stale."""
         if validity != self.validity or now < self.now:
             return False
         nodes = self.nodes
-        if nodes:
+        if nodes or self.live is not None:
             for name in state.changes.nodes_since(self.mark):
                 nodes.pop(name, None)
+                if self.live is not None:
+                    self._revive(state, name, sort_key)
         self.mark = state.changes.seq
         self.now = now
         return True
+
+    def _revive(self, state: ClusterState, name: str, sort_key: Callable[[str], SortKey]) -> None:
+        assert self.live is not None
+        old = self.keys.pop(name, None)
+        if old is not None:
+            for lst in self.live:
+                lst.discard(old)
+        node = state.nodes.get(name)
+        if node is not None and node.pool == self.pool:
+            key = self.keys[name] = sort_key(name)
+            for lst in self.live:
+                lst.add(key)
+
+    def seed(self, state: ClusterState, sort_key: Callable[[str], SortKey]) -> None:
+        """Build ``live`` from every node of the pool, less the kept results that play no part."""
+        keys = self.keys = {name: sort_key(name) for name in state.pool_nodes.get(self.pool, ()) if name in state.nodes}
+        self.live = (SortedList(keys.values()), SortedList(keys.values()))
+        self.settle(list(self.nodes))
+
+    def settle(self, names: Iterable[str]) -> None:
+        """Take out of ``live`` the nodes of ``names`` whose kept result now says they play no part."""
+        if self.live is None:
+            return
+        first, second = self.live
+        for name in names:
+            result = self.nodes.get(name)
+            key = self.keys.get(name)
+            if result is None or key is None:
+                continue
+            if not result.cands or result.bound is False:
+                first.discard(key)
+                second.discard(key)
+            elif result.plan is None and result.beaten is None:
+                first.discard(key)

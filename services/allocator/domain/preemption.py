@@ -27,7 +27,7 @@ never mutates the state.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import NamedTuple, cast
 
@@ -35,7 +35,7 @@ from events.values import AllocationSpec, Partition, Resources, priority_of
 from services.allocator.domain.framework import Chain
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.need import Need
-from services.allocator.domain.node_plans import NodePlans, NodeResult
+from services.allocator.domain.node_plans import NodePlans, NodeResult, SortKey
 from services.allocator.domain.placement import charge_on
 from services.allocator.domain.plan_memo import Memo
 from services.allocator.domain.scheduler import Scheduler
@@ -107,14 +107,20 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     indexed = scheduler.indexed(strategy)
     plans = None
     if indexed or not cast(ScanStrategy, strategy).per_request:  # a per-request pick reads the allocation id
-        plans = scheduler.node_plans((memo.key, spec.limit), state, (memo.validity, strategy), now)
+        plans = scheduler.node_plans((memo.key, spec.limit), state, spec.pool, (memo.validity, strategy), now)
     search = _Search(state, spec, need, chain, strategy, indexed, scheduler.profile.templates, plans)
+    limit = max(MIN_CANDIDATES, len(state.pool_nodes.get(spec.pool, ())) * CANDIDATE_PERCENT // 100)
+    if plans is not None and plans.live is not None and touched is None:
+        kept = _live_search(search, plans, scheduler, priority, floor, config.preemption, now, limit)
+        if kept is not None:
+            memo.forget(scheduler)
+            return kept
     refusals = Refusals()
     best: tuple[Plan, int] | None = None
     searched: set[str] = set()
     pending: list[tuple[Key, int, str, NodeResult]] = []
-    limit = max(MIN_CANDIDATES, len(state.pool_nodes.get(spec.pool, ())) * CANDIDATE_PERCENT // 100)
-    for at, name in enumerate(scheduler.node_order(state, spec.pool, among=touched)):
+    order: Iterable[tuple[int, str]] = enumerate(scheduler.node_order(state, spec.pool, among=touched))
+    for at, name in order:
         ranked = scheduler.ranked(state, name)
         if not ranked or ranked[0][0] >= priority:
             continue
@@ -141,6 +147,11 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
         found = search.on_node(name, node, best[0].key, tie_ok=at < best[1])
         if found is not None:
             best = (found, at)
+    if plans is not None and touched is None:
+        if plans.live is None:
+            plans.seed(state, scheduler.index.sort_key)
+        else:
+            plans.settle(search.seen)
     if best is not None:
         memo.forget(scheduler)
         return best[0]
@@ -149,16 +160,74 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     return _why_not(spec, len(searched), refusals)
 
 
+def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priority: int, floor: int, scope: str,
+                 now: datetime, limit: int) -> Plan | None:
+    """The search of :func:`find` over the kept ``live`` node lists instead of every node: the
+    same plan, or None when no plan exists (the caller then walks every node, for the exact
+    counts of why not). Exact because the nodes left out are, by their kept results, the ones
+    the whole walk passes over without effect on a plan: no candidate or not enough to free
+    (never a plan, never pending), and before the first plan also no plan at all. Positions are
+    the nodes' sort keys (the walk compares positions only with each other)."""
+    state = search.state
+    first, second = plans.live  # type: ignore[misc]
+    refusals = Refusals()  # counts only explain a failure, which the whole walk redoes
+    best: tuple[Plan, SortKey] | None = None
+    for at in first:
+        name = at[1]
+        ranked = scheduler.ranked(state, name)
+        if not ranked or ranked[0][0] >= priority:
+            continue
+        node = search.node(name, ranked, priority, scope, now, refusals)
+        if not node.cands:
+            continue
+        found = search.on_node(name, node, None)
+        if found is not None:
+            best = (found, at)
+            break
+    if best is None:
+        plans.settle(search.seen)
+        return None
+    if best[0].key == (floor, floor + PRIORITY_OFFSET, 1):  # one victim of the pool's lowest priority
+        plans.settle(search.seen)
+        return best[0]
+    pending: list[tuple[Key, SortKey, str, NodeResult]] = []
+    for at in second.irange(minimum=best[1], inclusive=(False, True)):
+        name = at[1]
+        ranked = scheduler.ranked(state, name)
+        if not ranked or ranked[0][0] >= priority:
+            continue
+        if (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best[0].key:
+            continue
+        node = search.node(name, ranked, priority, scope, now, refusals)
+        if not node.cands:
+            continue
+        if search.bound(name, node) and (bound := search.lower(name, node)) < best[0].key:
+            pending.append((bound, at, name, node))
+            if len(pending) >= limit:
+                break
+    pending.sort(key=lambda p: (p[0], p[1]))
+    for bound, at, name, node in pending:
+        if (bound, at) >= (best[0].key, best[1]):
+            break
+        found = search.on_node(name, node, best[0].key, tie_ok=at < best[1])
+        if found is not None:
+            best = (found, at)
+    plans.settle(search.seen)
+    return best[0]
+
+
 class _Search:
     """One search's per-node work, read from the Scheduler's :class:`NodePlans` where a node was
     not touched since it was computed (None: nothing kept, as the ReferenceScheduler)."""
 
-    __slots__ = ("chain", "indexed", "need", "plans", "spec", "state", "strategy", "templates")
+    __slots__ = ("chain", "indexed", "need", "plans", "seen", "spec", "state", "strategy", "templates")
 
     def __init__(self, state: ClusterState, spec: AllocationSpec, need: Need, chain: Chain, strategy: Strategy,
                  indexed: bool, templates: TemplateTable, plans: NodePlans | None) -> None:
         self.state, self.spec, self.need, self.chain = state, spec, need, chain
         self.strategy, self.indexed, self.templates, self.plans = strategy, indexed, templates, plans
+        self.seen: list[str] = []
+        """The nodes whose results this search read or computed."""
 
     def node(self, name: str, ranked: Ranked, priority: int, scope: str, now: datetime,
              refusals: Refusals) -> NodeResult:
@@ -176,6 +245,7 @@ class _Search:
                 plans.nodes[name] = found
         else:
             refusals.out_of_scope += found.out_of_scope
+        self.seen.append(name)
         return found
 
     def _trial(self, name: str) -> Trial:

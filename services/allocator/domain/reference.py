@@ -112,7 +112,8 @@ class ReferenceScheduler(Scheduler):
     def remember_failed_plan(self, key: object, entry: tuple[int, object, frozenset[str]]) -> None:
         """Nothing is remembered."""
 
-    def node_plans(self, key: object, state: ClusterState, validity: object, now: datetime) -> NodePlans | None:
+    def node_plans(self, key: object, state: ClusterState, pool: str, validity: object, now: datetime
+                   ) -> NodePlans | None:
         """Nothing is kept: every node of every search is computed afresh."""
         return None
 

@@ -334,16 +334,17 @@ class Scheduler:
         """Forget a remembered failed search."""
         self._no_plans.pop(key, None)
 
-    def node_plans(self, key: object, state: ClusterState, validity: object, now: datetime) -> NodePlans | None:
+    def node_plans(self, key: object, state: ClusterState, pool: str, validity: object, now: datetime
+                   ) -> NodePlans | None:
         """The per-node results of earlier preemption searches for ``key`` (plan_memo.NodePlans),
         caught up with the nodes touched since; a fresh record when ``validity`` (quota, usage,
         strategy) changed or time ran back. None: nothing kept (the ReferenceScheduler)."""
         self.sync(state)
         plans = self._node_plans.get(key)
-        if plans is None or not plans.catch_up(state, validity, now):
+        if plans is None or plans.pool != pool or not plans.catch_up(state, validity, now, self.index.sort_key):
             if len(self._node_plans) >= MEMO_LIMIT:
                 self._node_plans.clear()
-            plans = self._node_plans[key] = NodePlans(validity, state.changes.seq, now)
+            plans = self._node_plans[key] = NodePlans(validity, state.changes.seq, now, pool)
         return plans
 
     def touched_since(self, mark: int) -> Iterable[str]:
