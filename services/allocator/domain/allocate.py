@@ -131,21 +131,19 @@ def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime
 
 
 def no_room(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler) -> tuple[str, list[FilterCount]]:
-    """Why ``spec`` fits on no node now, and the per-filter counts when they were computed.
+    """Why ``spec`` fits on no node now, and the per-filter counts when they are asked for.
 
-    On the read side (``scheduler.explaining``) the full pass: ``0/8 GPUs fit in pool p:
-    ResourceFilter removed 6, SameNodeFilter removed 2`` (:func:`summarize`) with the counts. On
-    the writer's hot path no filter is run again: what the failed search knows, from the pool's
-    summaries (docs/allocation.md): ``0/8 GPUs fit in pool p: no node has 2 GPU(s) that pass
-    every filter (largest free on one GPU: 12.5 TFLOPS, 30 GiB VRAM; most idle GPUs on a node: 0)``
-    and no counts (``why`` and the queue compute them when asked)."""
-    if scheduler.explaining:
-        filters, _ = scheduler.filter_pass(state, spec)
-        return summarize(filters, sum(f.removed for f in filters), spec.pool), filters
+    The text says what the failed search knows, from the pool's summaries, without running a
+    filter again (docs/allocation.md): ``0/8 GPUs fit in pool p: no node has 2 GPU(s) that pass
+    every filter (largest free on one GPU: 12.5 TFLOPS, 30 GiB VRAM; most idle GPUs on a node: 0)``.
+    The counts (TensorFusion FilterDetail: GPUs each filter removes) only on the read side
+    (``scheduler.explaining``: ``why``, the queue, the dashboard, ``simulate``); the writer's hot
+    path leaves them out (empty)."""
     room = scheduler.room(state, spec.pool)
-    return (f"0/{room.gpus} GPUs fit in pool {spec.pool}: no node has {spec.gpu_count} GPU(s) that pass every "
+    text = (f"0/{room.gpus} GPUs fit in pool {spec.pool}: no node has {spec.gpu_count} GPU(s) that pass every "
             f"filter (largest free on one GPU: {_tflops(room.milli_tflops)} TFLOPS, {_gib(room.vram_bytes)} "
-            f"VRAM; most idle GPUs on a node: {room.idle})"), []
+            f"VRAM; most idle GPUs on a node: {room.idle})")
+    return text, scheduler.filter_pass(state, spec)[0] if scheduler.explaining else []
 
 
 def _tflops(milli: int) -> str:

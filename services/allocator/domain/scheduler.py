@@ -58,9 +58,9 @@ class Scheduler:
         self.profile = profile
         self.target = target
         self.explaining = explaining
-        """True on the read side: a queued request's reason carries the full per-filter counts
+        """True on the read side: a queued request's outcome carries the per-filter counts
         (``filter_pass``, cached per request shape and pool version); False on the writer's hot
-        path, where the reason is built from what the failed search already knows (``room``)."""
+        path, which leaves them out (the reason text, from ``room``, is the same either way)."""
         self._unfit: dict[ShapeKey, int] = {}
         """Request shapes that fit nowhere -> the change mark of that failed walk (known-unfit)."""
         self._explained: dict[tuple[ShapeKey, bool, int], tuple[list[FilterCount], int]] = {}

@@ -65,7 +65,7 @@ def test_dynamic_lock_follows_the_first_allocation_and_clears_when_idle() -> Non
     assert isinstance(c.request(a_request("soft-2", 10, Gi, pool="p", isolation="soft")), ev.AllocationGranted)
     hard = c.request(a_request("hard-1", 10, Gi, pool="p", isolation="hard"))
     assert isinstance(hard, ev.AllocationQueued) and c.filters_now("hard-1")["DynamicIsolationFilter"] == 1
-    assert "DynamicIsolationFilter removed 1" in reasons.current(c.state, hard.spec).reason
+    assert ("DynamicIsolationFilter", 1) in [(f.name, f.removed) for f in reasons.current(c.state, hard.spec).filters]
     assert lock_of(c.state.gpus["g"], c.state.allocations) == "soft"
     c.release("soft-1")
     assert c.state.allocations["hard-1"].status == "queued"  # still locked by soft-2
@@ -106,7 +106,8 @@ def test_conflicting_modes_found_on_replay_fail_the_gpu_closed() -> None:
     out = process(replayed, it.RequestAllocation(intent_id="late", spec=a_request("late", 10, Gi, pool="p")),
                   c.now, Scheduler())
     assert isinstance(out[0], ev.AllocationQueued)
-    assert "IsolationConflictFilter removed 1" in reasons.current(replayed, out[0].spec).reason
+    now = reasons.current(replayed, out[0].spec)
+    assert ("IsolationConflictFilter", 1) in [(f.name, f.removed) for f in now.filters]
     assert views.gpu_view(c.state.gpus["g"], c.state.allocations)["isolation_lock"] == CONFLICT
     c.request(a_request("late", 10, Gi, pool="p", isolation="soft"))
     events = c.release("hard")  # the conflict drains: the GPU is soft again, the queued soft request fits

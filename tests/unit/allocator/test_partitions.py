@@ -82,7 +82,7 @@ def test_slot_fragmentation_queues_with_the_reason_until_a_run_frees() -> None:
     assert c.avail("g0")[0] >= 200_000 and c.avail("g0")[1] >= 20 * GB  # room in TFLOPS and VRAM, not in slots
     out = c.request(part("big", template="2g.20gb"))
     assert isinstance(out, ev.AllocationQueued) and out.code == "capacity"
-    assert "PartitionFilter removed 1" in reasons.current(c.state, out.spec).reason
+    assert ("PartitionFilter", 1) in [(f.name, f.removed) for f in reasons.current(c.state, out.spec).filters]
     assert "no free run of 2 slot(s)" in out.reason  # the partition detail stays in the event
     assert "template 2g.20gb (named)" in out.reason
     assert "GPU g0: no free run of 2 slot(s) for 2g.20gb at starts [0, 2, 4] (free slots [1, 3, 7])" in out.reason
