@@ -191,8 +191,12 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
         plans.settle(search.seen)
         return best[0]
     pending: list[tuple[Key, SortKey, str, NodeResult]] = []
+    kept = plans.nodes
     for at in second.irange(minimum=best[1], inclusive=(False, True)):
         name = at[1]
+        result = kept.get(name)
+        if result is not None and result.lower is not None and result.lower >= best[0].key:
+            continue  # the whole walk passes it over too: its kept bound cannot beat the best plan
         ranked = scheduler.ranked(state, name)
         if not ranked or ranked[0][0] >= priority:
             continue
