@@ -7,7 +7,8 @@ freed: the nodes whose capacity, liveness or labels changed, or everywhere when 
 quota usage or spec changed or its pool was reconfigured (it fit nowhere else when it was queued,
 and capacity elsewhere can only shrink without an event naming that node). A gang that has not
 been placed is tried as a unit where its first waiting member stands (domain.gang.retry: the
-whole quorum or nothing).
+whole quorum or nothing). The walk goes by queue groups (``drain``), with the same outcome as
+trying every request in turn.
 """
 
 from __future__ import annotations

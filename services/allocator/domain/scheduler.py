@@ -336,7 +336,7 @@ class Scheduler:
 
     def node_plans(self, key: object, state: ClusterState, pool: str, validity: object, now: datetime
                    ) -> NodePlans | None:
-        """The per-node results of earlier preemption searches for ``key`` (plan_memo.NodePlans),
+        """The per-node results of earlier preemption searches for ``key`` (node_plans.NodePlans),
         caught up with the nodes touched since; a fresh record when ``validity`` (quota, usage,
         strategy) changed or time ran back. None: nothing kept (the ReferenceScheduler)."""
         self.sync(state)
