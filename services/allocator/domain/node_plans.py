@@ -56,10 +56,11 @@ class NodePlans:
 
     Once seeded (:meth:`seed`, after a first whole search), ``live`` holds the pool's nodes in node
     order (their sort keys) less those known to play no part: ``live[1]`` less the nodes without
-    a candidate or whose candidates cannot free enough (``Trial.bound``), ``live[0]`` less those
-    too and the nodes with no plan at all; a touched node is put back (:meth:`catch_up`)."""
+    work of a lower priority (``idle``), without a candidate or whose candidates cannot free
+    enough (``Trial.bound``), ``live[0]`` less those too and the nodes with no plan at all; a
+    touched node is put back (:meth:`catch_up`)."""
 
-    __slots__ = ("keys", "live", "mark", "nodes", "now", "pool", "validity")
+    __slots__ = ("idle", "keys", "live", "mark", "nodes", "now", "pool", "validity")
 
     def __init__(self, validity: object, mark: int, now: datetime, pool: str) -> None:
         self.validity = validity
@@ -69,6 +70,8 @@ class NodePlans:
         self.nodes: dict[str, NodeResult] = {}
         self.live: tuple[SortedList, SortedList] | None = None
         self.keys: dict[str, SortKey] = {}
+        self.idle: set[str] = set()
+        """Nodes without work of a priority below the key's (nothing to preempt there) until touched."""
 
     def catch_up(self, state: ClusterState, validity: object, now: datetime, sort_key: Callable[[str], SortKey]
                  ) -> bool:
@@ -77,9 +80,10 @@ class NodePlans:
         if validity != self.validity or now < self.now:
             return False
         nodes = self.nodes
-        if nodes or self.live is not None:
+        if nodes or self.idle or self.live is not None:
             for name in state.changes.nodes_since(self.mark):
                 nodes.pop(name, None)
+                self.idle.discard(name)
                 if self.live is not None:
                     self._revive(state, name, sort_key)
         self.mark = state.changes.seq
@@ -102,7 +106,7 @@ class NodePlans:
         """Build ``live`` from every node of the pool, less the kept results that play no part."""
         keys = self.keys = {name: sort_key(name) for name in state.pool_nodes.get(self.pool, ()) if name in state.nodes}
         self.live = (SortedList(keys.values()), SortedList(keys.values()))
-        self.settle(list(self.nodes))
+        self.settle([*self.nodes, *self.idle])
 
     def settle(self, names: Iterable[str]) -> None:
         """Take out of ``live`` the nodes of ``names`` whose kept result now says they play no part."""
@@ -112,6 +116,10 @@ class NodePlans:
         for name in names:
             result = self.nodes.get(name)
             key = self.keys.get(name)
+            if key is not None and name in self.idle:
+                first.discard(key)
+                second.discard(key)
+                continue
             if result is None or key is None:
                 continue
             if not result.cands or result.bound is False:

@@ -123,6 +123,9 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     for at, name in order:
         ranked = scheduler.ranked(state, name)
         if not ranked or ranked[0][0] >= priority:
+            if plans is not None:
+                plans.idle.add(name)
+                search.seen.append(name)
             continue
         if best is not None and (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best[0].key:
             continue
@@ -176,6 +179,8 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
         name = at[1]
         ranked = scheduler.ranked(state, name)
         if not ranked or ranked[0][0] >= priority:
+            plans.idle.add(name)
+            search.seen.append(name)
             continue
         node = search.node(name, ranked, priority, scope, now, refusals)
         if not node.cands:
@@ -199,6 +204,8 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
             continue  # the whole walk passes it over too: its kept bound cannot beat the best plan
         ranked = scheduler.ranked(state, name)
         if not ranked or ranked[0][0] >= priority:
+            plans.idle.add(name)
+            search.seen.append(name)
             continue
         if (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best[0].key:
             continue
