@@ -132,7 +132,7 @@ class Scheduler:
         child._floors = self._floors.copy()
         child._no_plans = {}  # its failed searches hold the scratch's change marks, not this state's
         child._node_plans = {}
-        child._unfit = dict(self._unfit)  # marks taken on ``state`` stay valid: scratch continues its numbering
+        child._unfit = {}  # the scratch's change log starts at the fork: earlier marks cannot be read there
         child._explained = {}
         child._strategies = dict(self._strategies)
         child._state = scratch
