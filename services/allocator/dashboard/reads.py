@@ -230,8 +230,9 @@ def queue(state: ClusterState, *, offset: int = 0, limit: int = 100, explain: in
     one ``decide`` each); the rest empty strings."""
     waiting = reasons.queued(state)
     out: list[Waiting] = []
+    explainer = reasons.explainer()  # one index for the page, not one per reason
     for rank, record in enumerate(waiting[offset:offset + limit], start=offset + 1):
-        now = reasons.current(state, record.spec) if len(out) < explain else None
+        now = reasons.current(state, record.spec, explainer) if len(out) < explain else None
         out.append(Waiting(rank=rank, allocation=record, code_now=now.code if now else "",
                            explanation=now.reason if now else "", waiting_since=record.requested_at))
     return out, len(waiting)
