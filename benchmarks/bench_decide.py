@@ -10,8 +10,15 @@ default strategy's at the same scale in the same run. Latencies are the thread's
 decision (the VM is shared: wall time counts other processes' turns too); ``wall_*`` are wall
 clock.
 
+Saturated mode (``--saturated 500,5000``, issue 27): for each queue length, the cluster is filled
+(untimed) until every GPU that can take work is taken and that many requests wait, then releases
+and new requests alternate strictly (one release of a random live allocation, one new request),
+preemption on as by default; each such run is printed beside a run of the same strategy and
+scale at 60 % (``ratio_to_60``: its decisions/s over the 60 % run's).
+
     python3 benchmarks/bench_decide.py [--decisions 10000] [--scales 1,4,16] [--target 0.75]
         [--strategy NAME ...]   (repeatable; "all" for every registered strategy; default: the default)
+        [--saturated 500,5000]  (queue lengths; replaces --target with the 60 %% / saturated pairs)
 """
 
 from __future__ import annotations
@@ -59,8 +66,10 @@ def utilisation(state: ClusterState) -> float:
 class Driver:
     """Holds the cluster near a target utilisation: requests when below it, releases when above."""
 
-    def __init__(self, state: ClusterState, scheduler: Scheduler, target: float, seed: int) -> None:
+    def __init__(self, state: ClusterState, scheduler: Scheduler, target: float, seed: int,
+                 waiting: int = 500, alternate: bool = False) -> None:
         self.state, self.scheduler, self.target = state, scheduler, target
+        self.waiting, self.alternate = waiting, alternate
         self.pods = openb.pods()
         self.rng = random.Random(seed)
         self.live: dict[str, int] = {}
@@ -72,7 +81,12 @@ class Driver:
 
     def next_intent(self) -> tuple[str, it.AnyIntent]:
         self.n += 1
-        if self.order and (self.used > self.target * self.cap or len(self.state.queue) >= 500):
+        if self.alternate:
+            # one release, one request; a release turn requests instead while fewer than ``waiting`` wait
+            release = self.n % 2 == 0 and bool(self.order) and len(self.state.queue) >= self.waiting
+        else:
+            release = bool(self.order) and (self.used > self.target * self.cap or len(self.state.queue) >= self.waiting)
+        if release:
             aid = self.order.pop(self.rng.randrange(len(self.order)))
             return "release", it.ReleaseAllocation(intent_id=f"rel-{self.n}", allocation_id=aid)
         spec = self.rng.choice(self.pods)
@@ -94,15 +108,20 @@ class Driver:
                     self.order.remove(e.allocation_id)
 
     def fill(self) -> None:
-        """Untimed warm-up: request until the target utilisation is reached (or 500 requests wait)."""
-        while self.used <= self.target * self.cap and len(self.state.queue) < 500:
-            _, intent = self.next_intent()
+        """Untimed warm-up: request until the target utilisation is reached (or ``waiting`` requests
+        wait); saturated (``alternate``): request until ``waiting`` requests wait."""
+        while (self.alternate or self.used <= self.target * self.cap) and len(self.state.queue) < self.waiting:
+            self.n += 1
+            spec = self.rng.choice(self.pods)
+            spec = msgspec.structs.replace(spec, allocation_id=f"{spec.allocation_id}-{self.n}")
+            intent = it.RequestAllocation(intent_id=f"req-{self.n}", spec=spec)
             self.account(process(self.state, intent, NOW, self.scheduler))
 
 
-def run(scale: int, decisions: int, target: float, strategy: str, seed: int = 7) -> dict[str, float]:
+def run(scale: int, decisions: int, target: float, strategy: str, seed: int = 7, *,
+        waiting: int = 500, saturated: bool = False) -> dict[str, float]:
     scheduler = Scheduler()
-    driver = Driver(build(scale, strategy, scheduler), scheduler, target, seed)
+    driver = Driver(build(scale, strategy, scheduler), scheduler, target, seed, waiting, saturated)
     driver.fill()
     driver.outcomes.clear()
     wall: list[float] = []
@@ -139,6 +158,8 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=0.75, help="GPU TFLOPS utilisation to hold")
     parser.add_argument("--strategy", action="append", default=[],
                         help="placement strategy (repeatable; 'all' for every registered one)")
+    parser.add_argument("--saturated", default="",
+                        help="queue lengths (e.g. 500,5000): saturated runs beside a 60%% run of each strategy")
     args = parser.parse_args()
     names = sorted(profile.STRATEGIES) if "all" in args.strategy else args.strategy or [profile.DEFAULT_STRATEGY]
     unknown = [n for n in names if n not in profile.STRATEGIES]
@@ -148,6 +169,9 @@ def main() -> None:
         names = [profile.DEFAULT_STRATEGY] + [n for n in names if n != profile.DEFAULT_STRATEGY]
     print(f"# bench_decide on {platform.node()} ({platform.processor() or platform.machine()}), "
           f"Python {platform.python_version()}, target {args.target:.0%}")
+    if args.saturated:
+        saturated(args, names)
+        return
     for scale in (int(s) for s in args.scales.split(",")):
         baseline = None
         for name in names:
@@ -159,6 +183,25 @@ def main() -> None:
             print(f"{scale:>3}x  {name:<26}  " + "  ".join(
                 f"{k}={v:,.2f}" if k == "ratio_to_default" else f"{k}={v:,.1f}" if isinstance(v, float) else f"{k}={v}"
                 for k, v in result.items()), flush=True)
+
+
+def _line(label: str, result: dict[str, float]) -> str:
+    return label + "  ".join(
+        f"{k}={v:,.2f}" if k.startswith("ratio") else f"{k}={v:,.1f}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in result.items())
+
+
+def saturated(args: argparse.Namespace, names: list[str]) -> None:
+    """Per scale and strategy: a 60 % run, then one saturated run per queue length."""
+    waits = [int(w) for w in args.saturated.split(",")]
+    for scale in (int(s) for s in args.scales.split(",")):
+        for name in names:
+            base = run(scale, args.decisions, 0.6, name)
+            print(_line(f"{scale:>3}x  {name:<16}  60%      ", base), flush=True)
+            for waiting in waits:
+                result = run(scale, args.decisions, 1.0, name, waiting=waiting, saturated=True)
+                result["ratio_to_60"] = result["decisions_per_s"] / base["decisions_per_s"]
+                print(_line(f"{scale:>3}x  {name:<16}  full+{waiting:<5}", result), flush=True)
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ class ReasonKeeper:
         self._session: int | None = None
         self.cache: dict[str, reasons.Reason] = {}
         self.position = -1
+        self._explainer = reasons.explainer()  # follows the projection's changes between rounds
 
     def note(self, stored: Sequence[StoredEvent]) -> None:
         """Commit listener: mark what ``stored`` may have re-explained and wake the task."""
@@ -121,7 +122,7 @@ class ReasonKeeper:
             state = self._follower.state
             live = state.allocations.get(allocation_id)
             if live is not None and live.status == "queued":
-                out[allocation_id] = reasons.current(state, live.spec)
+                out[allocation_id] = reasons.current(state, live.spec, self._explainer)
             if (elapsed := time.monotonic() - slice_start) >= SLICE_S:
                 spent += elapsed
                 await asyncio.sleep(0)

@@ -3,11 +3,13 @@
 The only module of the API, the read-model reason keeper and ``replay --verify`` that calls the
 domain to explain a request, so a change in the domain's public functions is adapted here once.
 A queued request's reason is computed by deciding its spec again against the projection under a
-probe allocation id (``decide`` never mutates the state): the outcome the domain would give it now
-(queued: the filter counts or the quota dimension; granted: it fits now and is granted at the
-next queue drain; rejected: it can never fit any more). Deterministic: the same state gives the
-same reason (no clock is read by the filters), so ``replay --verify`` recomputes exactly what the
-allocator wrote. :func:`dirty_scope` says which queued requests a committed batch may re-explain.
+probe allocation id (``decide`` never mutates the state) with an explaining Scheduler
+(:func:`explainer`): the outcome the domain would give it now (queued: the per-filter counts,
+which the writer leaves out of the AllocationQueued event, or the quota dimension; granted: it
+fits now and is granted at the next queue drain; rejected: it can never fit any more).
+Deterministic: the same state gives the same reason (no clock is read by the filters), so
+``replay --verify`` recomputes exactly what the allocator wrote. :func:`dirty_scope` says which
+queued requests a committed batch may re-explain.
 """
 
 from __future__ import annotations
@@ -49,15 +51,27 @@ class Reason(msgspec.Struct, frozen=True, kw_only=True):
         return self.reason, self.code, self.quota_dimension
 
 
-def current(state: ClusterState, spec: AllocationSpec) -> Reason:
-    """The reason ``spec`` (a queued request) would get if it arrived now. Pure; cost: one
-    ``decide`` (a filter pass over the spec's pool, O(nodes of the pool))."""
+def explainer() -> domain.Scheduler:
+    """A Scheduler for explanations: a queued request's reason carries the full per-filter counts
+    (the writer's hot path leaves them out), cached per request shape and pool version. Keep one
+    per projection (a reader's, the reason keeper's): it follows the projection's changes, so
+    each explanation costs what changed since the last one."""
+    return domain.Scheduler(explaining=True)
+
+
+def current(state: ClusterState, spec: AllocationSpec, scheduler: domain.Scheduler | None = None) -> Reason:
+    """The reason ``spec`` (a queued request) would get if it arrived now, with the per-filter
+    counts. Pure; ``scheduler``: a long-lived :func:`explainer` for ``state`` (a fresh one when
+    None: it indexes the whole state). Cost with a kept explainer: one ``decide`` (O(log nodes)
+    when the pool's summaries or the known-unfit shapes answer) and, once per request shape and
+    pool version, a filter pass over the spec's pool."""
     member = domain.gang_reason(state, spec)
     if member is not None:
         code, text, dimension = member
         return Reason(code=code, reason=text, quota_dimension=dimension)
     probe = msgspec.structs.replace(spec, allocation_id=PROBE_ID)
-    events = domain.decide(state, intents.RequestAllocation(intent_id=PROBE_ID, spec=probe), _EPOCH)
+    events = domain.decide(state, intents.RequestAllocation(intent_id=PROBE_ID, spec=probe), _EPOCH,
+                           scheduler or explainer())
     for event in events:
         if isinstance(event, ev.AllocationQueued):
             return Reason(code=event.code, reason=event.reason, quota_dimension=event.quota_dimension,
@@ -74,16 +88,19 @@ def current(state: ClusterState, spec: AllocationSpec) -> Reason:
     return Reason(code="invalid", reason=text)
 
 
-def preemption_now(state: ClusterState, spec: AllocationSpec, now: datetime) -> domain.Plan | domain.NoPlan:
+def preemption_now(state: ClusterState, spec: AllocationSpec, now: datetime,
+                   scheduler: domain.Scheduler | None = None) -> domain.Plan | domain.NoPlan:
     """The preemption plan ``spec`` would get at ``now`` if it fit nowhere (victims, node, GPUs), or
     why there is none (pool setting, priorities, protection, scope, capacity). Cost: one plan search."""
     probe = msgspec.structs.replace(spec, allocation_id=PROBE_ID)
-    return domain.preemption_plan(state, probe, now)
+    return domain.preemption_plan(state, probe, now, scheduler)
 
 
-def filters_now(state: ClusterState, spec: AllocationSpec) -> tuple[FilterCount, ...]:
-    """GPUs of ``spec``'s pool each filter removes for it now (TensorFusion FilterDetail)."""
-    return tuple(domain.explain(state, spec))
+def filters_now(state: ClusterState, spec: AllocationSpec,
+                scheduler: domain.Scheduler | None = None) -> tuple[FilterCount, ...]:
+    """GPUs of ``spec``'s pool each filter removes for it now (TensorFusion FilterDetail); cached
+    per request shape and pool version by a kept :func:`explainer`."""
+    return tuple(domain.explain(state, spec, scheduler or explainer()))
 
 
 def queued(state: ClusterState) -> list[AllocationState]:
@@ -97,8 +114,10 @@ def queued(state: ClusterState) -> list[AllocationState]:
 
 
 def all_current(state: ClusterState) -> dict[str, Reason]:
-    """Current reason of every queued allocation (cost: one ``decide`` per queued request)."""
-    return {a.spec.allocation_id: current(state, a.spec) for a in queued(state)}
+    """Current reason of every queued allocation (cost: one ``decide`` per queued request, one
+    filter pass per request shape)."""
+    scheduler = explainer()
+    return {a.spec.allocation_id: current(state, a.spec, scheduler) for a in queued(state)}
 
 
 class Scope(msgspec.Struct, kw_only=True):

@@ -35,15 +35,16 @@ def simulate_spec(state: ClusterState, spec: AllocationSpec, *, now: datetime | 
     """:func:`simulate` for an already composed request."""
     now = now or datetime.now(UTC)
     intent = intents.RequestAllocation(intent_id=f"simulate-{spec.allocation_id}", spec=spec)
-    events = domain.decide(state, intent, now)
+    scheduler = domain.Scheduler(explaining=True)  # the full per-filter reason, one index for all three answers
+    events = domain.decide(state, intent, now, scheduler)
     outcome = next((e for e in events if views.is_outcome_of(e, spec.allocation_id)), None)
     plain_grant = isinstance(outcome, decisions.AllocationGranted) and not outcome.preempted
     return {
         "allocation_request": views.spec_view(spec),
         "outcome": None if outcome is None else views.outcome_view(outcome, position=None),
-        "filters": [{"name": f.name, "removed": f.removed} for f in domain.explain(state, spec)],
+        "filters": [{"name": f.name, "removed": f.removed} for f in domain.explain(state, spec, scheduler)],
         "preemption": None if plain_grant or outcome is None else views.preemption_view(
-            domain.preemption_plan(state, spec, now)),
+            domain.preemption_plan(state, spec, now, scheduler)),
         "device": _device(state, spec, outcome),
     }
 

@@ -213,13 +213,16 @@ def allocation(state: ClusterState, allocation_id: str) -> AllocationState | Non
 
 
 class Waiting(msgspec.Struct, frozen=True, kw_only=True):
-    """A queued request in grant order: rank (1 = next), record, and its current reason (code and
-    text of ``reasons.current``; empty when not computed)."""
+    """A queued request in grant order: rank (1 = next), record, its current reason (code and
+    text of ``reasons.current``; empty when not computed) and, for a capacity reason, what each
+    filter removes now (``PhaseFilter removed 2, ...``: ``reasons.filters_now``; the event and the
+    reason keep only the summary, the counts are computed when someone looks)."""
 
     rank: int
     allocation: AllocationState
     code_now: str
     explanation: str
+    filters_now: str
     waiting_since: datetime
 
 
@@ -230,10 +233,14 @@ def queue(state: ClusterState, *, offset: int = 0, limit: int = 100, explain: in
     one ``decide`` each); the rest empty strings."""
     waiting = reasons.queued(state)
     out: list[Waiting] = []
+    explainer = reasons.explainer()  # one index for the page, not one per reason
     for rank, record in enumerate(waiting[offset:offset + limit], start=offset + 1):
-        now = reasons.current(state, record.spec) if len(out) < explain else None
+        now = reasons.current(state, record.spec, explainer) if len(out) < explain else None
+        counts = reasons.filters_now(state, record.spec, explainer) if now and now.code == "capacity" else ()
         out.append(Waiting(rank=rank, allocation=record, code_now=now.code if now else "",
-                           explanation=now.reason if now else "", waiting_since=record.requested_at))
+                           explanation=now.reason if now else "",
+                           filters_now=", ".join(f"{f.name} removed {f.removed}" for f in counts if f.removed),
+                           waiting_since=record.requested_at))
     return out, len(waiting)
 
 

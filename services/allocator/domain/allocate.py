@@ -130,21 +130,46 @@ def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime
     return [_not_now(state, spec, outcome, now, scheduler, preempting)]
 
 
+def no_room(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler) -> tuple[str, list[FilterCount]]:
+    """Why ``spec`` fits on no node now, and the per-filter counts when they are asked for.
+
+    The text says what the failed search knows, from the pool's summaries, without running a
+    filter again (docs/allocation.md): ``0/8 GPUs fit in pool p: no node has 2 GPU(s) that pass
+    every filter (largest free on one GPU: 12.5 TFLOPS, 30 GiB VRAM; most idle GPUs on a node: 0)``.
+    The counts (TensorFusion FilterDetail: GPUs each filter removes) only on the read side
+    (``scheduler.explaining``: ``why``, the queue, the dashboard, ``simulate``); the writer's hot
+    path leaves them out (empty)."""
+    room = scheduler.room(state, spec.pool)
+    text = (f"0/{room.gpus} GPUs fit in pool {spec.pool}: no node has {spec.gpu_count} GPU(s) that pass every "
+            f"filter (largest free on one GPU: {_tflops(room.milli_tflops)} TFLOPS, {_gib(room.vram_bytes)} "
+            f"VRAM; most idle GPUs on a node: {room.idle})")
+    return text, scheduler.filter_pass(state, spec)[0] if scheduler.explaining else []
+
+
+def _tflops(milli: int) -> str:
+    return f"{milli / 1000:.1f}".removesuffix(".0")
+
+
+def _gib(amount: int) -> str:
+    return f"{amount / (1 << 30):.1f}".removesuffix(".0") + " GiB"
+
+
 def _not_now(state: ClusterState, spec: AllocationSpec, blocked: Blocked, now: datetime, scheduler: Scheduler,
              no_plan: NoPlan) -> ev.AnyEvent:
-    filters, _ = scheduler.filter_pass(state, spec)
-    total = sum(f.removed for f in filters)
+    filters: list[FilterCount] = []
     if blocked.code == "capacity":
-        static_filters, static_fit = scheduler.static_pass(state, spec)
-        if static_fit == 0:
+        if not scheduler.static_fits(state, spec):
+            static_filters = scheduler.static_pass(state, spec)[0]
             reason = never_fits(state, spec, static_filters, scheduler)
             return ev.AllocationRejected(at=now, spec=spec, code="unschedulable", reason=reason,
                                          filters=tuple(static_filters))
-        reason = summarize(filters, total, spec.pool)
+        reason, filters = no_room(state, spec, scheduler)
         if spec.isolation == "partitioned":
             reason += "; " + describe(state, spec, scheduler.prepare(spec)[0], scheduler.profile.templates)
     else:
         reason = blocked.reason
+        if scheduler.explaining:
+            filters = scheduler.filter_pass(state, spec)[0]
     dimension = blocked.quota.dimension if blocked.quota else ""
     reason = explained(reason, no_plan, blocked_by=blocked.code)
     return ev.AllocationQueued(at=now, spec=spec, code=blocked.code, reason=reason, filters=tuple(filters),

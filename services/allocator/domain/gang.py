@@ -112,8 +112,8 @@ def decide_member(state: ClusterState, spec: AllocationSpec, now: datetime, sche
     members = state.gangs.get(gang.key)
     if members is not None and members.formed:
         return None
-    static_filters, static_fit = scheduler.static_pass(state, spec)
-    if static_fit == 0:
+    if not scheduler.static_fits(state, spec):
+        static_filters = scheduler.static_pass(state, spec)[0]
         return [ev.AllocationRejected(at=now, spec=spec, code="unschedulable", filters=tuple(static_filters),
                                       reason=never_fits(state, spec, static_filters, scheduler))]
     waiting = _waiting(state, gang.key, spec)

@@ -19,7 +19,7 @@ import msgspec
 
 from events import decisions as ev
 from events.values import AllocationSpec, priority_of
-from services.allocator.domain.allocate import attempt, granted, summarize
+from services.allocator.domain.allocate import attempt, granted, no_room
 from services.allocator.domain.evolve import evolve
 from services.allocator.domain.model import QuotaUsage
 from services.allocator.domain.placement import Blocked, Grant, lower_bound_usage
@@ -114,8 +114,7 @@ class Failed(NamedTuple):
         text = self.blocked.reason
         if self.blocked.code == "capacity" and self.view is not None:
             state, scheduler = self.view
-            filters, _ = scheduler.filter_pass(state, self.member)
-            text = summarize(filters, sum(f.removed for f in filters), self.member.pool)
+            text = no_room(state, self.member, scheduler)[0]
         if self.no_plan is not None:
             text = explained(text, self.no_plan, blocked_by=self.blocked.code)
         return f"{who} cannot fit with {self.placed} placed before it: {text}"

@@ -19,9 +19,11 @@ from sortedcontainers import SortedList
 from events.values import PoolConfig
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need
+from services.allocator.domain.summaries import PoolRoom
 from services.allocator.domain.units import PERCENT_SCALE
 
 ScoreFn = Callable[[GpuState, PoolConfig], int]
+_NO_ROOM = PoolRoom()
 CLASSES = 20
 """Free-share classes per pool (5 % of a GPU each), plus one for a whole free GPU."""
 
@@ -63,21 +65,24 @@ class NodeFree:
 
 
 class _Pool:
-    __slots__ = ("classes", "max_tflops")
+    __slots__ = ("classes", "max_tflops", "room")
 
     def __init__(self) -> None:
         self.classes = [SortedList() for _ in range(CLASSES + 1)]
         self.max_tflops = 0
+        self.room = PoolRoom()
 
 
 class NodeIndex:
-    """Pool -> free classes -> SortedList of (−node score, node name); node -> (pool, key, class, NodeFree)."""
+    """Pool -> free classes -> SortedList of (−node score, node name), and the pool's largest free
+    room (:class:`~services.allocator.domain.summaries.PoolRoom`); node -> (pool, key, class, GPU
+    count) and its NodeFree."""
 
     __slots__ = ("_keys", "_pools", "free")
 
     def __init__(self) -> None:
         self._pools: dict[str, _Pool] = {}
-        self._keys: dict[str, tuple[str, tuple[int, str], int]] = {}
+        self._keys: dict[str, tuple[str, tuple[int, str], int, int]] = {}
         self.free: dict[str, NodeFree] = {}
 
     def refresh(self, node: NodeState, gpus: dict[str, GpuState], score: ScoreFn, config: PoolConfig) -> None:
@@ -90,9 +95,10 @@ class NodeIndex:
         cls = free.pct * CLASSES // PERCENT_SCALE
         pool = self._pools.get(node.pool) or self._pools.setdefault(node.pool, _Pool())
         pool.classes[cls].add(key)
+        pool.room.add(free, len(members))
         for g in members:
             pool.max_tflops = max(pool.max_tflops, g.spec.capacity.milli_tflops)
-        self._keys[node.name] = (node.pool, key, cls)
+        self._keys[node.name] = (node.pool, key, cls, len(members))
 
     def copy(self) -> NodeIndex:
         """An independent copy (for a hypothetical state: a gang placed member by member)."""
@@ -101,6 +107,7 @@ class NodeIndex:
             twin = other._pools[name] = _Pool()
             twin.classes = [lst.copy() for lst in pool.classes]
             twin.max_tflops = pool.max_tflops
+            twin.room = pool.room.copy()
         other._keys = dict(self._keys)
         other.free = dict(self.free)
         return other
@@ -108,9 +115,17 @@ class NodeIndex:
     def drop(self, node_name: str) -> None:
         """Forget a node (removed, or about to be re-placed)."""
         entry = self._keys.pop(node_name, None)
-        self.free.pop(node_name, None)
+        free = self.free.pop(node_name, None)
         if entry is not None:
-            self._pools[entry[0]].classes[entry[2]].remove(entry[1])
+            pool = self._pools[entry[0]]
+            pool.classes[entry[2]].remove(entry[1])
+            if free is not None:
+                pool.room.remove(free, entry[3])
+
+    def room(self, pool: str) -> PoolRoom:
+        """``pool``'s largest free room (an empty one for a pool without indexed nodes)."""
+        entry = self._pools.get(pool)
+        return _NO_ROOM if entry is None else entry.room
 
     def min_class(self, pool: str, need: Need) -> int:
         """The lowest free class a node of ``pool`` must be in to hold one share of ``need``."""

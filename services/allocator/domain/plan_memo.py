@@ -60,3 +60,4 @@ class Memo:
     def forget(self, scheduler: Scheduler) -> None:
         """Drop a remembered failure (a plan exists now)."""
         scheduler.forget_failed_plan(self.key)
+

@@ -57,7 +57,7 @@ def preemption_plan(state: ClusterState, spec: AllocationSpec, now: datetime, sc
     is none; for explanations (``why``, ``simulate``). Never mutates ``state``; without a
     ``scheduler`` a fresh one is built (one-off use)."""
     scheduler = scheduler or Scheduler()
-    if not scheduler.static_pass(state, spec)[1]:
+    if not scheduler.static_fits(state, spec):
         return NoPlan("never", f"can never fit in pool {spec.pool}")
     return find(state, spec, now, scheduler)
 

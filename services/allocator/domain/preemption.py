@@ -27,18 +27,23 @@ never mutates the state.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 from events.values import AllocationSpec, Partition, Resources, priority_of
+from services.allocator.domain.framework import Chain
 from services.allocator.domain.model import AllocationState
+from services.allocator.domain.need import Need
+from services.allocator.domain.node_plans import NodePlans, NodeResult, SortKey
 from services.allocator.domain.placement import charge_on
 from services.allocator.domain.plan_memo import Memo
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
+from services.allocator.domain.strategies.base import ScanStrategy, Strategy
 from services.allocator.domain.trial import Fit, Trial
-from services.allocator.domain.victims import PRIORITY_OFFSET, Refusals, candidates_on, term
+from services.allocator.domain.victims import PRIORITY_OFFSET, Ranked, Refusals, candidates_on, term
+from services.partitions.templates import TemplateTable
 
 Key = tuple[int, int, int]
 """(highest victim priority, Σ (priority + 2³¹), victim count): lower is a better plan."""
@@ -100,46 +105,196 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     need, chain = scheduler.prepare(spec)
     strategy = scheduler.strategy(state, spec.pool)
     indexed = scheduler.indexed(strategy)
+    plans = None
+    if indexed or not cast(ScanStrategy, strategy).per_request:  # a per-request pick reads the allocation id
+        plans = scheduler.node_plans((memo.key, spec.limit), state, spec.pool, (memo.validity, strategy), now)
+    search = _Search(state, spec, need, chain, strategy, indexed, scheduler.profile.templates, plans)
+    limit = max(MIN_CANDIDATES, len(state.pool_nodes.get(spec.pool, ())) * CANDIDATE_PERCENT // 100)
+    if plans is not None and plans.live is not None and touched is None:
+        kept = _live_search(search, plans, scheduler, priority, floor, config.preemption, now, limit)
+        if kept is not None:
+            memo.forget(scheduler)
+            return kept
     refusals = Refusals()
     best: tuple[Plan, int] | None = None
     searched: set[str] = set()
-    pending: list[tuple[Key, int, Trial, list[AllocationState]]] = []
-    limit = max(MIN_CANDIDATES, len(state.pool_nodes.get(spec.pool, ())) * CANDIDATE_PERCENT // 100)
-    for at, name in enumerate(scheduler.node_order(state, spec.pool, among=touched)):
+    pending: list[tuple[Key, int, str, NodeResult]] = []
+    order: Iterable[tuple[int, str]] = enumerate(scheduler.node_order(state, spec.pool, among=touched))
+    for at, name in order:
         ranked = scheduler.ranked(state, name)
         if not ranked or ranked[0][0] >= priority:
+            if plans is not None:
+                plans.idle.add(name)
+                search.seen.append(name)
             continue
         if best is not None and (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best[0].key:
             continue
-        cands = candidates_on(state, ranked, priority=priority, namespace=spec.namespace, scope=config.preemption,
-                              now=now, refusals=refusals)
-        if not cands:
+        node = search.node(name, ranked, priority, config.preemption, now, refusals)
+        if not node.cands:
             continue
         searched.add(name)
-        trial = Trial(state, name, spec, need, chain, strategy, indexed=indexed, templates=scheduler.profile.templates)
         if best is None:
-            found = _on_node(trial, cands, None)
+            found = search.on_node(name, node, None)
             best = None if found is None else (found, at)
             if found is not None and found.key == (floor, floor + PRIORITY_OFFSET, 1):
                 break  # one victim of the pool's lowest priority: no node can do better
-        elif trial.bound(cands) and (bound := _lower_bound(trial, cands)) < best[0].key:
-            pending.append((bound, at, trial, cands))
+        elif search.bound(name, node) and (bound := search.lower(name, node)) < best[0].key:
+            pending.append((bound, at, name, node))
             if len(pending) >= limit:
                 break
-    pending.sort(key=lambda p: (p[0], p[1]))
-    for bound, at, trial, cands in pending:
+    pending.sort(key=lambda p: (p[0], p[1]))  # ``at`` is unique: names and results never compared
+    for bound, at, name, node in pending:
         assert best is not None
         if (bound, at) >= (best[0].key, best[1]):
             break
-        found = _on_node(trial, cands, best[0].key, tie_ok=at < best[1])
+        found = search.on_node(name, node, best[0].key, tie_ok=at < best[1])
         if found is not None:
             best = (found, at)
+    if plans is not None and touched is None:
+        if plans.live is None:
+            plans.seed(state, scheduler.index.sort_key)
+        else:
+            plans.settle(search.seen)
     if best is not None:
         memo.forget(scheduler)
         return best[0]
     searched |= memo.searched_before(touched)
     memo.remember(scheduler, searched, refusals)
     return _why_not(spec, len(searched), refusals)
+
+
+def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priority: int, floor: int, scope: str,
+                 now: datetime, limit: int) -> Plan | None:
+    """The search of :func:`find` over the kept ``live`` node lists instead of every node: the
+    same plan, or None when no plan exists (the caller then walks every node, for the exact
+    counts of why not). Exact because the nodes left out are, by their kept results, the ones
+    the whole walk passes over without effect on a plan: no candidate or not enough to free
+    (never a plan, never pending), and before the first plan also no plan at all. Positions are
+    the nodes' sort keys (the walk compares positions only with each other)."""
+    state = search.state
+    first, second = plans.live  # type: ignore[misc]
+    refusals = Refusals()  # counts only explain a failure, which the whole walk redoes
+    best: tuple[Plan, SortKey] | None = None
+    for at in first:
+        name = at[1]
+        ranked = scheduler.ranked(state, name)
+        if not ranked or ranked[0][0] >= priority:
+            plans.idle.add(name)
+            search.seen.append(name)
+            continue
+        node = search.node(name, ranked, priority, scope, now, refusals)
+        if not node.cands:
+            continue
+        found = search.on_node(name, node, None)
+        if found is not None:
+            best = (found, at)
+            break
+    if best is None:
+        plans.settle(search.seen)
+        return None
+    if best[0].key == (floor, floor + PRIORITY_OFFSET, 1):  # one victim of the pool's lowest priority
+        plans.settle(search.seen)
+        return best[0]
+    pending: list[tuple[Key, SortKey, str, NodeResult]] = []
+    kept = plans.nodes
+    for at in second.irange(minimum=best[1], inclusive=(False, True)):
+        name = at[1]
+        result = kept.get(name)
+        if result is not None and result.lower is not None and result.lower >= best[0].key:
+            continue  # the whole walk passes it over too: its kept bound cannot beat the best plan
+        ranked = scheduler.ranked(state, name)
+        if not ranked or ranked[0][0] >= priority:
+            plans.idle.add(name)
+            search.seen.append(name)
+            continue
+        if (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best[0].key:
+            continue
+        node = search.node(name, ranked, priority, scope, now, refusals)
+        if not node.cands:
+            continue
+        if search.bound(name, node) and (bound := search.lower(name, node)) < best[0].key:
+            pending.append((bound, at, name, node))
+            if len(pending) >= limit:
+                break
+    pending.sort(key=lambda p: (p[0], p[1]))
+    for bound, at, name, node in pending:
+        if (bound, at) >= (best[0].key, best[1]):
+            break
+        found = search.on_node(name, node, best[0].key, tie_ok=at < best[1])
+        if found is not None:
+            best = (found, at)
+    plans.settle(search.seen)
+    return best[0]
+
+
+class _Search:
+    """One search's per-node work, read from the Scheduler's :class:`NodePlans` where a node was
+    not touched since it was computed (None: nothing kept, as the ReferenceScheduler)."""
+
+    __slots__ = ("chain", "indexed", "need", "plans", "seen", "spec", "state", "strategy", "templates")
+
+    def __init__(self, state: ClusterState, spec: AllocationSpec, need: Need, chain: Chain, strategy: Strategy,
+                 indexed: bool, templates: TemplateTable, plans: NodePlans | None) -> None:
+        self.state, self.spec, self.need, self.chain = state, spec, need, chain
+        self.strategy, self.indexed, self.templates, self.plans = strategy, indexed, templates, plans
+        self.seen: list[str] = []
+        """The nodes whose results this search read or computed."""
+
+    def node(self, name: str, ranked: Ranked, priority: int, scope: str, now: datetime,
+             refusals: Refusals) -> NodeResult:
+        """The node's candidates (kept, or computed and kept unless protection refused one or a
+        candidate belongs to a gang: both can change without the node being touched)."""
+        plans = self.plans
+        found = None if plans is None else plans.nodes.get(name)
+        if found is None:
+            protected, out_of_scope = refusals.protected, refusals.out_of_scope
+            cands = candidates_on(self.state, ranked, priority=priority, namespace=self.spec.namespace, scope=scope,
+                                  now=now, refusals=refusals)
+            found = NodeResult(cands, refusals.out_of_scope - out_of_scope)
+            if (plans is not None and refusals.protected == protected
+                    and all(c.spec.gang is None for c in cands)):
+                plans.nodes[name] = found
+        else:
+            refusals.out_of_scope += found.out_of_scope
+        self.seen.append(name)
+        return found
+
+    def _trial(self, name: str) -> Trial:
+        return Trial(self.state, name, self.spec, self.need, self.chain, self.strategy, indexed=self.indexed,
+                     templates=self.templates)
+
+    def bound(self, name: str, node: NodeResult) -> bool:
+        """``Trial.bound`` of every candidate going."""
+        if node.bound is None:
+            node.bound = self._trial(name).bound(node.cands)
+        return node.bound
+
+    def lower(self, name: str, node: NodeResult) -> Key:
+        """:func:`_lower_bound` of the node's candidates."""
+        if node.lower is None:
+            node.lower = _lower_bound(self._trial(name), node.cands)
+        return node.lower
+
+    def on_node(self, name: str, node: NodeResult, beat: Key | None, tie_ok: bool = False) -> Plan | None:
+        """:func:`_on_node` for the node: a kept plan when it beats ``beat``; a kept "no plan beats
+        (B, t)" when ``beat`` is at least as hard to beat; else computed (and kept). Exact because
+        ``_on_node`` with a bound returns the unbounded plan or None when that plan loses."""
+        plan = node.plan
+        if isinstance(plan, Plan):
+            return None if _loses(plan.key, beat, tie_ok) else plan
+        if plan is None and (node.beaten is None or (beat is not None and _harder(beat, tie_ok, node.beaten))):
+            return None
+        found = _on_node(self._trial(name), node.cands, beat, tie_ok)
+        node.plan = found
+        node.beaten = None if found is not None or beat is None else (beat, tie_ok)
+        return found
+
+
+def _harder(beat: Key, tie_ok: bool, known: tuple[Key, bool]) -> bool:
+    """Whether every key that loses against ``known`` (key, tie_ok) also loses against (``beat``,
+    ``tie_ok``), so "no plan beats ``known``" answers this query too."""
+    key, known_tie = known
+    return key > beat or (key == beat and (known_tie or not tie_ok))
 
 
 def _why_not(spec: AllocationSpec, searched: int, refusals: Refusals) -> NoPlan:

@@ -7,13 +7,17 @@ freed: the nodes whose capacity, liveness or labels changed, or everywhere when 
 quota usage or spec changed or its pool was reconfigured (it fit nowhere else when it was queued,
 and capacity elsewhere can only shrink without an event naming that node). A gang that has not
 been placed is tried as a unit where its first waiting member stands (domain.gang.retry: the
-whole quorum or nothing).
+whole quorum or nothing). The walk goes by queue groups (``drain``), with the same outcome as
+trying every request in turn.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from datetime import datetime
+
+from sortedcontainers import SortedList
 
 from events import decisions as ev
 from events.intents import AnyIntent
@@ -23,10 +27,11 @@ from services.allocator.domain.allocate import attempt, granted
 from services.allocator.domain.decide import decide
 from services.allocator.domain.evolve import evolve
 from services.allocator.domain.filters.liveness import READY
-from services.allocator.domain.model import QUEUED
+from services.allocator.domain.model import QUEUED, AllocationState
 from services.allocator.domain.need import ShapeKey, shape_key
 from services.allocator.domain.placement import Grant
 from services.allocator.domain.preempting import try_preempt
+from services.allocator.domain.queue import GroupKey, OrderKey
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
 
@@ -79,54 +84,132 @@ def drain(state: ClusterState, hints: Hints, now: datetime, scheduler: Scheduler
     A request shape that found no room is not tried again in the same drain (grants only take
     capacity away), nor is a preemption that found no plan retried for the same shape, priority
     and namespace; a preemption frees what its plan does not use, so both memos then start over.
+
+    The queue is walked group by group (``RequestQueue.groups``: pool, namespace, priority,
+    shape, limit, gang), merged back into queue order: once a request of a group is tried and
+    nothing comes of it (no grant, no preemption), every later request of that group would meet
+    the same memos and the same or less room, so the group is passed over until a preemption or
+    a gang's retry changes the pool (then it resumes after the current position). A drain costs
+    the groups the release could matter to, not the queue's length; it grants and preempts
+    exactly what the request-by-request walk would (tests/unit/allocator/test_drain.py).
     """
+    memo = _Memo()
     out: list[ev.AnyEvent] = []
-    no_room: set[tuple[ShapeKey, bool]] = set()
-    gangs: set[str] = set()
-    no_plan: set[tuple[ShapeKey, int, str]] = set()
-    for allocation_id in list(state.queue):
-        allocation = state.allocations.get(allocation_id)
-        if allocation is None or allocation.status != QUEUED:
+    queue = state.queue
+    before = queue.next_seq  # requests queued during the drain are not walked
+    heads = [(members[0], group) for group, members in queue.groups.items()]
+    heapq.heapify(heads)
+    passed: list[GroupKey] = []
+    grouped: dict[str, bool] = {}
+    while heads:
+        key, group = heapq.heappop(heads)
+        members = queue.groups.get(group)
+        if members is None:
             continue
-        spec = allocation.spec
-        if spec.gang is not None and gang.unplaced(state, spec):
-            if spec.gang.key not in gangs:  # a gang is tried once, where its first member waits
-                gangs.add(spec.gang.key)
-                out.extend(gang.retry(state, spec.gang, hints, now, scheduler))
+        at = members.bisect_left(key)
+        if at == len(members):
             continue
-        restrict: list[str] | None = None
-        may_fit = True
-        if spec.pool not in hints.pools and spec.namespace not in hints.namespaces:
-            restrict = [n for n in hints.nodes if n in state.nodes and state.nodes[n].pool == spec.pool]
-            if not restrict:
-                continue
-            scheduler.sync(state)
-            need = scheduler.prepare(spec)[0]
-            may_fit = any(scheduler.may_fit(n, need) for n in restrict)
-        shape = shape_key(spec)
-        if may_fit and (shape, True) not in no_room and (shape, restrict is None) not in no_room:
-            outcome = attempt(state, spec, scheduler, restrict=restrict)
-            if isinstance(outcome, Grant):
-                event = granted(spec, outcome, now=now, from_queue=True)
-                evolve(state, event)
-                out.append(event)
-                continue
-            if outcome.code == "capacity":
-                no_room.add((shape, restrict is None))
-        tried = (shape, priority_of(spec), spec.namespace)
-        if tried in no_plan:
+        if members[at] != key:  # the head left the queue (a gang's grant): resume at the next one
+            heapq.heappush(heads, (members[at], group))
             continue
-        preempting = try_preempt(state, spec, now, scheduler, from_queue=True)
-        if isinstance(preempting, list):
-            for change in preempting:
-                evolve(state, change)
-            out.extend(preempting)
-            hints.nodes.add(preempting[-1].node)  # type: ignore[union-attr]
-            no_room.clear()
-            no_plan.clear()
+        allocation = state.allocations.get(key[3])
+        if allocation is None or allocation.status != QUEUED or allocation.queue_seq >= before:
+            _resume(heads, members, key, group)
+            continue
+        result = _one(state, allocation, hints, now, scheduler, memo, out)
+        if result is _CHANGED:  # the pool has more room somewhere: every group resumes after ``key``
+            for other in passed:
+                _resume(heads, queue.groups.get(other), key, other)
+            passed.clear()
+        if (result is _NOTHING and allocation.spec.gang is None
+                and _groupable(state, allocation.spec.pool, scheduler, grouped)):
+            passed.append(group)
         else:
-            no_plan.add(tried)
+            _resume(heads, queue.groups.get(group), key, group)
     return out
+
+
+def _resume(heads: list[tuple[OrderKey, GroupKey]], members: SortedList | None, after: OrderKey,
+            group: GroupKey) -> None:
+    """Put ``group`` back in the walk at its first request after ``after`` (if any)."""
+    if members is not None:
+        at = members.bisect_right(after)
+        if at < len(members):
+            heapq.heappush(heads, (members[at], group))
+
+
+def _groupable(state: ClusterState, pool: str, scheduler: Scheduler, known: dict[str, bool]) -> bool:
+    """Whether a failed request speaks for its group in ``pool``: not where the strategy's pick reads
+    the allocation id (its GPUs, hence a percent request's quota charge, may differ per request)."""
+    found = known.get(pool)
+    if found is None:
+        strategy = scheduler.strategy(state, pool)
+        found = known[pool] = scheduler.indexed(strategy) or not getattr(strategy, "per_request", False)
+    return found
+
+
+class _Memo:
+    """One drain's memos: shapes without room (by whether the walk was whole), gangs tried, and
+    (shape, priority, namespace) without a preemption plan."""
+
+    __slots__ = ("gangs", "no_plan", "no_room")
+
+    def __init__(self) -> None:
+        self.no_room: set[tuple[ShapeKey, bool]] = set()
+        self.gangs: set[str] = set()
+        self.no_plan: set[tuple[ShapeKey, int, str]] = set()
+
+
+_NOTHING, _GRANTED, _CHANGED = object(), object(), object()
+"""What trying one queued request did: nothing, a grant (room only taken), or a preemption or a
+gang's retry (room may have been freed)."""
+
+
+def _one(state: ClusterState, allocation: AllocationState, hints: Hints, now: datetime, scheduler: Scheduler,
+         memo: _Memo, out: list[ev.AnyEvent]) -> object:
+    """Try one queued request, as the queue order reaches it; folds and records what it decides."""
+    spec = allocation.spec
+    if spec.gang is not None and gang.unplaced(state, spec):
+        if spec.gang.key in memo.gangs:  # a gang is tried once, where its first member waits
+            return _NOTHING
+        memo.gangs.add(spec.gang.key)
+        made = gang.retry(state, spec.gang, hints, now, scheduler)
+        out.extend(made)
+        return _CHANGED if made else _NOTHING
+    restrict: list[str] | None = None
+    may_fit = True
+    if spec.pool not in hints.pools and spec.namespace not in hints.namespaces:
+        restrict = [n for n in hints.nodes if n in state.nodes and state.nodes[n].pool == spec.pool]
+        if not restrict:
+            return _NOTHING
+        scheduler.sync(state)
+        need = scheduler.prepare(spec)[0]
+        may_fit = any(scheduler.may_fit(n, need) for n in restrict)
+    shape = shape_key(spec)
+    no_room = memo.no_room
+    if may_fit and (shape, True) not in no_room and (shape, restrict is None) not in no_room:
+        outcome = attempt(state, spec, scheduler, restrict=restrict)
+        if isinstance(outcome, Grant):
+            event = granted(spec, outcome, now=now, from_queue=True)
+            evolve(state, event)
+            out.append(event)
+            return _GRANTED
+        if outcome.code == "capacity":
+            no_room.add((shape, restrict is None))
+    tried = (shape, priority_of(spec), spec.namespace)
+    if tried in memo.no_plan:
+        return _NOTHING
+    preempting = try_preempt(state, spec, now, scheduler, from_queue=True)
+    if isinstance(preempting, list):
+        for change in preempting:
+            evolve(state, change)
+        out.extend(preempting)
+        hints.nodes.add(preempting[-1].node)  # type: ignore[union-attr]
+        no_room.clear()
+        memo.no_plan.clear()
+        return _CHANGED
+    memo.no_plan.add(tried)
+    return _NOTHING
 
 
 def process(state: ClusterState, intent: AnyIntent, now: datetime, scheduler: Scheduler | None = None

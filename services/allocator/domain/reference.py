@@ -11,15 +11,19 @@ Far too slow for a live pool; for tests.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 
 from events.values import AllocationSpec, FilterCount
 from services.allocator.domain.filters.affinity import preference_weight
 from services.allocator.domain.framework import Chain, Context
+from services.allocator.domain.index import NodeFree
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need
+from services.allocator.domain.node_plans import NodePlans
 from services.allocator.domain.scheduler import Found, Scheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies.base import IndexedStrategy, Strategy
+from services.allocator.domain.summaries import Room
 from services.allocator.domain.topology import pick_indexed, pick_scan
 from services.allocator.domain.victims import Ranked, ranked_on
 
@@ -108,6 +112,11 @@ class ReferenceScheduler(Scheduler):
     def remember_failed_plan(self, key: object, entry: tuple[int, object, frozenset[str]]) -> None:
         """Nothing is remembered."""
 
+    def node_plans(self, key: object, state: ClusterState, pool: str, validity: object, now: datetime
+                   ) -> NodePlans | None:
+        """Nothing is kept: every node of every search is computed afresh."""
+        return None
+
     def filter_pass(self, state: ClusterState, spec: AllocationSpec, *, static: bool = False
                     ) -> tuple[list[FilterCount], int]:
         """Every filter on every GPU of the pool."""
@@ -115,6 +124,20 @@ class ReferenceScheduler(Scheduler):
         nodes = [state.nodes[n] for n in sorted(state.pool_nodes.get(spec.pool, ()))]
         ctx = Context(state.pool_config(spec.pool), static=static, allocations=state.allocations)
         return chain.explain(nodes, state.gpus, need, ctx)
+
+    def room(self, state: ClusterState, pool: str) -> Room:
+        """The pool's largest free room, computed from every node's GPUs."""
+        free = [NodeFree([state.gpus[g] for g in node.gpus if g in state.gpus], node)
+                for n in state.pool_nodes.get(pool, ()) if (node := state.nodes.get(n)) is not None]
+        gpus = sum(len([g for g in state.nodes[n].gpus if g in state.gpus]) for n in state.pool_nodes.get(pool, ())
+                   if n in state.nodes)
+        if not free:
+            return Room(0, 0, 0, gpus)
+        return Room(max(f.tflops for f in free), max(f.vram for f in free), max(f.idle for f in free), gpus)
+
+    def static_fits(self, state: ClusterState, spec: AllocationSpec) -> bool:
+        """From the full static pass, computed afresh."""
+        return self.static_pass(state, spec)[1] > 0
 
     def static_pass(self, state: ClusterState, spec: AllocationSpec) -> tuple[list[FilterCount], int]:
         """The static pass, computed afresh."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterable
+from datetime import datetime
 from typing import cast
 
 from events.values import AllocationSpec, FilterCount, PoolConfig
@@ -22,11 +23,13 @@ from services.allocator.domain.framework import Chain, Context
 from services.allocator.domain.index import NodeIndex
 from services.allocator.domain.model import GpuState, NodeState
 from services.allocator.domain.need import Need, ShapeKey, shape_key, without_node_only
+from services.allocator.domain.node_plans import NodePlans
 from services.allocator.domain.profile import DEFAULT_PROFILE, Profile
 from services.allocator.domain.rank_cache import RankCache
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies.base import IndexedStrategy, ScanStrategy, Strategy
 from services.allocator.domain.strategies.fragmentation import Workload
+from services.allocator.domain.summaries import Room
 from services.allocator.domain.target import mix_of
 from services.allocator.domain.topology import pick_indexed, pick_scan
 from services.allocator.domain.victims import PriorityIndex, Ranked
@@ -50,20 +53,30 @@ class Scheduler:
     from the state (:mod:`services.allocator.domain.target`).
     """
 
-    def __init__(self, profile: Profile = DEFAULT_PROFILE, *, target: Workload | None = None) -> None:
+    def __init__(self, profile: Profile = DEFAULT_PROFILE, *, target: Workload | None = None,
+                 explaining: bool = False) -> None:
         self.profile = profile
         self.target = target
+        self.explaining = explaining
+        """True on the read side: a queued request's outcome carries the per-filter counts
+        (``filter_pass``, cached per request shape and pool version); False on the writer's hot
+        path, which leaves them out (the reason text, from ``room``, is the same either way)."""
+        self._unfit: dict[ShapeKey, int] = {}
+        """Request shapes that fit nowhere -> the change mark of that failed walk (known-unfit)."""
+        self._explained: dict[tuple[ShapeKey, bool, int], tuple[list[FilterCount], int]] = {}
         self.index = NodeIndex()
         self._state: ClusterState | None = None
         self._mark = 0
         self._inventory = -1
         self._prepared: dict[ShapeKey, tuple[Need, Chain]] = {}
         self._static: dict[ShapeKey, tuple[list[FilterCount], int]] = {}
+        self._static_fits: dict[ShapeKey, bool] = {}
         self._strategies: dict[str, tuple[PoolConfig, object, Strategy]] = {}
         self._indexed: dict[type, bool] = {}
         self.ranks = RankCache()
         self._floors = PriorityIndex()
         self._no_plans: dict[object, tuple[int, object, frozenset[str]]] = {}
+        self._node_plans: dict[object, NodePlans] = {}
 
     def sync(self, state: ClusterState) -> None:
         """Catch up with ``state``: re-rank the nodes evolve touched since the last sync (all of
@@ -75,8 +88,12 @@ class Scheduler:
             self._strategies.clear()
             self.ranks.clear()
             self._static.clear()
+            self._static_fits.clear()
             self._floors = PriorityIndex()
             self._no_plans.clear()
+            self._node_plans.clear()
+            self._unfit.clear()
+            self._explained.clear()
             touched: Iterable[str] = sorted(state.nodes)
         elif changes.seq == self._mark and changes.inventory == self._inventory:
             return
@@ -95,7 +112,10 @@ class Scheduler:
         if changes.inventory != self._inventory:
             self._inventory = changes.inventory
             self._static.clear()
+            self._static_fits.clear()
             self._no_plans.clear()
+            self._node_plans.clear()
+            self._unfit.clear()
         self._mark = changes.seq
 
     def fork(self, state: ClusterState, scratch: ClusterState) -> Scheduler:
@@ -111,6 +131,9 @@ class Scheduler:
         child.ranks = RankCache()
         child._floors = self._floors.copy()
         child._no_plans = {}  # its failed searches hold the scratch's change marks, not this state's
+        child._node_plans = {}
+        child._unfit = {}  # the scratch's change log starts at the fork: earlier marks cannot be read there
+        child._explained = {}
         child._strategies = dict(self._strategies)
         child._state = scratch
         child._mark = scratch.changes.seq
@@ -134,7 +157,9 @@ class Scheduler:
 
     def prepare(self, spec: AllocationSpec) -> tuple[Need, Chain]:
         """``Need`` and filter chain for ``spec``, memoised by request shape."""
-        key = shape_key(spec)
+        return self._prepare(shape_key(spec), spec)
+
+    def _prepare(self, key: ShapeKey, spec: AllocationSpec) -> tuple[Need, Chain]:
         found = self._prepared.get(key)
         if found is None:
             if len(self._prepared) >= MEMO_LIMIT:
@@ -161,9 +186,44 @@ class Scheduler:
     def find(
         self, state: ClusterState, spec: AllocationSpec, *, restrict: Iterable[str] | None = None,
     ) -> Found | None:
-        """The node and GPUs the pool's strategy picks for ``spec``, or None; ``restrict`` limits nodes."""
+        """The node and GPUs the pool's strategy picks for ``spec``, or None; ``restrict`` limits nodes.
+
+        Fits nowhere without walking a node when the pool's summary rules every node out
+        (:meth:`PoolRoom.fits_nowhere <services.allocator.domain.summaries.PoolRoom.fits_nowhere>`),
+        or when the shape was known to fit nowhere at a change mark and no node touched since
+        could hold one share of it; otherwise a known-unfit shape walks only the nodes touched
+        since (the others are as they were when it fit nowhere). A full walk that fails marks
+        the shape known-unfit; a fit forgets it."""
         self.sync(state)
-        need, chain = self.prepare(spec)
+        key = shape_key(spec)
+        need, chain = self._prepare(key, spec)
+        pool = need.pool
+        if self.index.room(pool).fits_nowhere(need):
+            return None
+        whole = restrict is None
+        mark = self._unfit.get(key)
+        if mark is not None:
+            nodes, seq = state.nodes, state.changes.seq
+            touched = [n for n in state.changes.nodes_since(mark)
+                       if (node := nodes.get(n)) is not None and node.pool == pool and self.may_fit(n, need)]
+            if restrict is not None:
+                allowed = set(restrict)
+                touched = [n for n in touched if n in allowed]
+            elif not touched:
+                self._unfit[key] = seq  # nothing since could hold it: still known-unfit, as of now
+                return None
+            restrict = touched
+        found = self._find(state, spec, need, chain, restrict)
+        if found is not None:
+            self._unfit.pop(key, None)
+        elif whole:
+            if len(self._unfit) >= MEMO_LIMIT:
+                self._unfit.clear()
+            self._unfit[key] = state.changes.seq
+        return found
+
+    def _find(self, state: ClusterState, spec: AllocationSpec, need: Need, chain: Chain,
+              restrict: Iterable[str] | None) -> Found | None:
         pool = need.pool
         ctx = Context(state.pool_config(pool), allocations=state.allocations)
         strategy = self.strategy(state, pool)
@@ -274,19 +334,73 @@ class Scheduler:
         """Forget a remembered failed search."""
         self._no_plans.pop(key, None)
 
+    def node_plans(self, key: object, state: ClusterState, pool: str, validity: object, now: datetime
+                   ) -> NodePlans | None:
+        """The per-node results of earlier preemption searches for ``key`` (node_plans.NodePlans),
+        caught up with the nodes touched since; a fresh record when ``validity`` (quota, usage,
+        strategy) changed or time ran back. None: nothing kept (the ReferenceScheduler)."""
+        self.sync(state)
+        plans = self._node_plans.get(key)
+        if plans is None or plans.pool != pool or not plans.catch_up(state, validity, now, self.index.sort_key):
+            if len(self._node_plans) >= MEMO_LIMIT:
+                self._node_plans.clear()
+            plans = self._node_plans[key] = NodePlans(validity, state.changes.seq, now, pool)
+        return plans
+
     def touched_since(self, mark: int) -> Iterable[str]:
         """Nodes evolve touched after change mark ``mark`` (of the state last synced)."""
         assert self._state is not None
         return self._state.changes.nodes_since(mark)
 
+    def room(self, state: ClusterState, pool: str) -> Room:
+        """``pool``'s largest free room now (services.allocator.domain.summaries), O(1)."""
+        self.sync(state)
+        return self.index.room(pool).room()
+
     def filter_pass(self, state: ClusterState, spec: AllocationSpec, *, static: bool = False
                     ) -> tuple[list[FilterCount], int]:
-        """Per-filter GPU removal counts for ``spec`` over its pool, and how many nodes would fit."""
+        """Per-filter GPU removal counts for ``spec`` over its pool, and how many nodes would fit.
+        An ``explaining`` Scheduler keeps the answer per (request shape, pass, pool version): the
+        version moves with every change to a node of the pool (its summaries), so a cached answer
+        is the one a fresh pass would give."""
         self.sync(state)
+        if not self.explaining:
+            return self._filter_pass(state, spec, static)
+        key = (shape_key(spec), static, self.index.room(spec.pool).version)
+        found = self._explained.get(key)
+        if found is None:
+            if len(self._explained) >= MEMO_LIMIT:
+                self._explained.clear()
+            found = self._explained[key] = self._filter_pass(state, spec, static)
+        return found
+
+    def _filter_pass(self, state: ClusterState, spec: AllocationSpec, static: bool) -> tuple[list[FilterCount], int]:
         need, chain = self.prepare(spec)
         nodes = [state.nodes[n] for n in sorted(state.pool_nodes.get(spec.pool, ()))]
         ctx = Context(state.pool_config(spec.pool), static=static, allocations=state.allocations)
         return chain.explain(nodes, state.gpus, need, ctx, may_fit=lambda name: self.may_fit(name, need))
+
+    def static_fits(self, state: ClusterState, spec: AllocationSpec) -> bool:
+        """Whether some node of the pool could ever hold ``spec`` (the static pass finds a fitting
+        node): the first such node answers, so only a request that can never fit pays for the
+        whole static pass (:meth:`static_pass`, its per-filter counts). Cached like that pass."""
+        self.sync(state)
+        key = shape_key(spec)
+        known = self._static_fits.get(key)
+        if known is None:
+            cached = self._static.get(key)
+            if cached is not None:
+                known = cached[1] > 0
+            else:
+                need, chain = self._prepare(key, spec)
+                ctx = Context(state.pool_config(spec.pool), static=True, allocations=state.allocations)
+                known = any(chain.node_admits(node := state.nodes[n], need, ctx)
+                            and chain.fits(node, chain.node_candidates(node, state.gpus, need, ctx), need, ctx)
+                            for n in state.pool_nodes.get(spec.pool, ()))
+            if len(self._static_fits) >= MEMO_LIMIT:
+                self._static_fits.clear()
+            self._static_fits[key] = known
+        return known
 
     def static_pass(self, state: ClusterState, spec: AllocationSpec) -> tuple[list[FilterCount], int]:
         """The static filter pass ("could it ever fit?"), cached by request shape until the inventory changes."""

@@ -132,7 +132,7 @@ def test_bad_query_values_answer_4xx_naming_the_field(stack: scenario.Stack) -> 
 def test_cluster_page_shows_pools_and_every_gpu(stack: scenario.Stack, page: Any) -> None:
     page.goto(f"{stack.http}/ui/?per_page=2000")
     row = page.locator("table.pools tbody tr", has_text="default")
-    assert row.locator("td").nth(3).inner_text() == str(scenario.OPENB_GPUS)
+    assert row.locator("td").nth(4).inner_text() == str(scenario.OPENB_GPUS)  # Pool, Nodes, Lost, Idle nodes, GPUs
     assert page.locator("#gpu-map i.c").count() == scenario.OPENB_GPUS
     assert page.locator("#gpu-map .n.lost").count() == 1
     assert scenario.LOST_NODE in page.locator("#gpu-map .n.lost a").get_attribute("href")

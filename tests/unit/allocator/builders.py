@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from events import decisions as ev
 from events import intents as it
 from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaAmount, QuotaSpec, Resources
-from services.allocator.domain import ClusterState, Scheduler, digest, evolve, process
+from services.allocator.domain import ClusterState, Scheduler, digest, evolve, explain, process
 
 Gi = 2**30
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -88,6 +88,11 @@ class Cluster:
     def request(self, spec: AllocationSpec) -> ev.AnyEvent:
         """Request an allocation; returns the outcome event (the first one)."""
         return self.send(it.RequestAllocation(intent_id=self._id(), spec=spec))[0]
+
+    def filters_now(self, uid: str) -> dict[str, int]:
+        """GPUs each filter removes for allocation ``uid``'s request now (the per-filter counts
+        ``why`` computes on demand; a queued event leaves them out)."""
+        return {f.name: f.removed for f in explain(self.state, self.state.allocations[uid].spec)}
 
     def release(self, uid: str) -> list[ev.AnyEvent]:
         """Release an allocation; returns every event (release + grants from the queue)."""

@@ -44,7 +44,7 @@ def test_lost_node_grants_waiting_request_when_it_returns() -> None:
     c.send(it.CheckHeartbeats(intent_id="hb"))
     queued = c.request(a_request("r", 10, Gi, pool="p"))
     assert isinstance(queued, ev.AllocationQueued)
-    assert {f.name: f.removed for f in queued.filters}["NodeReadyFilter"] == 1
+    assert c.filters_now("r")["NodeReadyFilter"] == 1
     out = c.node("only", "p", a_gpu("g", 100, 10 * Gi), heartbeat_ttl_s=5)
     assert isinstance(out[-1], ev.AllocationGranted) and out[-1].from_queue
 
@@ -113,6 +113,6 @@ def test_cordoned_node_takes_no_new_work() -> None:
     c.node("n", "p", a_gpu("g", 100, Gi), schedulable=False)
     out = c.request(a_request("r", 1, 1, pool="p"))
     assert isinstance(out, ev.AllocationQueued)
-    assert {f.name: f.removed for f in out.filters}["NodeReadyFilter"] == 1
+    assert c.filters_now("r")["NodeReadyFilter"] == 1
     granted = c.node("n", "p", a_gpu("g", 100, Gi), schedulable=True)
     assert isinstance(granted[-1], ev.AllocationGranted)

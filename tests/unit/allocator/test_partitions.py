@@ -13,7 +13,7 @@ from events import codec
 from events import decisions as ev
 from events import intents as it
 from events.values import AllocationSpec, GangSpec, Partition, Resources
-from services.allocator.api import documents, views
+from services.allocator.api import documents, reasons, views
 from services.allocator.domain import digest, evolve
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_request, res
 
@@ -83,7 +83,8 @@ def test_slot_fragmentation_queues_with_the_reason_until_a_run_frees() -> None:
     assert c.avail("g0")[0] >= 200_000 and c.avail("g0")[1] >= 20 * GB  # room in TFLOPS and VRAM, not in slots
     out = c.request(part("big", template="2g.20gb"))
     assert isinstance(out, ev.AllocationQueued) and out.code == "capacity"
-    assert "PartitionFilter removed 1" in out.reason
+    assert ("PartitionFilter", 1) in [(f.name, f.removed) for f in reasons.current(c.state, out.spec).filters]
+    assert "no free run of 2 slot(s)" in out.reason  # the partition detail stays in the event
     assert "template 2g.20gb (named)" in out.reason
     assert "GPU g0: no free run of 2 slot(s) for 2g.20gb at starts [0, 2, 4] (free slots [1, 3, 7])" in out.reason
     after = c.release(starts[2])
@@ -118,8 +119,8 @@ def test_partitioned_and_other_modes_never_share_a_gpu() -> None:
     granted(c, "p1", template="1g.10gb")
     soft = c.request(a_request("soft", 10, Gi, pool="p"))
     shared = c.request(a_request("whole", pool="p", isolation="shared"))
-    assert isinstance(soft, ev.AllocationQueued) and "PartitionFilter removed 1" in soft.reason
-    assert isinstance(shared, ev.AllocationQueued) and "SharedWholeGPUFilter removed 1" in shared.reason
+    assert isinstance(soft, ev.AllocationQueued) and c.filters_now("soft")["PartitionFilter"] == 1
+    assert isinstance(shared, ev.AllocationQueued) and c.filters_now("whole")["SharedWholeGPUFilter"] == 1
     after = c.release("p1")  # idle again: the soft request takes it, and then the partitioned one must wait
     assert [e.spec.allocation_id for e in after if isinstance(e, ev.AllocationGranted)] == ["soft"]
     out = c.request(part("p2", template="1g.10gb"))

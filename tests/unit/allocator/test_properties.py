@@ -78,6 +78,7 @@ class AllocatorMachine(RuleBasedStateMachine):
     @rule(uid=st.sampled_from(UIDS))
     def release(self, uid: str) -> None:
         before = {name: g.used_milli_tflops for name, g in self.c.state.gpus.items()}
+        held = {a: (s.gpus, s.charges) for a, s in self.c.state.allocations.items()}
         allocation = self.c.state.allocations.get(uid)
         out = self._send(it.ReleaseAllocation(intent_id=self._id(), allocation_id=uid))
         if allocation is None or allocation.status != GRANTED:
@@ -85,8 +86,13 @@ class AllocatorMachine(RuleBasedStateMachine):
         expected = Counter(before)
         for name, charge in zip(allocation.gpus, allocation.charges, strict=True):
             expected[name] -= charge.milli_tflops
-        for e in out[1:]:
+        for e in out[1:]:  # the drain: grants, and preemptions by queued requests of higher priority
+            if isinstance(e, ev.AllocationPreempted):
+                for name, charge in zip(*held[e.allocation_id], strict=True):
+                    expected[name] -= charge.milli_tflops
+                continue
             assert isinstance(e, ev.AllocationGranted)
+            held[e.spec.allocation_id] = (list(e.gpus), list(e.charges))
             for name, charge in zip(e.gpus, e.charges, strict=True):
                 expected[name] += charge.milli_tflops
         for name in allocation.gpus:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from events import decisions as ev
+from services.allocator.api import reasons
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request
 
 
@@ -67,9 +68,26 @@ def test_queued_request_records_why_it_waits() -> None:
     c = full_cluster()
     out = c.request(a_request("w", 10, Gi, pool="p"))
     assert isinstance(out, ev.AllocationQueued) and out.code == "capacity"
-    assert out.reason == "0/1 GPUs fit in pool p: ResourceFilter removed 1"
+    # the writer's reason: what the failed search knew, no filter run again (docs/allocation.md)
+    assert out.reason == ("0/1 GPUs fit in pool p: no node has 1 GPU(s) that pass every filter (largest free "
+                          "on one GPU: 0 TFLOPS, 0 GiB VRAM; most idle GPUs on a node: 0)")
+    assert out.filters == ()
     allocation = c.state.allocations["w"]
     assert allocation.status == "queued" and allocation.reason == out.reason
+    # the per-filter counts are computed when someone asks (why, the queue)
+    now = reasons.current(c.state, allocation.spec)
+    assert now.reason == out.reason and now.code == "capacity"
+    assert [(f.name, f.removed) for f in now.filters if f.removed] == [("ResourceFilter", 1)]
+
+
+def test_queued_reason_names_the_largest_free_room() -> None:
+    c = full_cluster()
+    c.node("m", "p", a_gpu("g2", 100, 10 * Gi), a_gpu("g3", 100, 10 * Gi))
+    c.request(a_request("part", 40, 3 * Gi, pool="p"))
+    out = c.request(a_request("big", 70, Gi, pool="p", count=2))
+    assert isinstance(out, ev.AllocationQueued)
+    assert out.reason == ("0/3 GPUs fit in pool p: no node has 2 GPU(s) that pass every filter (largest free "
+                          "on one GPU: 100 TFLOPS, 10 GiB VRAM; most idle GPUs on a node: 1)")
 
 
 def test_priority_class_orders_before_qos_and_equal_priorities_go_by_qos() -> None:

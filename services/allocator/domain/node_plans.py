@@ -1,0 +1,129 @@
+"""NodePlans: each node's part of a preemption search, kept per search key until evolve touches the node.
+
+A search (domain/preemption.py) looks at every node of the pool with lower-priority work: its
+candidates, the cheap bounds, and on the most promising nodes the dry runs that find the node's
+best plan. A saturated pool repeats searches for the same few request shapes after every change
+that touched one or two nodes; what the search computed on the other nodes is still exactly
+right, so the Scheduler keeps it (:class:`NodePlans`) and the next search for that key redoes
+only the touched nodes (KAI scheduler's victim search skips candidate sets it already tried).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from datetime import datetime
+
+from sortedcontainers import SortedList
+
+from services.allocator.domain.model import AllocationState
+from services.allocator.domain.state import ClusterState
+
+
+class NodeResult:
+    """One node's part of a preemption search for one search key, valid until evolve touches the
+    node: its candidates (most important first) and how many were out of scope, and, computed on
+    first use, ``trial.bound(cands)``, the plan key's lower bound and the node's best plan
+    (``plan``: a Plan, None for none, or :data:`UNKNOWN`; ``beaten``: when ``plan`` is None, the
+    (key, tie_ok) a plan would have had to beat, None when no plan exists at all)."""
+
+    __slots__ = ("beaten", "bound", "cands", "lower", "out_of_scope", "plan")
+
+    def __init__(self, cands: list[AllocationState], out_of_scope: int) -> None:
+        self.cands = cands
+        self.out_of_scope = out_of_scope
+        self.bound: bool | None = None
+        self.lower: tuple[int, int, int] | None = None
+        self.plan: object = UNKNOWN
+        self.beaten: tuple[tuple[int, int, int], bool] | None = None
+
+
+UNKNOWN = object()
+"""A NodeResult's plan not computed yet."""
+
+SortKey = tuple[int, str]
+"""A node's place in the Scheduler's node order (NodeIndex.sort_key)."""
+
+
+class NodePlans:
+    """Per search key (request shape, limit, priority, namespace, scope), each searched node's
+    :class:`NodeResult`, kept by the Scheduler so that a search repeated for the same key redoes
+    only the nodes evolve touched since (KAI's victim search skips candidate sets already tried;
+    kube-scheduler's dry run is per node). Valid while the namespace's quota and usage, the pool's
+    strategy instance and the inventory are as they were (checked by :meth:`catch_up`) and time
+    does not run back (eviction protection only ends as time passes; a node where protection
+    refused a candidate is not kept). The ReferenceScheduler keeps none: the equivalence tests
+    check that a kept result is the one a fresh search computes.
+
+    Once seeded (:meth:`seed`, after a first whole search), ``live`` holds the pool's nodes in node
+    order (their sort keys) less those known to play no part: ``live[1]`` less the nodes without
+    work of a lower priority (``idle``), without a candidate or whose candidates cannot free
+    enough (``Trial.bound``), ``live[0]`` less those too and the nodes with no plan at all; a
+    touched node is put back (:meth:`catch_up`)."""
+
+    __slots__ = ("idle", "keys", "live", "mark", "nodes", "now", "pool", "validity")
+
+    def __init__(self, validity: object, mark: int, now: datetime, pool: str) -> None:
+        self.validity = validity
+        self.mark = mark
+        self.now = now
+        self.pool = pool
+        self.nodes: dict[str, NodeResult] = {}
+        self.live: tuple[SortedList, SortedList] | None = None
+        self.keys: dict[str, SortKey] = {}
+        self.idle: set[str] = set()
+        """Nodes without work of a priority below the key's (nothing to preempt there) until touched."""
+
+    def catch_up(self, state: ClusterState, validity: object, now: datetime, sort_key: Callable[[str], SortKey]
+                 ) -> bool:
+        """Drop the nodes touched since the last search (and put them back in ``live`` under their
+        current sort key); False when the whole record is stale."""
+        if validity != self.validity or now < self.now:
+            return False
+        nodes = self.nodes
+        if nodes or self.idle or self.live is not None:
+            for name in state.changes.nodes_since(self.mark):
+                nodes.pop(name, None)
+                self.idle.discard(name)
+                if self.live is not None:
+                    self._revive(state, name, sort_key)
+        self.mark = state.changes.seq
+        self.now = now
+        return True
+
+    def _revive(self, state: ClusterState, name: str, sort_key: Callable[[str], SortKey]) -> None:
+        assert self.live is not None
+        old = self.keys.pop(name, None)
+        if old is not None:
+            for lst in self.live:
+                lst.discard(old)
+        node = state.nodes.get(name)
+        if node is not None and node.pool == self.pool:
+            key = self.keys[name] = sort_key(name)
+            for lst in self.live:
+                lst.add(key)
+
+    def seed(self, state: ClusterState, sort_key: Callable[[str], SortKey]) -> None:
+        """Build ``live`` from every node of the pool, less the kept results that play no part."""
+        keys = self.keys = {name: sort_key(name) for name in state.pool_nodes.get(self.pool, ()) if name in state.nodes}
+        self.live = (SortedList(keys.values()), SortedList(keys.values()))
+        self.settle([*self.nodes, *self.idle])
+
+    def settle(self, names: Iterable[str]) -> None:
+        """Take out of ``live`` the nodes of ``names`` whose kept result now says they play no part."""
+        if self.live is None:
+            return
+        first, second = self.live
+        for name in names:
+            result = self.nodes.get(name)
+            key = self.keys.get(name)
+            if key is not None and name in self.idle:
+                first.discard(key)
+                second.discard(key)
+                continue
+            if result is None or key is None:
+                continue
+            if not result.cands or result.bound is False:
+                first.discard(key)
+                second.discard(key)
+            elif result.plan is None and result.beaten is None:
+                first.discard(key)

@@ -1,0 +1,109 @@
+"""Kept preemption search results (domain/node_plans.py) against fresh searches (hypothesis).
+
+A long-lived Scheduler answers the same few preemption searches again and again while the pool
+changes under it (grants and releases of work of several priorities, time passing): each answer
+must be the plan the ReferenceScheduler's search finds from scratch, node, GPUs, victims and key
+alike, or the same reason why there is none. The repeats exercise each node's kept result, the
+nodes put back when touched, and the search over the kept live node lists.
+"""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
+
+from events import intents as it
+from events.values import AllocationSpec, Resources
+from services.allocator.domain import Scheduler
+from services.allocator.domain.preemption import Plan, find
+from services.allocator.domain.reference import ReferenceScheduler
+from services.allocator.domain.victims import PROTECTION_KEY
+from tests.unit.allocator.builders import Cluster, Gi, a_gpu
+
+UIDS = tuple(f"w{i}" for i in range(30))
+PROBES = (
+    (30_000, 1, 10), (60_000, 1, 10), (90_000, 1, 10), (50_000, 2, 10), (100_000, 2, 10),
+    (60_000, 1, 5), (100_000, 1, 5), (40_000, 2, 5),
+)
+"""(milli-TFLOPS per GPU, GPU count, priority) of the repeated searches."""
+
+
+def outcome(found: object) -> object:
+    if isinstance(found, Plan):
+        return (found.node, found.gpus, tuple(v.spec.allocation_id for v in found.victims), found.key, found.charges)
+    return found
+
+
+class KeptSearches(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c = Cluster()
+        self.kept = Scheduler()
+        self.n = 0
+
+    @initialize(nodes=st.lists(st.integers(1, 2), min_size=3, max_size=7),
+                scope=st.sampled_from(["cluster", "cluster", "namespace"]))
+    def start(self, nodes: list[int], scope: str) -> None:
+        self.c.pool("p", preemption=scope)
+        for k, count in enumerate(nodes):
+            self.c.node(f"n{k}", "p", *(a_gpu(f"n{k}-g{i}", 100, 16 * Gi, index=i) for i in range(count)))
+
+    @rule(uid=st.sampled_from(UIDS), tflops=st.sampled_from([20_000, 30_000, 40_000, 50_000, 70_000]),
+          count=st.sampled_from([1, 1, 2]), priority=st.sampled_from([0, 3, 3, 7]), ns=st.sampled_from(["x", "y"]),
+          protect=st.sampled_from(["", "", "", "5m"]))
+    def work(self, uid: str, tflops: int, count: int, priority: int, ns: str, protect: str) -> None:
+        """Lower-priority work arrives (the victims a search may take)."""
+        self.n += 1
+        amount = Resources(milli_tflops=tflops, vram_bytes=Gi)
+        spec = AllocationSpec(allocation_id=f"{uid}-{self.n}", namespace=ns, pod=uid, pool="p", request=amount,
+                              limit=amount, gpu_count=count, priority=priority,
+                              attributes={PROTECTION_KEY: protect} if protect else {})
+        self.c.request(spec)
+
+    @rule(pick=st.integers(0, 10**6))
+    def release(self, pick: int) -> None:
+        live = sorted(a for a, s in self.c.state.allocations.items() if s.status == "granted")
+        if live:
+            self.c.release(live[pick % len(live)])
+
+    @rule(minutes=st.sampled_from([1, 6]))
+    def tick(self, minutes: int) -> None:
+        self.c.tick(60 * minutes)
+
+    @rule(which=st.sampled_from(range(len(PROBES))), ns=st.sampled_from(["x", "y"]), times=st.integers(1, 3))
+    def search(self, which: int, ns: str, times: int) -> None:
+        """The same search, repeated: the kept answer equals a fresh reference search each time."""
+        tflops, count, priority = PROBES[which]
+        amount = Resources(milli_tflops=tflops, vram_bytes=Gi)
+        spec = AllocationSpec(allocation_id=f"probe-{self.n}", namespace=ns, pod="probe", pool="p", request=amount,
+                              limit=amount, gpu_count=count, priority=priority)
+        state, now = self.c.state, self.c.now
+        expected = outcome(find(state, spec, now, ReferenceScheduler()))
+        for _ in range(times):
+            assert outcome(find(state, spec, now, self.kept)) == expected
+
+
+KeptSearches.TestCase.settings = settings(max_examples=150, stateful_step_count=80, deadline=None,
+                                          suppress_health_check=[HealthCheck.too_slow])
+TestKeptSearches = KeptSearches.TestCase
+
+
+def test_a_request_of_a_kept_search_key_is_decided_as_from_scratch() -> None:
+    """The decision path: a repeated preemptor shape on a long-lived Scheduler emits what a fresh one does."""
+    fast, fresh = Cluster(), Cluster(ReferenceScheduler())
+    for c in (fast, fresh):
+        c.pool("p")
+        for k in range(4):
+            c.node(f"n{k}", "p", a_gpu(f"n{k}-g0", 100, 16 * Gi, index=0), a_gpu(f"n{k}-g1", 100, 16 * Gi, index=1))
+    for i in range(16):
+        amount = Resources(milli_tflops=40_000 + 10_000 * (i % 3), vram_bytes=Gi)
+        spec = AllocationSpec(allocation_id=f"low-{i}", namespace="x", pod=f"low-{i}", pool="p", request=amount,
+                              limit=amount, priority=i % 3)
+        assert fast.request(spec) == fresh.request(spec)
+    for i in range(6):
+        amount = Resources(milli_tflops=80_000, vram_bytes=Gi)
+        spec = AllocationSpec(allocation_id=f"high-{i}", namespace="y", pod=f"high-{i}", pool="p", request=amount,
+                              limit=amount, priority=10)
+        assert fast.send(it.RequestAllocation(intent_id=f"h{i}", spec=spec)) == fresh.send(
+            it.RequestAllocation(intent_id=f"h{i}", spec=spec))
