@@ -41,6 +41,8 @@ MAX_PER_PAGE = 2000
 """Most nodes on one page of the GPU map."""
 NODES_PER_PAGE = 250
 QUEUE_PER_PAGE = 100
+QUALITY_TABLE_ROWS = 240
+"""Newest samples listed in the quality page's table (the chart draws all of them)."""
 MAX_NAME = 512
 """Longest node name or allocation id accepted in a URL."""
 
@@ -151,7 +153,7 @@ async def quality(request: web.Request) -> web.Response:
              for pool, qs in series.items()}
     return render.page("quality.html", **_common(follower, "quality"), pools=reads.pools(follower.state),
                        samples=samples, lines=lines, phase=timeline.phase, backfilled=timeline.position,
-                       note=timeline.note)
+                       note=timeline.note, table_rows=QUALITY_TABLE_ROWS)
 
 
 async def live(request: web.Request) -> web.Response:
