@@ -7,13 +7,23 @@ published at once), p50/p99 intent-to-event latency at offered loads, and failov
 killed with SIGKILL -> first outcome event decided by the standby), then checks that every intent
 has exactly one outcome.
 
-Usage: ``python3 benchmarks/bench_pipeline.py [--rates 100,500,1000] [--seconds 5]``
+``--saturated`` measures the pipeline when the cluster is full (issue 27): the pool is filled with
+the openb pods (cycled, renamed) until ``--waiting`` requests are queued, then a stream alternating
+one ReleaseAllocation (of the oldest granted allocation) and one new RequestAllocation is offered:
+``--stream`` intents all at once (durable decisions/s at the maximum rate), then at each ``--rates``
+value for ``--seconds`` (intent -> outcome latency p50/p99), then ``--stream`` at once again. Each
+release drains the queue (the freed room is granted to waiting requests), each new request mostly
+queues, so the queue stays about ``--waiting`` long. The writer runs alone (no reader process).
+
+Usage: ``python3 benchmarks/bench_pipeline.py [--rates 100,500,1000] [--seconds 5]``,
+``python3 benchmarks/bench_pipeline.py --saturated [--waiting 5000] [--stream 2000] [--rates 200] [--scale 1]``
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
 import shutil
 import signal
@@ -23,10 +33,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import msgspec
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks import openb
 from events import codec, intents
+from events.decisions import AllocationGranted, AllocationPreempted, AllocationReleased
+from events.values import AllocationSpec
 from services.allocator.adapters import database
 from services.allocator.adapters.relay import INTENT_HEADER
 from services.allocator.api.views import OUTCOME_TYPES
@@ -41,12 +55,26 @@ class Watch:
     def __init__(self) -> None:
         self.sent: dict[str, float] = {}
         self.done: dict[str, float] = {}
+        self.tags: dict[str, list[str]] = {}
+        """Intent id -> the tags of its events (``allocation_granted``, ``allocation_queued``, ...)."""
+        self.live: dict[str, tuple[str, str]] | None = None
+        """Granted allocations (id -> namespace, pool), oldest first; kept only when not None."""
+        self.events = 0
 
     async def on_event(self, msg: object) -> None:
         headers = getattr(msg, "headers", None) or {}
         intent_id = headers.get(INTENT_HEADER, "")
-        if intent_id in self.sent and intent_id not in self.done:
-            self.done[intent_id] = time.perf_counter()
+        self.events += 1
+        if intent_id in self.sent:
+            self.tags.setdefault(intent_id, []).append(str(getattr(msg, "subject", "")).rsplit(".", 1)[-1])
+            if intent_id not in self.done:
+                self.done[intent_id] = time.perf_counter()
+        if self.live is not None:
+            event = codec.decode_event(getattr(msg, "data", b""))
+            if isinstance(event, AllocationGranted):
+                self.live[event.spec.allocation_id] = (event.spec.namespace, event.spec.pool)
+            elif isinstance(event, AllocationReleased | AllocationPreempted):
+                self.live.pop(event.allocation_id, None)
 
     async def wait_all(self, ids: list[str], timeout_s: float = 300) -> None:
         deadline = time.perf_counter() + timeout_s
@@ -66,16 +94,19 @@ def spawn(name: str, nats_url: str, db_url: str, log_dir: Path) -> subprocess.Po
     return subprocess.Popen([sys.executable, "-m", "services.allocator"], env=env, stdout=out, stderr=out)
 
 
-def requests(prefix: str, count: int) -> list[intents.RequestAllocation]:
-    pods = openb.pods()
+@functools.cache
+def _pods() -> list[AllocationSpec]:
+    return openb.pods()
+
+
+def requests(prefix: str, count: int, first: int = 0) -> list[intents.RequestAllocation]:
+    pods = _pods()
     return [intents.RequestAllocation(intent_id=f"{prefix}-{i}", spec=_renamed(pods[i % len(pods)], f"{prefix}-{i}"))
-            for i in range(count)]
+            for i in range(first, first + count)]
 
 
-def _renamed(spec: object, name: str) -> object:
-    import msgspec
-
-    return msgspec.structs.replace(spec, allocation_id=name, pod=name)  # type: ignore[type-var]
+def _renamed(spec: AllocationSpec, name: str) -> AllocationSpec:
+    return msgspec.structs.replace(spec, allocation_id=name, pod=name)
 
 
 def releases(batch: list[intents.RequestAllocation]) -> list[intents.ReleaseAllocation]:
@@ -115,6 +146,16 @@ async def run(args: argparse.Namespace, root: Path) -> None:
     db_url = pg.create_database("bench")
     database.upgrade(db_url)
     procs = [spawn("a", nats_server.url, db_url, root)]
+    if args.saturated:
+        try:
+            await run_saturated(args, nats_server.url, db_url)
+        finally:
+            for proc in procs:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+            pg.stop()
+            nats_server.stop()
+        return
     client = await messaging.connect(nats_server.url)
     js = client.jetstream()
     await messaging.ensure_streams(js)
@@ -198,12 +239,135 @@ async def failover(js: object, watch: Watch, procs: list[subprocess.Popen[bytes]
     print(f"failover: {len(batch)} intents at 500/s across the kill: {lost} lost, {doubled} decided twice")
 
 
+async def run_saturated(args: argparse.Namespace, nats_url: str, db_url: str) -> None:
+    """Fill the pool until ``args.waiting`` requests wait, then offer the release/request stream."""
+    client = await messaging.connect(nats_url)
+    js = client.jetstream()
+    await messaging.ensure_streams(js)
+    watch = Watch()
+    watch.live = {}
+    await client.subscribe("gpuledger.event.>", cb=watch.on_event)
+    try:
+        nodes = openb.nodes(replicas=args.scale)
+        for node in nodes:
+            await messaging.publish_intent(js, node)
+        gpus = sum(len(n.gpus) for n in nodes)
+        started = time.perf_counter()
+        waiting, made = await fill(js, watch, args.waiting)
+        print(f"saturated: {len(nodes)} nodes, {gpus} GPUs (scale {args.scale}); filled with {made} requests in "
+              f"{time.perf_counter() - started:.1f} s: {len(watch.live)} granted, {waiting} waiting")
+        stream = Stream(watch, made)
+        await asyncio.sleep(args.settle)
+        await max_rate(js, watch, stream, args, "maximum rate")
+        for rate in args.rates:
+            started = time.perf_counter()
+            batch = await stream.publish_paced(js, rate, int(rate * args.seconds))
+            offered = len(batch) / (time.perf_counter() - started)
+            await watch.wait_all([i.intent_id for i in batch], timeout_s=args.timeout)
+            lat = [(watch.done[i.intent_id] - watch.sent[i.intent_id]) * 1000 for i in batch]
+            print(f"saturated, offered {rate}/s for {args.seconds:.0f} s ({len(batch)} intents, published at "
+                  f"{offered:,.0f}/s): intent -> outcome "
+                  f"p50 {percentile(lat, 0.5):.1f} ms, p99 {percentile(lat, 0.99):.1f} ms, max {max(lat):.1f} ms "
+                  f"(events: {_tally(watch, batch)})")
+        await max_rate(js, watch, stream, args, "maximum rate again")
+        pool = await database.create_pool(db_url)
+        try:
+            left = await pool.fetchval("SELECT count(*) FROM allocations WHERE status = 'queued'")
+        finally:
+            await pool.close()
+        print(f"saturated: {left} requests waiting at the end")
+    finally:
+        await client.close()
+
+
+async def max_rate(js: object, watch: Watch, stream: Stream, args: argparse.Namespace, label: str) -> None:
+    """Offer ``args.stream`` intents of the stream at once; print durable decisions/s."""
+    batch = [stream.next() for _ in range(args.stream)]
+    started = time.perf_counter()
+    events_before = watch.events
+    await publish_burst(js, batch, watch)
+    await watch.wait_all([i.intent_id for i in batch], timeout_s=args.timeout)
+    elapsed = max(watch.done[i.intent_id] for i in batch) - started
+    print(f"saturated, {label}: {len(batch)} intents (release / request alternating) in {elapsed:.2f} s = "
+          f"{len(batch) / elapsed:,.0f} durable decisions/s ({watch.events - events_before} events: "
+          f"{_tally(watch, batch)})", flush=True)
+
+
+async def fill(js: object, watch: Watch, waiting: int) -> tuple[int, int]:
+    """Publish openb requests in bursts until ``waiting`` of them are queued; returns the number
+    queued and the number published."""
+    queued = made = 0
+    while queued < waiting:
+        size = 2000 if queued == 0 else max(100, waiting - queued)
+        batch = requests("fill", size, first=made)
+        made += size
+        await publish_burst(js, list(batch), watch)
+        await watch.wait_all([r.intent_id for r in batch], timeout_s=900)
+        queued += sum(1 for r in batch if "allocation_queued" in watch.tags[r.intent_id])
+    return queued, made
+
+
+class Stream:
+    """The saturated stream: release the oldest granted allocation, then a new request, alternately."""
+
+    def __init__(self, watch: Watch, made: int) -> None:
+        self.watch = watch
+        self.made = made
+        self.count = 0
+
+    def next(self) -> intents.AnyIntent:
+        """The next intent of the stream (a release of the oldest live grant, or a new request)."""
+        self.count += 1
+        live = self.watch.live
+        if self.count % 2 and live:
+            allocation_id = next(iter(live))
+            namespace, pool = live.pop(allocation_id)
+            return intents.ReleaseAllocation(intent_id=f"rel-{allocation_id}-{self.count}",
+                                             allocation_id=allocation_id, namespace=namespace, pool=pool)
+        self.made += 1
+        return requests("new", 1, first=self.made - 1)[0]
+
+    async def publish_paced(self, js: object, rate: float, count: int) -> list[intents.AnyIntent]:
+        """Offer ``count`` intents at ``rate``/s, each made when it is due (so releases name grants live then)."""
+        sent: list[intents.AnyIntent] = []
+        start = time.perf_counter()
+        for n in range(count):
+            delay = start + n / rate - time.perf_counter()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            intent = self.next()
+            self.watch.sent[intent.intent_id] = time.perf_counter()
+            await messaging.publish_intent(js, intent)  # type: ignore[arg-type]
+            sent.append(intent)
+        return sent
+
+
+def _tally(watch: Watch, batch: list[intents.AnyIntent]) -> str:
+    counts: dict[str, int] = {}
+    for intent in batch:
+        for tag in watch.tags.get(intent.intent_id, ["none"]):
+            counts[tag] = counts.get(tag, 0) + 1
+    return ", ".join(f"{n} {tag}" for tag, n in sorted(counts.items()))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rates", default="100,500,1000", help="offered loads, intents/s")
     parser.add_argument("--seconds", type=float, default=5.0, help="seconds per offered load")
     parser.add_argument("--burst", type=int, default=8000, help="intents published at once")
+    parser.add_argument("--saturated", action="store_true", help="the cluster full, --waiting requests queued")
+    parser.add_argument("--waiting", type=int, default=5000, help="saturated: requests waiting in the queue")
+    parser.add_argument("--stream", type=int, default=2000,
+                        help="saturated: intents (release / request alternating) offered at once")
+    parser.add_argument("--scale", type=int, default=1, help="saturated: openb cluster replicas")
+    parser.add_argument("--settle", type=float, default=5.0,
+                        help="saturated: seconds between the fill and the first measurement")
+    parser.add_argument("--timeout", type=float, default=600, help="saturated: seconds to wait for the outcomes")
     args = parser.parse_args()
+    if args.saturated and "--rates" not in sys.argv:
+        args.rates = "200"
+    if args.scale < 1 or args.waiting < 1 or args.stream < 2:
+        parser.error("--scale and --waiting must be >= 1, --stream >= 2")
     args.rates = [int(r) for r in args.rates.split(",")]
     root = Path(tempfile.mkdtemp(prefix="gpuledger-bench-"))
     try:

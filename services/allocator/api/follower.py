@@ -9,7 +9,8 @@ far behind still answers. The log is gapless and in commit order (the writer ass
 under its append lock), so folding by position gives exactly the writer's projection at the same
 position (the same fold the writer's standbys run). ``lag`` = the newest log position seen minus
 the position applied; ``/readyz`` and ``gpuledger_reader_lag_events`` report it. Each applied slice
-goes to ``listeners`` (the reason keeper).
+goes to ``listeners`` (the reason keeper); ``steps`` are called before each event is folded, with
+the projection as it is then (the dashboard's placement-quality series samples there).
 """
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ MAX_BACKOFF_S = 5.0
 """Longest wait after a failed read before the next try (doubling from ``poll_s``)."""
 
 Listener = Callable[[Sequence[StoredEvent]], None]
+Step = Callable[[ClusterState, StoredEvent], None]
+"""Called with the projection at ``event.position - 1`` just before ``event`` is folded into it;
+it must not change the projection nor keep a reference to it (it changes in place). A step that
+raises is logged and removed."""
 
 
 class Follower:
@@ -51,6 +56,7 @@ class Follower:
         self.head = 0
         self.loaded = asyncio.Event()
         self.listeners: list[Listener] = []
+        self.steps: list[Step] = []
         self.failed_since: float | None = None
         """Monotonic time of the first failed read of the current outage (None while reads succeed)."""
         self._moved = asyncio.Event()
@@ -96,6 +102,12 @@ class Follower:
                 break
             state = self.state
             for stored in batch:
+                for step in self.steps:
+                    try:
+                        step(state, stored)
+                    except Exception:  # a broken step must not stop the projection: drop it, say so once
+                        log.exception("a step listener of the reader's projection failed; removed")
+                        self.steps = [s for s in self.steps if s is not step]
                 state = domain.evolve(state, stored.event)
                 state.position = stored.position
             self.state = state

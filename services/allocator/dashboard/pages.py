@@ -4,12 +4,15 @@
 ?id=`` jumps there), ``/ui/nodes/{name}`` Node, ``/ui/quality`` Placement quality,
 ``/ui/live.json`` ``{"position", "role", "head", "lag"}`` (what the page script polls to refresh in place),
 ``/ui/static/*`` the CSS and the script. Bad query values answer 400 naming the field; unknown
-nodes and allocations 404. Everything reads the reader's own projection through ``reads``
-and the log through ``lives`` (the History port) and ``timeline``.
+nodes and allocations 404. Everything reads the reader's own projection through ``reads``,
+an allocation's events through ``lives`` (the History port), and the quality series from memory
+(``timeline``, kept as the projection folds; its start-up backfill runs in the background).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import time
 from typing import Any
@@ -30,11 +33,16 @@ log = structlog.get_logger(__name__)
 FOLLOWER = web.AppKey("dashboard_follower", Follower)
 HISTORY = web.AppKey("dashboard_history", History)
 TIMELINE = web.AppKey("dashboard_timeline", QualityTimeline)
+BACKFILL = web.AppKey("dashboard_backfill", asyncio.Task[None])
+BACKFILL_RETRY_S = 5.0
+"""Seconds between two tries of the quality series' start-up backfill when the log cannot be read."""
 
 MAX_PER_PAGE = 2000
 """Most nodes on one page of the GPU map."""
 NODES_PER_PAGE = 250
 QUEUE_PER_PAGE = 100
+QUALITY_TABLE_ROWS = 240
+"""Newest samples listed in the quality page's table (the chart draws all of them)."""
 MAX_NAME = 512
 """Longest node name or allocation id accepted in a URL."""
 
@@ -134,16 +142,18 @@ async def node(request: web.Request) -> web.Response:
 
 
 async def quality(request: web.Request) -> web.Response:
-    """Unallocated % and fragmentation % of each pool now, and over time from the log."""
+    """Unallocated % and fragmentation % of each pool now, and over time (from memory, no log read)."""
     follower = request.app[FOLLOWER]
-    samples = await request.app[TIMELINE].update(follower.store)
+    timeline = request.app[TIMELINE]
+    samples = timeline.series(follower.state)
     names = sorted({pool for s in samples for pool in s.pools})
     series = {pool: [s.pools.get(pool, reads.Quality()) for s in samples] for pool in names}
     lines = {pool: {"unallocated": render.polyline([q.unallocated_pct for q in qs]),
                     "fragmentation": render.polyline([q.fragmentation_pct for q in qs])}
              for pool, qs in series.items()}
     return render.page("quality.html", **_common(follower, "quality"), pools=reads.pools(follower.state),
-                       samples=samples, lines=lines)
+                       samples=samples, lines=lines, phase=timeline.phase, backfilled=timeline.position,
+                       note=timeline.note, table_rows=QUALITY_TABLE_ROWS)
 
 
 async def live(request: web.Request) -> web.Response:
@@ -166,6 +176,34 @@ async def _problems(request: web.Request, handler: auth.Handler) -> web.StreamRe
                               field="", status=503)
 
 
+async def _backfill(follower: Follower, timeline: QualityTimeline) -> None:
+    """Attach the quality series to the reader's projection; a log that cannot be read is retried
+    every BACKFILL_RETRY_S seconds, anything else is logged and leaves the series empty."""
+    while True:
+        try:
+            await timeline.attach(follower)
+            return
+        except (OSError, asyncpg.PostgresError, asyncpg.InterfaceError, CorruptEventError) as exc:
+            log.warning("the quality series could not read the log; retrying", error=repr(exc)[:512])
+            await asyncio.sleep(BACKFILL_RETRY_S)
+        except Exception:
+            log.exception("the quality series could not be built")
+            return
+
+
+async def _start_backfill(app: web.Application) -> None:
+    app[BACKFILL] = asyncio.create_task(_backfill(app[FOLLOWER], app[TIMELINE]))
+
+
+async def _stop_backfill(app: web.Application) -> None:
+    task = app.get(BACKFILL)
+    if task is None:
+        return
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 def build(follower: Follower, history: History, *, token: str | None = None) -> web.Application:
     """The dashboard sub-application over a reader's projection ``follower`` and the log's
     ``history``; ``token`` defaults to GPULEDGER_API_TOKEN."""
@@ -173,7 +211,10 @@ def build(follower: Follower, history: History, *, token: str | None = None) -> 
     app = web.Application(middlewares=[auth.middleware(secret), _problems])
     app[FOLLOWER] = follower
     app[HISTORY] = history
-    app[TIMELINE] = QualityTimeline()
+    app[TIMELINE] = timeline = QualityTimeline()
+    follower.steps.append(timeline.observe)
+    app.on_startup.append(_start_backfill)
+    app.on_cleanup.append(_stop_backfill)
     app.router.add_get("/", cluster)
     app.router.add_get("/queue", queue)
     app.router.add_get("/allocations", find_allocation)

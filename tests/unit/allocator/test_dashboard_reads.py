@@ -1,5 +1,6 @@
 """The dashboard's reads of the projection (services/allocator/dashboard/reads.py) and of the log
-(lives, timeline) on states driven through the real domain and the in-memory event store."""
+(lives) on states driven through the real domain and the in-memory event store (the quality
+series: test_quality_timeline.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from events import intents as it
 from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
 from services.allocator.api import lives
 from services.allocator.dashboard import reads
-from services.allocator.dashboard.timeline import QualityTimeline
 from services.allocator.ports import DecidedIntent
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request, res
 
@@ -137,20 +137,3 @@ def test_describe_names_what_happened() -> None:
     left = ev.AllocationReleased(at=datetime.now(UTC), allocation_id="x", namespace="n", pod="x", pool="p",
                                  was_queued=True, reason="pod deleted")
     assert lives.describe(left) == "left the queue: pod deleted"
-
-
-async def test_timeline_folds_the_log_and_stays_bounded() -> None:
-    c = _cluster()
-    for i in range(6):
-        c.request(a_request(f"r{i}", 100, 16 * Gi, pool="p"))
-    store = await _stored(c)
-    timeline = QualityTimeline(stride_s=1e-9, max_points=4)
-    series = await timeline.update(store)
-    assert timeline.position == len(c.events)
-    assert len(timeline.samples) < 4 and timeline.stride_s > 1e-9  # thinned and slowed when full
-    last = series[-1]
-    assert last.position == len(c.events)
-    assert last.pools["p"] == reads.quality_of(g for g in c.state.gpus.values() if g.pool == "p")
-    assert [s.position for s in series] == sorted(s.position for s in series)
-    again = await timeline.update(store)  # nothing new: the same "now"
-    assert again[-1] == last
