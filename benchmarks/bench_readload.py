@@ -217,9 +217,10 @@ async def load(base: str, seconds: float, clients: int) -> Counter[str]:
         method, path = ("POST", "/api/v1/simulate") if n % 5 == 4 else routes[n % len(routes)]
         body = big if n % 5 == 4 else SMALL_POD.encode() if method == "POST" else None
         label = "simulate 1MiB" if n % 5 == 4 else f"{method} {path}"
+        headers = {"Content-Type": "application/yaml"} if method == "POST" else {}  # the Pod routes' YAML type
         while time.monotonic() < end:
             try:
-                async with session.request(method, base + path, data=body) as response:
+                async with session.request(method, base + path, data=body, headers=headers) as response:
                     await response.read()
                     answers[f"{label} {response.status}"] += 1
             except (aiohttp.ClientError, TimeoutError) as exc:
