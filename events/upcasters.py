@@ -41,10 +41,15 @@ def upcast(payload: Payload, *, target: int) -> Payload:
 
 @register("allocation_granted", 0)
 def _granted_v0(payload: Payload) -> Payload:
-    """Version 0 (pre-release) stored ``gpu_names`` and no ``charges``; charges were the request."""
+    """Version 0 (pre-release) stored ``gpu_names`` and no ``charges``; charges were the request.
+
+    Total over any JSON shape (a hostile or corrupt payload): what is not the expected shape is
+    left for the decoder, which then names the field (DecodeError), never an AttributeError here."""
     if "gpu_names" in payload:
         payload["gpus"] = payload.pop("gpu_names")
     if "charges" not in payload:
-        request = payload.get("spec", {}).get("request", {})
-        payload["charges"] = [request for _ in payload.get("gpus", [])]
+        spec = payload.get("spec")
+        request = spec.get("request", {}) if isinstance(spec, dict) else {}
+        gpus = payload.get("gpus")
+        payload["charges"] = [request for _ in gpus] if isinstance(gpus, list) else []
     return payload

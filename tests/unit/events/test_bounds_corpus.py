@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import msgspec
@@ -98,3 +99,11 @@ def test_any_event_shaped_input_decodes_or_is_one_decode_error(data: bytes) -> N
         assert str(exc).startswith(("malformed event", "invalid event"))
         return
     assert codec.tag_of(event) in data.decode()
+
+
+@pytest.mark.parametrize("spec", [None, [], "x", 3, {"request": None}])
+def test_a_version_0_grant_of_any_shape_is_a_decode_error_not_a_crash(spec: object) -> None:
+    """The version-0 upcaster met ``"spec": null`` (found by the fuzz above) and raised AttributeError."""
+    payload = {"type": "allocation_granted", "schema_version": 0, "spec": spec, "node": None, "gpu_names": 5}
+    with pytest.raises(codec.DecodeError):
+        codec.decode_event(json.dumps(payload))
