@@ -24,6 +24,7 @@ scale at 60 % (``ratio_to_60``: its decisions/s over the 60 % run's).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import platform
 import random
 import statistics
@@ -127,6 +128,7 @@ def run(scale: int, decisions: int, target: float, strategy: str, seed: int = 7,
     wall: list[float] = []
     cpu: list[float] = []
     requests: list[float] = []
+    digest = hashlib.sha256()
     for _ in range(decisions):
         kind, intent = driver.next_intent()
         start, start_cpu = time.perf_counter(), time.thread_time()
@@ -135,6 +137,8 @@ def run(scale: int, decisions: int, target: float, strategy: str, seed: int = 7,
         wall.append(time.perf_counter() - start)
         if kind == "request":
             requests.append(cpu[-1])
+        for event in out:
+            digest.update(msgspec.json.encode(event))
         driver.account(out)
     return {
         "gpus": len(driver.state.gpus), "decisions": len(cpu),
@@ -148,6 +152,7 @@ def run(scale: int, decisions: int, target: float, strategy: str, seed: int = 7,
         "utilisation": utilisation(driver.state),
         "queued_now": float(len(driver.state.queue)),
         **{k: float(v) for k, v in sorted(driver.outcomes.items())},
+        "events_sha256": digest.hexdigest()[:16],
     }
 
 

@@ -26,6 +26,7 @@ never mutates the state.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -142,8 +143,9 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
             pending.append((bound, at, name, node))
             if len(pending) >= limit:
                 break
-    pending.sort(key=lambda p: (p[0], p[1]))  # ``at`` is unique: names and results never compared
-    for bound, at, name, node in pending:
+    heapq.heapify(pending)  # (bound, at) order; ``at`` is unique: names and results never compared
+    while pending:
+        bound, at, name, node = heapq.heappop(pending)
         assert best is not None
         if (bound, at) >= (best[0].key, best[1]):
             break
@@ -200,8 +202,15 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
     for at in second.irange(minimum=best[1], inclusive=(False, True)):
         name = at[1]
         result = kept.get(name)
-        if result is not None and result.lower is not None and result.lower >= best[0].key:
-            continue  # the whole walk passes it over too: its kept bound cannot beat the best plan
+        if result is not None and result.lower is not None:
+            # Kept candidates whose bound held (``lower`` is computed only then): the whole walk
+            # passes it over when the kept lower bound cannot beat the best plan, else makes it
+            # pending (the lower bound is never below the node's lowest-priority one-victim key).
+            if result.lower < best[0].key:
+                pending.append((result.lower, at, name, result))
+                if len(pending) >= limit:
+                    break
+            continue
         ranked = scheduler.ranked(state, name)
         if not ranked or ranked[0][0] >= priority:
             plans.idle.add(name)
@@ -216,8 +225,9 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
             pending.append((bound, at, name, node))
             if len(pending) >= limit:
                 break
-    pending.sort(key=lambda p: (p[0], p[1]))
-    for bound, at, name, node in pending:
+    heapq.heapify(pending)  # (bound, at) order; ``at`` is unique: names and results never compared
+    while pending:
+        bound, at, name, node = heapq.heappop(pending)
         if (bound, at) >= (best[0].key, best[1]):
             break
         found = search.on_node(name, node, best[0].key, tie_ok=at < best[1])
@@ -285,6 +295,7 @@ class _Search:
         if plan is None and (node.beaten is None or (beat is not None and _harder(beat, tie_ok, node.beaten))):
             return None
         found = _on_node(self._trial(name), node.cands, beat, tie_ok)
+        self.seen.append(name)  # its kept plan changed: NodePlans.settle may take it out of ``live``
         node.plan = found
         node.beaten = None if found is not None or beat is None else (beat, tie_ok)
         return found
