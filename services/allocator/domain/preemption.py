@@ -294,7 +294,7 @@ class _Search:
             return None if _loses(plan.key, beat, tie_ok) else plan
         if plan is None and (node.beaten is None or (beat is not None and _harder(beat, tie_ok, node.beaten))):
             return None
-        found = _on_node(self._trial(name), node.cands, beat, tie_ok)
+        found = _on_node(self._trial(name), node.cands, beat, tie_ok, bound=node.bound, lower=node.lower)
         self.seen.append(name)  # its kept plan changed: NodePlans.settle may take it out of ``live``
         node.plan = found
         node.beaten = None if found is not None or beat is None else (beat, tie_ok)
@@ -330,11 +330,20 @@ def _loses(key: Key, beat: Key | None, tie_ok: bool) -> bool:
     return beat is not None and (key > beat if tie_ok else key >= beat)
 
 
-def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_ok: bool = False) -> Plan | None:
-    """The best plan on the trial's node that beats ``beat`` (None: any), or None."""
-    if not trial.bound(cands):
+def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_ok: bool = False, *,
+             bound: bool | None = None, lower: Key | None = None) -> Plan | None:
+    """The best plan on the trial's node that beats ``beat`` (None: any), or None. ``bound`` and
+    ``lower``: ``trial.bound(cands)`` and :func:`_lower_bound` when already known (None: computed).
+
+    With ``beat``, a node is given up as soon as a lower bound of its plan's key loses: first the
+    whole candidates' bound, then, once the lowest sufficient priority ``level`` is known (the
+    plan's highest victim priority: reprieving every candidate of that priority would make a lower
+    level sufficient), :func:`_lower_bound` of the candidates up to ``level`` with ``level`` as its
+    priority, before the reprieve and exhaustive dry runs. Both are lower bounds of the key the
+    unbounded search returns, so the result is that plan, or None exactly when it loses."""
+    if not (trial.bound(cands) if bound is None else bound):
         return None
-    if beat is not None and _loses(_lower_bound(trial, cands), beat, tie_ok):
+    if beat is not None and _loses(_lower_bound(trial, cands) if lower is None else lower, beat, tie_ok):
         return None
     levels = sorted({priority_of(c.spec) for c in cands})
     allowed: list[AllocationState] = []
@@ -345,6 +354,8 @@ def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_o
         if trial.bound(allowed) and trial.fits(allowed) is not None:
             break
     else:
+        return None
+    if beat is not None and _loses((level, *_lower_bound(trial, allowed)[1:]), beat, tie_ok):
         return None
     victims, fit = _reprieve(trial, allowed)
     if len(allowed) <= EXACT_LIMIT:
