@@ -333,14 +333,8 @@ def _loses(key: Key, beat: Key | None, tie_ok: bool) -> bool:
 def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_ok: bool = False, *,
              bound: bool | None = None, lower: Key | None = None) -> Plan | None:
     """The best plan on the trial's node that beats ``beat`` (None: any), or None. ``bound`` and
-    ``lower``: ``trial.bound(cands)`` and :func:`_lower_bound` when already known (None: computed).
-
-    With ``beat``, a node is given up as soon as a lower bound of its plan's key loses: first the
-    whole candidates' bound, then, once the lowest sufficient priority ``level`` is known (the
-    plan's highest victim priority: reprieving every candidate of that priority would make a lower
-    level sufficient), :func:`_lower_bound` of the candidates up to ``level`` with ``level`` as its
-    priority, before the reprieve and exhaustive dry runs. Both are lower bounds of the key the
-    unbounded search returns, so the result is that plan, or None exactly when it loses."""
+    ``lower``: ``trial.bound(cands)`` and :func:`_lower_bound` when the caller kept them (None:
+    computed here); with ``beat``, the node is given up as soon as that lower bound loses."""
     if not (trial.bound(cands) if bound is None else bound):
         return None
     if beat is not None and _loses(_lower_bound(trial, cands) if lower is None else lower, beat, tie_ok):
@@ -354,8 +348,6 @@ def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_o
         if trial.bound(allowed) and trial.fits(allowed) is not None:
             break
     else:
-        return None
-    if beat is not None and _loses((level, *_lower_bound(trial, allowed)[1:]), beat, tie_ok):
         return None
     victims, fit = _reprieve(trial, allowed)
     if len(allowed) <= EXACT_LIMIT:
