@@ -198,7 +198,9 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
         plans.settle(search.seen)
         return best[0]
     pending: list[tuple[Key, SortKey, str, NodeResult]] = []
+    counted = 0  # the whole walk's pending count (the limit), kept losers included
     kept = plans.nodes
+    best_key = best[0].key
     for at in second.irange(minimum=best[1], inclusive=(False, True)):
         name = at[1]
         result = kept.get(name)
@@ -206,9 +208,11 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
             # Kept candidates whose bound held (``lower`` is computed only then): the whole walk
             # passes it over when the kept lower bound cannot beat the best plan, else makes it
             # pending (the lower bound is never below the node's lowest-priority one-victim key).
-            if result.lower < best[0].key:
-                pending.append((result.lower, at, name, result))
-                if len(pending) >= limit:
+            if result.lower < best_key:
+                counted += 1
+                if not _kept_loser(result, best_key):
+                    pending.append((result.lower, at, name, result))
+                if counted >= limit:
                     break
             continue
         ranked = scheduler.ranked(state, name)
@@ -221,9 +225,10 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
         node = search.node(name, ranked, priority, scope, now, refusals)
         if not node.cands:
             continue
-        if search.bound(name, node) and (bound := search.lower(name, node)) < best[0].key:
+        if search.bound(name, node) and (bound := search.lower(name, node)) < best_key:
+            counted += 1
             pending.append((bound, at, name, node))
-            if len(pending) >= limit:
+            if counted >= limit:
                 break
     heapq.heapify(pending)  # (bound, at) order; ``at`` is unique: names and results never compared
     while pending:
@@ -235,6 +240,17 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
             best = (found, at)
     plans.settle(search.seen)
     return best[0]
+
+
+def _kept_loser(result: NodeResult, best: Key) -> bool:
+    """Whether the node's kept plan (or kept "no plan beats (B, t)" with B worse than ``best``, or
+    no plan at all) loses against ``best`` and every better plan found later in the search, tie or
+    not: such a pending node's dry run would return None, so it counts toward the candidate limit
+    without being queued."""
+    plan = result.plan
+    if isinstance(plan, Plan):
+        return plan.key > best
+    return plan is None and (result.beaten is None or result.beaten[0] > best)
 
 
 class _Search:
