@@ -8,7 +8,8 @@ queued requests). One long-lived Scheduler per run, as in the service. Prints p5
 microseconds per decision, decisions/s, and each strategy's decisions/s as a ratio to the
 default strategy's at the same scale in the same run. Latencies are the thread's CPU time per
 decision (the VM is shared: wall time counts other processes' turns too); ``wall_*`` are wall
-clock.
+clock. ``events_sha256``: the first 16 hex digits of a SHA-256 over the timed decisions' events
+(msgspec JSON, in order): equal before and after a change exactly when its decisions are.
 
 Saturated mode (``--saturated 500,5000``, issue 27): for each queue length, the cluster is filled
 (untimed) until every GPU that can take work is taken and that many requests wait, then releases
