@@ -353,8 +353,10 @@ def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_o
     computed here); with ``beat``, the node is given up as soon as that lower bound loses."""
     if not (trial.bound(cands) if bound is None else bound):
         return None
-    if beat is not None and _loses(_lower_bound(trial, cands) if lower is None else lower, beat, tie_ok):
-        return None
+    if beat is not None:
+        lower = _lower_bound(trial, cands) if lower is None else lower
+        if _loses(lower, beat, tie_ok) or _loses(_cpu_bound(trial, cands, lower), beat, tie_ok):
+            return None
     levels = sorted({priority_of(c.spec) for c in cands})
     allowed: list[AllocationState] = []
     for level in levels:
@@ -439,6 +441,21 @@ def _lower_bound(trial: Trial, cands: list[AllocationState]) -> Key:
     terms = sorted(term(c) for c in cands)
     floor = priority_of(cands[-1].spec)
     return (floor, sum(terms[:count]), count)
+
+
+def _cpu_bound(trial: Trial, cands: list[AllocationState], lower: Key) -> Key:
+    """``lower`` (:func:`_lower_bound`) tightened by the node's CPU: any victim set must free the
+    CPU the request lacks there (``Trial.bound``'s node check), so it has at least as many victims
+    as the fewest candidates whose CPU covers that deficit. Used only to give a node up before its
+    dry runs, never as the node's kept bound (which decides the candidate nodes and their limit)."""
+    need, node = trial.need, trial.node
+    if not (need.cpu_milli and node.cpu_milli):
+        return lower
+    count = _cover(need.cpu_milli - (node.cpu_milli - node.used_cpu_milli), [c.spec.cpu_milli for c in cands])
+    if count <= lower[2]:
+        return lower
+    terms = sorted(term(c) for c in cands)
+    return (lower[0], sum(terms[:count]), count)
 
 
 def _cover(deficit: int, amounts: list[int]) -> int:
