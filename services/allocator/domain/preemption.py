@@ -20,7 +20,8 @@ first node in the Scheduler's node order (strategy score, then name). Branch and
 node with a plan sets the bound; every other node gets a lower bound (lowest candidate priority;
 per GPU the fewest victims that could cover the deficit) and only those that could beat the best
 plan are searched, most promising first, up to kube-scheduler's candidate count
-(:data:`MIN_CANDIDATES`, :data:`CANDIDATE_PERCENT`); a failed search is remembered (:class:`Memo`). Pure;
+(:data:`MIN_CANDIDATES`, :data:`CANDIDATE_PERCENT`); before a node's dry runs its bound is also
+tightened by the node's CPU (:func:`_cpu_bound`); a failed search is remembered (:class:`Memo`). Pure;
 never mutates the state.
 """
 
