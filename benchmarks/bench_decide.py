@@ -8,7 +8,8 @@ queued requests). One long-lived Scheduler per run, as in the service. Prints p5
 microseconds per decision, decisions/s, and each strategy's decisions/s as a ratio to the
 default strategy's at the same scale in the same run. Latencies are the thread's CPU time per
 decision (the VM is shared: wall time counts other processes' turns too); ``wall_*`` are wall
-clock.
+clock. ``events_sha256``: the first 16 hex digits of a SHA-256 over the timed decisions' events
+(msgspec JSON, in order): equal before and after a change exactly when its decisions are.
 
 Saturated mode (``--saturated 500,5000``, issue 27): for each queue length, the cluster is filled
 (untimed) until every GPU that can take work is taken and that many requests wait, then releases
@@ -24,6 +25,7 @@ scale at 60 % (``ratio_to_60``: its decisions/s over the 60 % run's).
 from __future__ import annotations
 
 import argparse
+import hashlib
 import platform
 import random
 import statistics
@@ -127,6 +129,7 @@ def run(scale: int, decisions: int, target: float, strategy: str, seed: int = 7,
     wall: list[float] = []
     cpu: list[float] = []
     requests: list[float] = []
+    digest = hashlib.sha256()
     for _ in range(decisions):
         kind, intent = driver.next_intent()
         start, start_cpu = time.perf_counter(), time.thread_time()
@@ -135,6 +138,8 @@ def run(scale: int, decisions: int, target: float, strategy: str, seed: int = 7,
         wall.append(time.perf_counter() - start)
         if kind == "request":
             requests.append(cpu[-1])
+        for event in out:
+            digest.update(msgspec.json.encode(event))
         driver.account(out)
     return {
         "gpus": len(driver.state.gpus), "decisions": len(cpu),
@@ -148,6 +153,7 @@ def run(scale: int, decisions: int, target: float, strategy: str, seed: int = 7,
         "utilisation": utilisation(driver.state),
         "queued_now": float(len(driver.state.queue)),
         **{k: float(v) for k, v in sorted(driver.outcomes.items())},
+        "events_sha256": digest.hexdigest()[:16],
     }
 
 

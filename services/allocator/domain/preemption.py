@@ -20,12 +20,14 @@ first node in the Scheduler's node order (strategy score, then name). Branch and
 node with a plan sets the bound; every other node gets a lower bound (lowest candidate priority;
 per GPU the fewest victims that could cover the deficit) and only those that could beat the best
 plan are searched, most promising first, up to kube-scheduler's candidate count
-(:data:`MIN_CANDIDATES`, :data:`CANDIDATE_PERCENT`); a failed search is remembered (:class:`Memo`). Pure;
+(:data:`MIN_CANDIDATES`, :data:`CANDIDATE_PERCENT`); before a node's dry runs its bound is also
+tightened by the node's CPU (:func:`_cpu_bound`); a failed search is remembered (:class:`Memo`). Pure;
 never mutates the state.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Iterable, Sequence
 from datetime import datetime
@@ -142,8 +144,9 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
             pending.append((bound, at, name, node))
             if len(pending) >= limit:
                 break
-    pending.sort(key=lambda p: (p[0], p[1]))  # ``at`` is unique: names and results never compared
-    for bound, at, name, node in pending:
+    heapq.heapify(pending)  # (bound, at) order; ``at`` is unique: names and results never compared
+    while pending:
+        bound, at, name, node = heapq.heappop(pending)
         assert best is not None
         if (bound, at) >= (best[0].key, best[1]):
             break
@@ -196,12 +199,23 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
         plans.settle(search.seen)
         return best[0]
     pending: list[tuple[Key, SortKey, str, NodeResult]] = []
+    counted = 0  # the whole walk's pending count (the limit), kept losers included
     kept = plans.nodes
+    best_key = best[0].key
     for at in second.irange(minimum=best[1], inclusive=(False, True)):
         name = at[1]
         result = kept.get(name)
-        if result is not None and result.lower is not None and result.lower >= best[0].key:
-            continue  # the whole walk passes it over too: its kept bound cannot beat the best plan
+        if result is not None and result.lower is not None:
+            # Kept candidates whose bound held (``lower`` is computed only then): the whole walk
+            # passes it over when the kept lower bound cannot beat the best plan, else makes it
+            # pending (the lower bound is never below the node's lowest-priority one-victim key).
+            if result.lower < best_key:
+                counted += 1
+                if not _kept_loser(result, best_key):
+                    pending.append((result.lower, at, name, result))
+                if counted >= limit:
+                    break
+            continue
         ranked = scheduler.ranked(state, name)
         if not ranked or ranked[0][0] >= priority:
             plans.idle.add(name)
@@ -212,12 +226,14 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
         node = search.node(name, ranked, priority, scope, now, refusals)
         if not node.cands:
             continue
-        if search.bound(name, node) and (bound := search.lower(name, node)) < best[0].key:
+        if search.bound(name, node) and (bound := search.lower(name, node)) < best_key:
+            counted += 1
             pending.append((bound, at, name, node))
-            if len(pending) >= limit:
+            if counted >= limit:
                 break
-    pending.sort(key=lambda p: (p[0], p[1]))
-    for bound, at, name, node in pending:
+    heapq.heapify(pending)  # (bound, at) order; ``at`` is unique: names and results never compared
+    while pending:
+        bound, at, name, node = heapq.heappop(pending)
         if (bound, at) >= (best[0].key, best[1]):
             break
         found = search.on_node(name, node, best[0].key, tie_ok=at < best[1])
@@ -225,6 +241,17 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
             best = (found, at)
     plans.settle(search.seen)
     return best[0]
+
+
+def _kept_loser(result: NodeResult, best: Key) -> bool:
+    """Whether the node's kept plan (or kept "no plan beats (B, t)" with B worse than ``best``, or
+    no plan at all) loses against ``best`` and every better plan found later in the search, tie or
+    not: such a pending node's dry run would return None, so it counts toward the candidate limit
+    without being queued."""
+    plan = result.plan
+    if isinstance(plan, Plan):
+        return plan.key > best
+    return plan is None and (result.beaten is None or result.beaten[0] > best)
 
 
 class _Search:
@@ -284,7 +311,8 @@ class _Search:
             return None if _loses(plan.key, beat, tie_ok) else plan
         if plan is None and (node.beaten is None or (beat is not None and _harder(beat, tie_ok, node.beaten))):
             return None
-        found = _on_node(self._trial(name), node.cands, beat, tie_ok)
+        found = _on_node(self._trial(name), node.cands, beat, tie_ok, bound=node.bound, lower=node.lower)
+        self.seen.append(name)  # its kept plan changed: NodePlans.settle may take it out of ``live``
         node.plan = found
         node.beaten = None if found is not None or beat is None else (beat, tie_ok)
         return found
@@ -319,12 +347,17 @@ def _loses(key: Key, beat: Key | None, tie_ok: bool) -> bool:
     return beat is not None and (key > beat if tie_ok else key >= beat)
 
 
-def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_ok: bool = False) -> Plan | None:
-    """The best plan on the trial's node that beats ``beat`` (None: any), or None."""
-    if not trial.bound(cands):
+def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_ok: bool = False, *,
+             bound: bool | None = None, lower: Key | None = None) -> Plan | None:
+    """The best plan on the trial's node that beats ``beat`` (None: any), or None. ``bound`` and
+    ``lower``: ``trial.bound(cands)`` and :func:`_lower_bound` when the caller kept them (None:
+    computed here); with ``beat``, the node is given up as soon as that lower bound loses."""
+    if not (trial.bound(cands) if bound is None else bound):
         return None
-    if beat is not None and _loses(_lower_bound(trial, cands), beat, tie_ok):
-        return None
+    if beat is not None:
+        lower = _lower_bound(trial, cands) if lower is None else lower
+        if _loses(lower, beat, tie_ok) or _loses(_cpu_bound(trial, cands, lower), beat, tie_ok):
+            return None
     levels = sorted({priority_of(c.spec) for c in cands})
     allowed: list[AllocationState] = []
     for level in levels:
@@ -409,6 +442,21 @@ def _lower_bound(trial: Trial, cands: list[AllocationState]) -> Key:
     terms = sorted(term(c) for c in cands)
     floor = priority_of(cands[-1].spec)
     return (floor, sum(terms[:count]), count)
+
+
+def _cpu_bound(trial: Trial, cands: list[AllocationState], lower: Key) -> Key:
+    """``lower`` (:func:`_lower_bound`) tightened by the node's CPU: any victim set must free the
+    CPU the request lacks there (``Trial.bound``'s node check), so it has at least as many victims
+    as the fewest candidates whose CPU covers that deficit. Used only to give a node up before its
+    dry runs, never as the node's kept bound (which decides the candidate nodes and their limit)."""
+    need, node = trial.need, trial.node
+    if not (need.cpu_milli and node.cpu_milli):
+        return lower
+    count = _cover(need.cpu_milli - (node.cpu_milli - node.used_cpu_milli), [c.spec.cpu_milli for c in cands])
+    if count <= lower[2]:
+        return lower
+    terms = sorted(term(c) for c in cands)
+    return (lower[0], sum(terms[:count]), count)
 
 
 def _cover(deficit: int, amounts: list[int]) -> int:

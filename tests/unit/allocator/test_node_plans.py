@@ -16,7 +16,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from events import intents as it
 from events.values import AllocationSpec, Resources
 from services.allocator.domain import Scheduler
-from services.allocator.domain.preemption import Plan, find
+from services.allocator.domain.node_plans import NodeResult
+from services.allocator.domain.preemption import Plan, _kept_loser, find
 from services.allocator.domain.reference import ReferenceScheduler
 from services.allocator.domain.victims import PROTECTION_KEY
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu
@@ -107,3 +108,28 @@ def test_a_request_of_a_kept_search_key_is_decided_as_from_scratch() -> None:
                               limit=amount, priority=10)
         assert fast.send(it.RequestAllocation(intent_id=f"h{i}", spec=spec)) == fresh.send(
             it.RequestAllocation(intent_id=f"h{i}", spec=spec))
+
+
+def test_a_kept_result_is_skipped_only_when_it_loses_against_every_better_plan() -> None:
+    """The repeated search leaves out of its dry-run queue (but counts toward the candidate limit)
+    exactly the kept results that lose strictly against the best plan: a tie may still win on node
+    order, and an unknown or unbounded result must be searched."""
+    best = (5, 2 * (5 + 2**31), 2)
+    worse, same, better = (5, 2 * (5 + 2**31), 3), best, (5, 5 + 2**31, 1)
+
+    def result(plan: object, beaten: tuple[tuple[int, int, int], bool] | None = None) -> NodeResult:
+        node = NodeResult([], 0)
+        node.plan, node.beaten = plan, beaten
+        return node
+
+    def plan(key: tuple[int, int, int]) -> Plan:
+        return Plan("n1", ("g1",), (), (), key)
+
+    assert _kept_loser(result(plan(worse)), best)
+    assert not _kept_loser(result(plan(same)), best)
+    assert not _kept_loser(result(plan(better)), best)
+    assert _kept_loser(result(None), best)  # no plan at all
+    assert _kept_loser(result(None, (worse, True)), best)
+    assert not _kept_loser(result(None, (same, False)), best)  # a plan equal to best may win a tie
+    assert not _kept_loser(result(None, (better, False)), best)
+    assert not _kept_loser(NodeResult([], 0), best)  # not searched yet

@@ -19,7 +19,7 @@ from events import intents as it
 from events.values import AllocationSpec, PoolConfig, Resources, priority_of
 from services.allocator.domain import Scheduler, digest
 from services.allocator.domain.model import GRANTED
-from services.allocator.domain.preemption import Key, Plan, find, key_of
+from services.allocator.domain.preemption import Key, Plan, _cpu_bound, _lower_bound, _on_node, find, key_of
 from services.allocator.domain.reference import ReferenceScheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.trial import Trial
@@ -72,15 +72,17 @@ class PreemptionMachine(RuleBasedStateMachine):
         self.c.pool("p", preemption=scope)
         for k, n in enumerate(nodes):
             gpus = tuple(a_gpu(f"n{k}-g{i}", 100, 10 * Gi, index=i) for i in range(n))
-            self.c.send(it.RegisterNode(intent_id=self._id(), node=f"n{k}", pool="p", gpus=gpus))
+            self.c.send(it.RegisterNode(intent_id=self._id(), node=f"n{k}", pool="p", gpus=gpus,
+                                        cpu_milli=8000, memory_bytes=0))
 
     @rule(uid=st.sampled_from(UIDS), request=shares(), count=st.integers(1, 2), qos=st.sampled_from(QOS),
           priority=st.sampled_from(PRIORITIES), ns=st.sampled_from(["x", "y"]), protect=st.sampled_from(["", "", "5m"]),
-          shared=st.sampled_from([False, False, False, True]))
+          shared=st.sampled_from([False, False, False, True]), cpu=st.sampled_from([0, 0, 3000, 5000]))
     def request(self, uid: str, request: Resources, count: int, qos: str, priority: int | None, ns: str,
-                protect: str, shared: bool) -> None:
+                protect: str, shared: bool, cpu: int) -> None:
         spec = AllocationSpec(allocation_id=uid, namespace=ns, pod=uid, pool="p", request=request, limit=request,
                               gpu_count=count, qos=qos, priority=priority, isolation="shared" if shared else "soft",
+                              cpu_milli=cpu,
                               attributes={PROTECTION_KEY: protect} if protect else {})
         state, now = self.c.state, self.c.now
         expected = brute_force(state, spec, now) if uid not in state.allocations else None
@@ -211,3 +213,34 @@ class PreemptionEquivalence(RuleBasedStateMachine):
 PreemptionEquivalence.TestCase.settings = settings(
     max_examples=100, stateful_step_count=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 TestPreemptionEquivalence = PreemptionEquivalence.TestCase
+
+
+def test_the_cpu_bound_gives_a_node_up_only_when_its_plan_loses() -> None:
+    """A node whose GPU one victim would clear but whose CPU needs two: the CPU-tightened lower
+    bound equals the two-victim plan's key (the per-GPU bound says one), and a bounded search
+    returns that plan exactly when it beats the bound (a tie only with ``tie_ok``)."""
+    c = Cluster()
+    c.send(it.ConfigurePool(intent_id="cfg", pool="p", config=PoolConfig(preemption="cluster")))
+    c.send(it.RegisterNode(intent_id="reg", node="n", pool="p", gpus=(a_gpu("g", 100, 10 * Gi),),
+                           cpu_milli=8000, memory_bytes=0))
+    for k in range(2):
+        spec = AllocationSpec(allocation_id=f"v{k}", namespace="x", pod=f"v{k}", pool="p", priority=0,
+                              request=Resources(milli_tflops=50_000), limit=Resources(milli_tflops=50_000),
+                              cpu_milli=3000)
+        c.send(it.RequestAllocation(intent_id=f"r{k}", spec=spec))
+    spec = AllocationSpec(allocation_id="crit", namespace="x", pod="crit", pool="p", priority=10,
+                          request=Resources(milli_tflops=40_000), limit=Resources(milli_tflops=40_000),
+                          cpu_milli=8000)
+    scheduler = Scheduler()
+    need, chain = scheduler.prepare(spec)
+    strategy = scheduler.strategy(c.state, "p")
+    trial = Trial(c.state, "n", spec, need, chain, strategy, indexed=scheduler.indexed(strategy))
+    cands = candidates_on(c.state, ranked_on(c.state, "n"), priority=10, namespace="x", scope="cluster",
+                          now=c.now, refusals=Refusals())
+    plan = _on_node(trial, cands, None)
+    assert plan is not None and plan.key == (0, 2 * (0 + 2**31), 2)
+    lower = _lower_bound(trial, cands)
+    assert lower[2] == 1 and _cpu_bound(trial, cands, lower) == plan.key
+    assert _on_node(trial, cands, plan.key, tie_ok=True) == plan
+    assert _on_node(trial, cands, plan.key, tie_ok=False) is None
+    assert _on_node(trial, cands, (0, 3 * 2**31, 3), lower=lower) == plan
