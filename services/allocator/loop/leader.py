@@ -100,7 +100,7 @@ class Allocator:
         self._reconnected = asyncio.Event()
         self._snapshots = SnapshotPolicy(every=settings.snapshot_every)
         self.listeners: list[Callable[[Sequence[StoredEvent]], None]] = []
-        """Called with each committed batch (the HTTP API: current reasons, outcome metrics)."""
+        """Called with each committed batch (the composition root counts the outcomes for /metrics)."""
 
     async def run(self, stop: asyncio.Event) -> None:
         """Load the projection, then lead or stand by until ``stop``; releases the lease on exit."""
