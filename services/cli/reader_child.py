@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import json
 import os
+import signal
 import sys
 import time
 import urllib.error
@@ -74,6 +76,20 @@ class ReaderChild:
                 await self.process.wait()
 
 
+PR_SET_PDEATHSIG = 1
+"""prctl(2) option: the signal the kernel sends this process when its parent dies (Linux)."""
+
+
+def end_with_parent() -> None:
+    """``preexec_fn`` of the reader child: ask the kernel for SIGTERM when ``up`` dies, so a ``up``
+    killed with SIGKILL (no chance to stop its children in order) leaves no reader serving a
+    stack that is gone. Linux only (prctl PR_SET_PDEATHSIG); elsewhere a no-op."""
+    if not sys.platform.startswith("linux"):
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+
+
 async def start(*, database_url: str, nats_url: str, port: int, data_dir: Path) -> ReaderChild:
     """Start a reader on 127.0.0.1:``port`` (0: a free one) and wait for its ``/readyz``."""
     port = port or free_port()
@@ -84,7 +100,8 @@ async def start(*, database_url: str, nats_url: str, port: int, data_dir: Path) 
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "services.allocator.reader", env=env, stdin=asyncio.subprocess.DEVNULL,
             stdout=out, stderr=asyncio.subprocess.STDOUT,
-            start_new_session=True)  # Ctrl-C reaches `up` alone, which then stops the reader in order
+            start_new_session=True,  # Ctrl-C reaches `up` alone, which then stops the reader in order
+            preexec_fn=end_with_parent)  # and a SIGKILLed `up` takes the reader with it
     child = ReaderChild(process, f"http://127.0.0.1:{port}", log)
     try:
         await child.wait_position(0)
