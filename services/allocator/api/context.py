@@ -14,6 +14,7 @@ from services.allocator.api.bounds import ApiError
 from services.allocator.api.follower import Follower
 from services.allocator.api.keeper import ReasonKeeper
 from services.allocator.api.outcomes import OutcomeWaiter
+from services.allocator.domain import Scheduler
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.state import ClusterState
 from services.allocator.loop.leader import Allocator
@@ -50,7 +51,12 @@ def reason_of(request: web.Request, allocation: AllocationState) -> reasons.Reas
     """The current reason of a queued ``allocation``: the keeper's when it is up to date with the
     projection, else computed now (one ``decide``)."""
     cached = request.app[KEEPER_KEY].lookup(allocation.spec.allocation_id)
-    return cached if cached is not None else reasons.current(state_of(request), allocation.spec)
+    return cached if cached is not None else reasons.current(state_of(request), allocation.spec, explainer_of(request))
+
+
+def explainer_of(request: web.Request) -> Scheduler:
+    """The reader's kept explaining Scheduler (the reason keeper's; ``reasons.explainer``)."""
+    return request.app[KEEPER_KEY].explainer
 
 
 def waiter_of(request: web.Request) -> OutcomeWaiter:

@@ -15,6 +15,7 @@ import msgspec
 
 from events.quantity import format_bytes, format_milli, percent_text, tflops_text, vram_text
 from events.values import QOS_LEVELS, QuotaAmount, Resources
+from services.allocator import domain
 from services.allocator.api import reasons, views
 from services.allocator.api.quota_status import QuotaStatus, quota_status
 from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState, capacity_totals
@@ -130,16 +131,17 @@ def _need(state: ClusterState, allocation: AllocationState, reason: reasons.Reas
     return "it cannot be granted as requested; change the request or the pool"
 
 
-def explanation(state: ClusterState, allocation: AllocationState,
-                reason: reasons.Reason | None, now: datetime | None = None) -> dict[str, Any]:
+def explanation(state: ClusterState, allocation: AllocationState, reason: reasons.Reason | None,
+                now: datetime | None = None, scheduler: domain.Scheduler | None = None) -> dict[str, Any]:
     """The live explanation: for a queued allocation its current reason (with filters, quota
     dimension, what would have to free up and, given ``now``, the preemption plan it would get then
-    or why none exists), for a granted one where and how it was placed."""
+    or why none exists), for a granted one where and how it was placed. ``scheduler``: the
+    reader's kept explainer (:func:`reasons.explainer`; None: a fresh one, which indexes the state)."""
     if allocation.status == QUEUED and reason is not None:
         doc = {**reason_doc(reason), "queued_reason": allocation.reason,
                "would_need": _need(state, allocation, reason)}
         if now is not None:
-            doc["preemption"] = views.preemption_view(reasons.preemption_now(state, allocation.spec, now))
+            doc["preemption"] = views.preemption_view(reasons.preemption_now(state, allocation.spec, now, scheduler))
         return doc
     config = state.pool_config(allocation.spec.pool)
     return {"code": "granted", "node": allocation.node, "gpus": list(allocation.gpus),
@@ -147,7 +149,8 @@ def explanation(state: ClusterState, allocation: AllocationState,
             "strategy": config.placement,
             "reason": (f"granted on {allocation.node} ({', '.join(allocation.gpus)}) by the "
                        f"{config.placement} strategy of pool {allocation.spec.pool}" + _partitions_text(allocation)),
-            "filters": [{"name": f.name, "removed": f.removed} for f in reasons.filters_now(state, allocation.spec)]}
+            "filters": [{"name": f.name, "removed": f.removed}
+                        for f in reasons.filters_now(state, allocation.spec, scheduler)]}
 
 
 def _partitions_text(allocation: AllocationState) -> str:

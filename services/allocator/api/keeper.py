@@ -56,7 +56,9 @@ class ReasonKeeper:
         self._session: int | None = None
         self.cache: dict[str, reasons.Reason] = {}
         self.position = -1
-        self._explainer = reasons.explainer()  # follows the projection's changes between rounds
+        self.explainer = reasons.explainer()
+        """The reader's one explaining Scheduler: it follows the projection's changes between rounds, and
+        the handlers (why, simulate, the queue) use it too, so each answer costs what changed since."""
 
     def note(self, stored: Sequence[StoredEvent]) -> None:
         """Commit listener: mark what ``stored`` may have re-explained and wake the task."""
@@ -122,7 +124,7 @@ class ReasonKeeper:
             state = self._follower.state
             live = state.allocations.get(allocation_id)
             if live is not None and live.status == "queued":
-                out[allocation_id] = reasons.current(state, live.spec, self._explainer)
+                out[allocation_id] = reasons.current(state, live.spec, self.explainer)
             if (elapsed := time.monotonic() - slice_start) >= SLICE_S:
                 spent += elapsed
                 await asyncio.sleep(0)

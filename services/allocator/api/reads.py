@@ -17,7 +17,7 @@ from events.durations import go_duration_s
 from events.values import NODE_PHASES, QOS_LEVELS
 from services import podspec
 from services.allocator.api import bounds, documents, ended, paging, reasons, simulation, views
-from services.allocator.api.context import history_of, reason_of, state_of
+from services.allocator.api.context import explainer_of, history_of, reason_of, state_of
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.queue import grant_order
 
@@ -134,7 +134,8 @@ async def allocation(request: web.Request) -> web.Response:
         life = await ended.ended_life(history_of(request), request.match_info["id"])
         return _json({"error": ended.sentence(request.match_info["id"], life), "field": "id", "ended": life}, 404)
     doc, current = _allocation_doc(request, found)
-    return _json({**doc, "explanation": documents.explanation(state, found, current, datetime.now(UTC))})
+    return _json({**doc, "explanation": documents.explanation(state, found, current, datetime.now(UTC),
+                                                                 explainer_of(request))})
 
 
 async def node_allocations(request: web.Request) -> web.Response:
@@ -185,6 +186,6 @@ async def simulate(request: web.Request) -> web.Response:
     paging.query(request, allowed=())
     pod = await bounds.read_object(request)
     spec = bounds.compose_pod(pod)
-    result = simulation.simulate_spec(state_of(request), spec)
+    result = simulation.simulate_spec(state_of(request), spec, scheduler=explainer_of(request))
     notes = podspec.annotation_notes(pod)
     return _json({**result, "notes": list(notes)} if notes else result)

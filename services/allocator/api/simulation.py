@@ -31,11 +31,13 @@ def simulate(state: ClusterState, pod: dict[str, Any], *, now: datetime | None =
     return simulate_spec(state, podspec.compose(pod), now=now)
 
 
-def simulate_spec(state: ClusterState, spec: AllocationSpec, *, now: datetime | None = None) -> dict[str, Any]:
-    """:func:`simulate` for an already composed request."""
+def simulate_spec(state: ClusterState, spec: AllocationSpec, *, now: datetime | None = None,
+                  scheduler: domain.Scheduler | None = None) -> dict[str, Any]:
+    """:func:`simulate` for an already composed request; ``scheduler``: a kept explaining Scheduler
+    for ``state`` (a reader's, ``reasons.explainer``; None: a fresh one for this answer)."""
     now = now or datetime.now(UTC)
     intent = intents.RequestAllocation(intent_id=f"simulate-{spec.allocation_id}", spec=spec)
-    scheduler = domain.Scheduler(explaining=True)  # the full per-filter reason, one index for all three answers
+    scheduler = scheduler or domain.Scheduler(explaining=True)  # the full per-filter reason, one index for all three
     events = domain.decide(state, intent, now, scheduler)
     outcome = next((e for e in events if views.is_outcome_of(e, spec.allocation_id)), None)
     plain_grant = isinstance(outcome, decisions.AllocationGranted) and not outcome.preempted
