@@ -17,22 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.cli.upstack import CLI, ENV, ROOT, UpStack, as_json, default_sigint, gpuledger
+from tests.integration.cli.upstack import CLI, ENV, INVENTORY, POD, ROOT, UpStack, as_json, default_sigint, gpuledger
 
 pytestmark = pytest.mark.integration
 
-INVENTORY = "sn,cpu_milli,memory_mib,gpu,model\nnode-a,64000,262144,2,V100M32\nnode-b,32000,131072,1,T4\n"
-POD = """\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: {namespace}
-  labels: {{tensor-fusion.ai/enabled: "true"}}
-  annotations: {{tensor-fusion.ai/tflops-request: "{tflops}", tensor-fusion.ai/vram-request: 4Gi}}
-spec:
-  containers: [{{name: main, image: python:3.11}}]
-"""
 
 
 @pytest.fixture(scope="module")

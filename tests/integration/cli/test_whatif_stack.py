@@ -15,22 +15,10 @@ from typing import Any
 
 import pytest
 
-from tests.integration.cli.upstack import UpStack, as_json, gpuledger
+from tests.integration.cli.upstack import INVENTORY, POD, UpStack, as_json, gpuledger
 
 pytestmark = pytest.mark.integration
 
-INVENTORY = "sn,cpu_milli,memory_mib,gpu,model\nnode-a,64000,262144,2,V100M32\nnode-b,32000,131072,1,T4\n"
-POD = """\
-apiVersion: v1
-kind: Pod
-metadata:
-  name: {name}
-  namespace: team-a
-  labels: {{tensor-fusion.ai/enabled: "true"}}
-  annotations: {{tensor-fusion.ai/tflops-request: "{tflops}", tensor-fusion.ai/vram-request: 4Gi}}
-spec:
-  containers: [{{name: main, image: python:3.11}}]
-"""
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +35,7 @@ def stack() -> Iterator[Path]:
         assert cli(data, "quota", "set", "team-a", "--total-tflops", "25").returncode == 0
         for name, tflops, code in (("one", "10", 0), ("two", "10", 0), ("three", "10", 3)):
             path = root / f"{name}.yaml"
-            path.write_text(POD.format(name=name, tflops=tflops))
+            path.write_text(POD.format(name=name, namespace="team-a", tflops=tflops))
             done = cli(data, "submit", str(path))
             assert done.returncode == code, done.stdout + done.stderr
         assert cli(data, "release", "team-a/one").returncode == 0

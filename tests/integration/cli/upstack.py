@@ -19,6 +19,21 @@ ROOT = Path(__file__).resolve().parents[3]
 CLI = [sys.executable, "-c", "from services.cli.main import run; run()"]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "200"}
 
+INVENTORY = "sn,cpu_milli,memory_mib,gpu,model\nnode-a,64000,262144,2,V100M32\nnode-b,32000,131072,1,T4\n"
+"""A small node CSV (3 GPUs on two nodes) for ``up --inventory``."""
+POD = """\
+apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  namespace: {namespace}
+  labels: {{tensor-fusion.ai/enabled: "true"}}
+  annotations: {{tensor-fusion.ai/tflops-request: "{tflops}", tensor-fusion.ai/vram-request: 4Gi}}
+spec:
+  containers: [{{name: main, image: python:3.11}}]
+"""
+"""A TensorFusion pod: ``POD.format(name=, namespace=, tflops=)``."""
+
 
 def default_sigint() -> None:
     """``preexec_fn`` of every child the CLI tests start: SIGINT back to its default. A shell
