@@ -44,6 +44,8 @@ from typing import Any
 
 CHUNK = 256 * 2**20
 """Allocation step (bytes)."""
+CUDA_ERROR_NO_DEVICE = 100
+"""cuInit's answer when the process may see no device: an empty report, not an error."""
 
 
 @dataclass
@@ -218,7 +220,10 @@ def run_cuda(env: dict[str, str]) -> Report:  # pragma: no cover - needs a GPU (
             raise RuntimeError(f"{what} failed with CUresult {code}")
 
     try:
-        check(cuda.cuInit(0), "cuInit")
+        code = cuda.cuInit(0)
+        if code == CUDA_ERROR_NO_DEVICE:  # what CUDA_VISIBLE_DEVICES="" (no device) gives
+            return report
+        check(code, "cuInit")
         count = ctypes.c_int()
         check(cuda.cuDeviceGetCount(ctypes.byref(count)), "cuDeviceGetCount")
         limits = hami_limits(env, count.value)
@@ -267,6 +272,9 @@ def verify(report: Report, *, devices: list[str] | None, limit: int | None) -> l
     for device in report.devices if limit is not None else ():
         if device.limit_bytes != limit:
             problems.append(f"device {device.index}: limit {device.limit_bytes}, expected {limit}")
+        elif limit and device.total_bytes != limit:
+            problems.append(f"device {device.index}: reports {device.total_bytes} bytes of memory, expected "
+                            f"the limit {limit}")
         if device.allocated_bytes > (limit or device.total_bytes) or device.refused_beyond_limit is False:
             problems.append(f"device {device.index}: allocated {device.allocated_bytes} beyond the limit {limit}")
     return problems

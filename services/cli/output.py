@@ -206,7 +206,8 @@ def device_lines(plan: Any) -> list[str]:
     out = [f"device: enforcement {plan.get('enforcement')}, runtimeClassName {plan.get('runtime_class') or '-'}{note}"]
     for group in plan.get("containers") or []:
         env = group.get("env") or {}
-        limits = [f"{k}={v}" for k, v in env.items() if k.startswith("CUDA_DEVICE_") and "CACHE" not in k]
+        limits = [f"{k}={v}" for k, v in env.items() if k.startswith("CUDA_DEVICE_") and "CACHE" not in k
+                  and not k.startswith("CUDA_DEVICE_SM_LIMIT_")]  # each device's copy of CUDA_DEVICE_SM_LIMIT
         name = group.get("container")
         out.append(f"  container {'(every container)' if name == '*' else name}: "
                    f"NVIDIA_VISIBLE_DEVICES={env.get('NVIDIA_VISIBLE_DEVICES', '')}"

@@ -24,11 +24,14 @@ and ``why`` show the same plan. docs/runtime.md describes the delivery; the rule
 * **hami-core** (HAMi-core's interposer, github.com/Project-HAMi/HAMi-core, as HAMi's device plugin
   sets it up in pkg/device/nvidia): ``CUDA_DEVICE_MEMORY_LIMIT_<i>`` for each visible device ``i``
   (whole MiB with HAMi's ``m`` suffix, rounded down, at least 1: the VRAM limit, else the request,
-  else the GPU's whole VRAM), ``CUDA_DEVICE_SM_LIMIT`` (whole percent 1..100, rounded up as
-  TensorFusion's ``effectiveHardSMPercent``: the compute-percent limit, else the TFLOPS limit over
-  the first GPU's capacity, else the request's; 100 when none), ``CUDA_DEVICE_MEMORY_SHARED_CACHE``
-  (one file per container group in a pod-local emptyDir, so the processes of containers that share
-  GPUs are accounted together), ``LD_PRELOAD`` of ``libvgpu.so`` from the node's
+  else the GPU's whole VRAM), ``CUDA_DEVICE_SM_LIMIT`` and ``CUDA_DEVICE_SM_LIMIT_<i>`` for each
+  visible device (whole percent 1..100, rounded up as TensorFusion's ``effectiveHardSMPercent``: the
+  compute-percent limit, else the TFLOPS limit over the first GPU's capacity, else the request's;
+  100 when none; HAMi-core takes a device's ``_<i>`` over the plain one, so both are set),
+  ``CUDA_DEVICE_MEMORY_SHARED_CACHE`` (one file per container group and limits in a pod-local
+  emptyDir, so the processes of containers that share GPUs are accounted together, and a resized
+  grant starts a fresh file: HAMi-core keeps the limits of the process that created the file),
+  ``LD_PRELOAD`` of ``libvgpu.so`` from the node's
   :data:`HAMI_LIBRARY_DIR` (hostPath, read-only, type Directory: a node without it fails the pod
   instead of running it unlimited) and the node's ``ld.so.preload`` naming it mounted on
   ``/etc/ld.so.preload`` (as HAMi's device plugin: a process that clears ``LD_PRELOAD`` still loads
@@ -85,11 +88,15 @@ _CONTAINER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 """A Kubernetes container name (DNS-1123 label): also valid as the first label of an annotation prefix."""
 
 HAMI_FIXED: dict[str, str] = {"CUDA_DISABLE_CONTROL": "false", "CUDA_OVERSUBSCRIBE": "false",
-                              "GPU_CORE_UTILIZATION_POLICY": "default"}
-"""HAMi-core switches a container could otherwise set (in ``env`` or ``envFrom``) to turn its limits
-off (``CUDA_DISABLE_CONTROL=true``), to spill past the VRAM limit into host memory
-(``CUDA_OVERSUBSCRIBE``) or to ignore the SM limit (``GPU_CORE_UTILIZATION_POLICY=disable``);
-HAMi-core's README lists them. Set explicitly, so a pod's own values are overridden."""
+                              "GPU_CORE_UTILIZATION_POLICY": "default", "CUDA_REDIRECT": HAMI_LIBRARY}
+"""Switches a container could otherwise set (in ``env`` or ``envFrom``) to escape its limits, set
+explicitly so a pod's own values are overridden. Read by HAMi-core (Project-HAMi/HAMi-core
+src/multiprocess/multiprocess_memory_limit.c, src/libvgpu.c): ``GPU_CORE_UTILIZATION_POLICY``
+(``disable`` ignores the SM limit) and ``CUDA_REDIRECT`` (the library HAMi-core's ``dlsym`` takes
+``cu*`` symbols from; pointed at the real ``libcuda.so.1`` it would hand out the unhooked driver;
+HAMi-core's default is this path). HAMi's conventions, which HAMi-core itself does not read (HAMi
+docs/config.md; its device plugin skips the ``/etc/ld.so.preload`` mount for
+``CUDA_DISABLE_CONTROL=true``): ``CUDA_DISABLE_CONTROL``, ``CUDA_OVERSUBSCRIBE``."""
 
 
 class ContainerDevices(msgspec.Struct, frozen=True, kw_only=True):
@@ -230,13 +237,20 @@ def memory_limit_bytes(spec: AllocationSpec, capacities: list[int]) -> int:
 
 
 def _hami_env(spec: AllocationSpec, group: str, count: int, devices: list[GpuSpec] | None) -> dict[str, str]:
-    """HAMi-core's variables for ``count`` devices; ``devices`` None: the request (values "")."""
+    """HAMi-core's variables for ``count`` devices; ``devices`` None: the request (limits "").
+    The shared-cache file of a grant is named by its limits (``main-10240m-25.cache``): HAMi-core
+    keeps the limits of the process that created a file and only logs a later process's others, and
+    the emptyDir outlives a container's restart, so a resize must start a new file."""
     env: dict[str, str] = {}
     limit = memory_limit_bytes(spec, [g.capacity.vram_bytes for g in devices or ()])
+    memory = f"{max(1, limit // MIB)}m" if devices is not None and limit else ""
+    sm = "" if devices is None else str(sm_percent(spec, devices[0].capacity.milli_tflops if devices else 0))
     for index in range(count):
-        env[f"{MEMORY_LIMIT}_{index}"] = f"{max(1, limit // MIB)}m" if devices is not None and limit else ""
-    env[SM_LIMIT] = "" if devices is None else str(sm_percent(spec, devices[0].capacity.milli_tflops if devices else 0))
-    env[SHARED_CACHE] = f"{CACHE_DIR}/{group or 'pod'}.cache"
+        env[f"{MEMORY_LIMIT}_{index}"] = memory
+        env[f"{SM_LIMIT}_{index}"] = sm
+    env[SM_LIMIT] = sm
+    cache = group or "pod"
+    env[SHARED_CACHE] = f"{CACHE_DIR}/{cache}" + (f"-{memory}-{sm}.cache" if devices is not None else ".cache")
     env[PRELOAD] = HAMI_LIBRARY
     env.update(HAMI_FIXED)
     return env

@@ -65,6 +65,8 @@ def pod(containers: list[str]) -> dict[str, Any]:
     """A pod whose containers try to choose their own GPUs and escape HAMi-core."""
     escape = [{"name": "NVIDIA_VISIBLE_DEVICES", "value": "all"}, {"name": "LD_PRELOAD", "value": ""},
               {"name": "CUDA_DEVICE_SM_LIMIT", "value": "100"}, {"name": "CUDA_DISABLE_CONTROL", "value": "true"},
+              {"name": "CUDA_DEVICE_SM_LIMIT_0", "value": "100"},  # HAMi-core takes it over CUDA_DEVICE_SM_LIMIT
+              {"name": "CUDA_REDIRECT", "value": "/usr/lib/x86_64-linux-gnu/libcuda.so.1"},  # the unhooked driver
               {"name": "KEEP", "value": "me"}]
     return {"metadata": {"name": "p", "namespace": "default", "annotations": {keys.QOS: "medium"}},
             "spec": {"containers": [{"name": c, "image": "nvidia/cuda", "env": copy.deepcopy(escape)}
@@ -208,7 +210,10 @@ def test_every_container_sees_exactly_its_grant_with_limits_equal_to_it(shape: A
             else:
                 share = spec.limit.milli_tflops / CAPACITY.milli_tflops
             assert int(env["CUDA_DEVICE_SM_LIMIT"]) - 1 < share * 100 <= int(env["CUDA_DEVICE_SM_LIMIT"])
+            for index in range(len(want[container])):  # the pod's per-device 100 is overridden
+                assert env[f"CUDA_DEVICE_SM_LIMIT_{index}"] == env["CUDA_DEVICE_SM_LIMIT"]
             assert env["CUDA_DISABLE_CONTROL"] == "false"  # the pod's "true" is overridden
+            assert env["CUDA_REDIRECT"] == "/usr/local/vgpu/libvgpu.so"
         mounts = {m["mountPath"] for c in final["spec"]["containers"] if c["name"] == container
                   for m in c.get("volumeMounts", [])}
         if hami:
@@ -345,7 +350,10 @@ def test_a_resize_recomputes_the_limits_and_keeps_the_devices() -> None:
     one = Resources(milli_tflops=98_900, vram_bytes=2**30)
     spec = AllocationSpec(allocation_id="a", namespace="d", pod="p", pool="pool", request=one, limit=one,
                           isolation="hard", attributes={ENFORCEMENT_KEY: "hami-core"})
-    book.apply(decisions.AllocationGranted(at=NOW, spec=spec, node="n", gpus=("g3",), charges=()))
+    first = book.apply(decisions.AllocationGranted(at=NOW, spec=spec, node="n", gpus=("g3",), charges=()))
+    assert first is not None
+    cache = "device.gpuledger.io/CUDA_DEVICE_MEMORY_SHARED_CACHE"
+    assert first.annotations[cache] == "/var/run/gpuledger-vgpu/pod-1024m-10.cache"
     two = Resources(milli_tflops=197_800, vram_bytes=2 * 2**30)
     grant = book.apply(decisions.AllocationResized(at=NOW, allocation_id="a", namespace="d", pool="pool",
                                                    request=two, limit=two, charges=()))
@@ -353,6 +361,9 @@ def test_a_resize_recomputes_the_limits_and_keeps_the_devices() -> None:
     assert grant.annotations["device.gpuledger.io/CUDA_DEVICE_MEMORY_LIMIT_0"] == "2048m"
     assert grant.annotations["device.gpuledger.io/CUDA_DEVICE_SM_LIMIT"] == "20"
     assert grant.annotations[keys.EFFECTIVE_HARD_SM_PERCENT] == "20"
+    # HAMi-core keeps the limits of the process that created a cache file, and the pod's emptyDir
+    # outlives a container restart: the resized limits need a new file to take effect
+    assert grant.annotations[cache] == "/var/run/gpuledger-vgpu/pod-2048m-20.cache"
     assert book.apply(decisions.AllocationResized(at=NOW, allocation_id="gone", namespace="d", pool="pool",
                                                   request=two, limit=two, charges=())) is None
 
@@ -372,3 +383,15 @@ def test_a_container_map_naming_no_container_is_refused_at_admission() -> None:
     assert "'Main/../x' is not a container name" in verdict.message
     # TensorFusion's runtime maps it itself (A25: logged at bind, as TensorFusion): admitted
     assert review(a_review(raw), view=ClusterView(enforcement={"default": "tensor-fusion"})).allowed
+
+
+def test_why_shows_each_limit_once_as_docs_runtime_says() -> None:
+    from services.cli.output import device_lines
+
+    share = Resources(vram_bytes=10 * 2**30, compute_milli_percent=25_000)
+    spec = AllocationSpec(allocation_id="a", namespace="default", pod="train", pool="pool", request=share,
+                          limit=share, isolation="hard", attributes={keys.INJECT_CONTAINER: "main"})
+    plan = device_plan(spec, enforcement="hami-core", gpus=("g0",), records={g.name: g for g in node_gpus()})
+    assert plan.containers[0].env["CUDA_DEVICE_SM_LIMIT_0"] == "25"
+    assert device_lines(plan_view(plan))[1] == (f"  container main: NVIDIA_VISIBLE_DEVICES={H100_UUID}; "
+                                                "CUDA_DEVICE_MEMORY_LIMIT_0=10240m, CUDA_DEVICE_SM_LIMIT=25")
