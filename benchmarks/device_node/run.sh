@@ -93,7 +93,30 @@ sed "s/GPU-00000000-0000-0000-0000-0000000000aa/$UUID/" "$D/plan.env" > /tmp/pla
 )
 RC[e]=$?
 
+say "case f: what the plan's second round closes (per-device SM limit, CUDA_REDIRECT, per-limit cache file)"
+LIBCUDA=$(ldconfig -p | awk '/libcuda.so.1 /{print $NF; exit}'); echo "libcuda: $LIBCUDA"
+OLD=(NVIDIA_VISIBLE_DEVICES="$UUID" LD_PRELOAD=$VGPU CUDA_DEVICE_MEMORY_LIMIT_0=10240m CUDA_DEVICE_SM_LIMIT=25)
+echo "-- f1 the first plan (CUDA_DEVICE_SM_LIMIT only) and a pod's own CUDA_DEVICE_SM_LIMIT_0=100 (the escape):"
+run timeout 90 env "${OLD[@]}" CUDA_DEVICE_SM_LIMIT_0=100 CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/hami-f1.cache $D/smloop $SECS
+echo "-- f2 the first plan and a pod's own CUDA_REDIRECT=<the real libcuda> (the escape): the VRAM total seen"
+run timeout 120 env "${OLD[@]}" CUDA_REDIRECT="$LIBCUDA" CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/hami-f2.cache \
+  $CHECK --expect-devices "$UUID" --expect-limit 10737418240 > "$OUT/case_f2.json"; echo "rc=$? (non-zero: the limit was escaped)"; cat "$OUT/case_f2.json"
+echo "-- f3 a resize under the current plan: 10 GiB then 20 GiB in the same cache folder (per-limit cache file names)"
+sed "s/10240m/20480m/g" /tmp/plan.env > /tmp/plan20.env
+(
+  set -a; . /tmp/plan20.env; set +a
+  run timeout 120 $CHECK --expect-from-env > "$OUT/case_f3.json"; rc=$?; cat "$OUT/case_f3.json"; echo "rc=$rc (0: the resized limit, 20 GiB, holds)"
+  exit $rc
+)
+RC[f]=$?
+echo "-- f4 control: the same cache file as the 10 GiB run, now asking 20 GiB (the first plan's single name)"
+run timeout 120 env NVIDIA_VISIBLE_DEVICES="$UUID" LD_PRELOAD=$VGPU CUDA_DEVICE_MEMORY_LIMIT_0=20480m \
+  CUDA_DEVICE_MEMORY_SHARED_CACHE=/var/run/gpuledger-vgpu/pod-10240m-25.cache \
+  $CHECK --expect-devices "$UUID" --expect-limit 21474836480 > "$OUT/case_f4.json"; echo "rc=$? (non-zero: a stale cache kept 10 GiB)"; cat "$OUT/case_f4.json"
+
 say "done"
-for k in a b c e; do echo "case $k: rc=${RC[$k]}"; done
+for k in a b c e f; do echo "case $k: rc=${RC[$k]}"; done
 ls -la "$OUT"
 sleep 1
+# at most 8 files come back from the device tool: everything but the log in one archive
+(cd "$OUT" && tar czf results.tgz --exclude results.tgz --exclude run.log -- * && find . -maxdepth 1 -type f ! -name results.tgz ! -name run.log -delete)
