@@ -1,5 +1,5 @@
-"""The leader's liveness tick: CheckHeartbeats published only when a node's heartbeat expired or a
-waiting gang's timeout ran out.
+"""The leader's liveness tick: CheckHeartbeats published only when a node's heartbeat expired, a
+waiting gang's timeout ran out, or a defrag campaign's deadline or reservation expired.
 
 TensorFusion marks a node lost when its heartbeat is older than its TTL. The allocator decides that
 from a ``CheckHeartbeats`` intent (so the decision is in the log), but publishes one only when
@@ -18,6 +18,7 @@ from datetime import datetime
 import structlog
 
 from events import intents
+from services.allocator.domain.defrag_campaign import due as defrag_due
 from services.allocator.domain.gang import expired as expired_gangs
 from services.allocator.domain.inventory import expired_nodes
 from services.allocator.domain.state import ClusterState
@@ -35,7 +36,8 @@ async def check_heartbeats(stop: asyncio.Event, *, period_s: float, is_leader: C
     if period_s <= 0:
         return
     while not await lifecycle.wait_event(stop, period_s):
-        if not is_leader() or not (expired_nodes(state(), now()) or expired_gangs(state(), now())):
+        if not is_leader() or not (expired_nodes(state(), now()) or expired_gangs(state(), now())
+                                   or defrag_due(state(), now())):
             continue
         try:
             await publish(intents.CheckHeartbeats(intent_id=f"check-heartbeats-{uuid.uuid4()}"))
