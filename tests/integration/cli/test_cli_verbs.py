@@ -313,4 +313,21 @@ def test_defrag_plan_is_a_dry_run_with_reasons(stack: Path) -> None:
         refused = cli(stack, "defrag", "plan", *args, "--json")
         assert refused.returncode == 2 and as_json(refused)["field"] == field, refused.stdout
     assert cli(stack, "defrag", "plan", "default", "--max-moves", "0").returncode == 2
+    unconfirmed = cli(stack, "defrag", "run", "default", "--max-moves", "3", "--json")
+    assert unconfirmed.returncode == 2 and as_json(unconfirmed)["field"] == "yes", unconfirmed.stdout
+    shown = cli(stack, "defrag", "run", "default", "--max-moves", "3")
+    assert shown.returncode == 0 and "pass --yes to start" in shown.stdout
+    too_long = cli(stack, "defrag", "run", "default", "--max-moves", "3", "--max-duration", "2d", "--yes", "--json")
+    assert too_long.returncode == 2 and as_json(too_long)["field"] == "max_duration", too_long.stdout
+    started = as_json(cli(stack, "defrag", "run", "default", "--max-moves", "3", "--max-duration", "5m", "--yes",
+                          "--json"))
+    assert started["type"] == "defrag_started" and started["pool"] == "default", started
+    status = as_json(cli(stack, "defrag", "status", "default", "--json"))
+    assert status["campaign_id"] == started["intent_id"] and status["budget"]["max_moves"] == 3
+    assert status["state"] == "running" or status["end_code"] == "done"
+    if status["state"] == "running":
+        assert as_json(cli(stack, "defrag", "cancel", "default", "--json"))["type"] == "move_cancelled"
+    assert "ended" in cli(stack, "defrag", "status", "default").stdout
+    none = cli(stack, "defrag", "cancel", "default", "--json")
+    assert none.returncode == 2 and as_json(none)["field"] == "pool", none.stdout
     assert cli(stack, "release", "team-a/defrag-check").returncode == 0
