@@ -23,6 +23,11 @@ Rules (docs/allocation.md, "Executing a plan: defrag run"):
   reservation past its ``expires_at``, or whose target node left or is not Ready, is cancelled. A
   crash mid-campaign therefore leaves no hold that outlives the deadline.
 - **End**: the decision that closes the last open move appends ``DefragEnded`` (``done``).
+- **Schedule** (:func:`scheduled`): a pool whose config has an enabled ``defrag`` schedule starts a
+  campaign for the latest cron tick within the last ``max_duration_s`` (TensorFusion
+  internal/controller/gpupool_defrag.go ``selectDefragCampaign``) when none runs and its last one
+  started before that tick; the campaign ends ``max_duration_s`` after the tick. The loop publishes
+  the StartDefrag (intent id named after pool and tick, so two ticks never start it twice).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from events.base import Intent
 from events.values import AllocationSpec
 from services.allocator.domain.campaign_records import Campaign, Reservation
 from services.allocator.domain.consolidation import Budget, planned
+from services.allocator.domain.defrag_schedule import latest_tick
 from services.allocator.domain.filters.liveness import READY
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
@@ -228,3 +234,22 @@ def due(state: ClusterState, now: datetime) -> bool:
                 _stale(state, r, now) is not None for r in campaign.reservations.values())):
             return True
     return False
+
+
+def scheduled(state: ClusterState, now: datetime) -> list[dv.StartDefrag]:
+    """The StartDefrag intents the pools' schedules ask for at ``now`` (rule: module docstring), by pool."""
+    out: list[dv.StartDefrag] = []
+    for pool in sorted(state.pools):
+        schedule = state.pools[pool].defrag
+        if schedule is None or not schedule.enabled or pool not in state.pool_nodes or running(state, pool):
+            continue
+        tick = latest_tick(schedule, now)
+        last = state.campaigns.get(pool)
+        if tick is None or (last is not None and last.started_at >= tick):
+            continue
+        left = schedule.max_duration_s - int((now - tick).total_seconds())
+        out.append(dv.StartDefrag(intent_id=f"defrag-schedule-{pool}-{tick.strftime('%Y%m%dT%H%M%SZ')}", pool=pool,
+                                  max_moves=min(schedule.max_moves, dv.MAX_DEFRAG_MOVES),
+                                  max_share_of_namespace_pct=schedule.max_share_of_namespace_pct,
+                                  max_duration_s=max(1, left), trigger="schedule"))
+    return out

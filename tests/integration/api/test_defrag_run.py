@@ -72,3 +72,19 @@ async def test_a_campaign_reserves_moves_and_frees(api: Api) -> None:
     async for stored in api.replica.allocator.store.read(after=0):
         evolve(replayed, stored.event)
     assert digest(replayed) == digest(writer) == digest(api.reader.reader.follower.state)
+
+
+async def test_a_pool_defrag_schedule_is_set_through_the_pool_config(api: Api) -> None:
+    await api.publish(register_node("n0", gpus=1))
+    for defrag, field in (({"schedule": "nope"}, "defrag.schedule"), ({"schedule": "0 3 * * *", "timezone": "X/Y"},
+                                                                    "defrag.timezone"),
+                          ({"schedule": "0 3 * * *", "max_duration": "3d"}, "defrag.max_duration"),
+                          ({"schedule": "0 3 * * *", "every": 1}, "defrag.every"), ("0 3 * * *", "defrag")):
+        status, error = await api.send("PUT", "/api/v1/pools/default", {"defrag": defrag})
+        assert status == 400 and error["field"] == field, (defrag, error)
+    status, answer = await api.send("PUT", "/api/v1/pools/default", {"defrag": {
+        "schedule": "0 3 * * *", "timezone": "Asia/Shanghai", "max_duration": "1h", "max_moves": 4}})
+    assert status == 200 and answer["type"] == "pool_configured", answer
+    schedule = api.replica.allocator.state.pools["default"].defrag
+    assert schedule is not None and (schedule.schedule, schedule.timezone, schedule.max_duration_s,
+                                     schedule.max_moves) == ("0 3 * * *", "Asia/Shanghai", 3600, 4)

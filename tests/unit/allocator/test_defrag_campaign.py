@@ -11,7 +11,7 @@ Worked examples check the events, a refused eviction, cancellation, and the rule
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import msgspec
 from hypothesis import HealthCheck, assume, given, settings
@@ -19,10 +19,12 @@ from hypothesis import strategies as st
 
 from events import decisions as ev
 from events import intents as it
-from events.values import PLACEMENT_STRATEGIES, AllocationSpec, GangSpec
+from events.values import PLACEMENT_STRATEGIES, AllocationSpec, DefragSchedule, GangSpec
 from services.allocator.domain import ClusterState, Scheduler, decode_snapshot, digest, encode_snapshot, evolve
 from services.allocator.domain.consolidation import Budget, planned
+from services.allocator.domain.defrag_campaign import scheduled
 from services.allocator.domain.defrag_fold import HOLD_PREFIX
+from services.allocator.domain.defrag_schedule import check_schedule
 from services.allocator.domain.model import GRANTED
 from services.allocator.domain.victims import PROTECTION_KEY
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request, tf
@@ -248,3 +250,42 @@ def test_a_plan_without_moves_starts_and_ends_at_once() -> None:
     assert out[1].reason.startswith("nothing to move")  # type: ignore[union-attr]
     assert not c.state.campaigns["p"].running
     assert isinstance(_start(c)[0], ev.DefragStarted)  # an ended campaign does not block the next
+
+
+def test_a_due_schedule_starts_one_campaign_per_tick_within_its_window() -> None:
+    c = _three_half_used_nodes()
+    c.pool("p", placement="node-compact-gpu-low-load",
+           defrag=DefragSchedule(schedule="0 3 * * *", timezone="Europe/Paris", max_duration_s=3600, max_moves=5))
+    c.now = datetime(2026, 1, 2, 1, 59, tzinfo=UTC)  # 02:59 in Paris: not yet
+    assert scheduled(c.state, c.now) == []
+    c.now = datetime(2026, 1, 2, 2, 0, 30, tzinfo=UTC)  # 03:00:30 in Paris
+    (start,) = scheduled(c.state, c.now)
+    assert (start.pool, start.trigger, start.max_moves, start.max_duration_s) == ("p", "schedule", 5, 3570)
+    assert start.intent_id == "defrag-schedule-p-20260102T020000Z"
+    assert isinstance(c.send(start)[0], ev.DefragStarted)
+    assert scheduled(c.state, c.now) == []  # one runs
+    c.send(it.CancelDefrag(intent_id="stop", pool="p"))
+    c.tick(60)
+    assert scheduled(c.state, c.now) == []  # this tick's campaign already ran
+    c.now = datetime(2026, 1, 3, 1, 30, tzinfo=UTC)  # the next tick (03:00 Paris) is 30 minutes away
+    assert scheduled(c.state, c.now) == []
+    c.now = datetime(2026, 1, 3, 2, 10, tzinfo=UTC)  # 03:10 Paris: due again
+    assert [s.intent_id for s in scheduled(c.state, c.now)] == ["defrag-schedule-p-20260103T020000Z"]
+    c.now = datetime(2026, 1, 4, 3, 5, tzinfo=UTC)  # 04:05 Paris: the 03:00 tick's window (1 h) has passed
+    assert scheduled(c.state, c.now) == []
+    c.pool("p", defrag=DefragSchedule(schedule="0 3 * * *", max_duration_s=3600, enabled=False))
+    c.now = datetime(2026, 1, 5, 3, 0, tzinfo=UTC)
+    assert scheduled(c.state, c.now) == []  # disabled
+
+
+def test_a_schedule_that_cannot_run_is_refused_naming_the_field() -> None:
+    c = _three_half_used_nodes()
+    for schedule, field in ((DefragSchedule(schedule="0 3 * *"), "config.defrag.schedule"),
+                            (DefragSchedule(schedule="CRON_TZ=UTC 0 3 * * *"), "config.defrag.schedule"),
+                            (DefragSchedule(schedule="61 3 * * *"), "config.defrag.schedule"),
+                            (DefragSchedule(schedule="0 3 * * *", timezone="Mars/Olympus"), "config.defrag.timezone"),
+                            (DefragSchedule(schedule="0 3 * * *", max_duration_s=0), "config.defrag.max_duration_s"),
+                            (DefragSchedule(schedule="0 3 * * *", max_moves=0), "config.defrag.max_moves")):
+        refused = c.pool("p", defrag=schedule)[0]
+        assert isinstance(refused, ev.IntentRejected) and refused.field == field, (schedule, refused)
+    assert check_schedule(DefragSchedule(schedule="*/15 2-4 * * 1-5", timezone="Asia/Shanghai")) is None
