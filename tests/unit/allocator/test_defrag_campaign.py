@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from events import decisions as ev
 from events import intents as it
 from events.values import PLACEMENT_STRATEGIES, AllocationSpec, DefragSchedule, GangSpec
+from services.allocator.api.whatif.intents import Descriptions, reconstruct
 from services.allocator.domain import ClusterState, Scheduler, decode_snapshot, digest, encode_snapshot, evolve
 from services.allocator.domain.consolidation import Budget, planned
 from services.allocator.domain.defrag_campaign import scheduled
@@ -289,3 +290,23 @@ def test_a_schedule_that_cannot_run_is_refused_naming_the_field() -> None:
         refused = c.pool("p", defrag=schedule)[0]
         assert isinstance(refused, ev.IntentRejected) and refused.field == field, (schedule, refused)
     assert check_schedule(DefragSchedule(schedule="*/15 2-4 * * 1-5", timezone="Asia/Shanghai")) is None
+
+
+def test_what_if_rebuilds_each_campaign_intent_from_its_events() -> None:
+    c = _three_half_used_nodes()
+    sent: list[tuple[it.AnyIntent, list[ev.AnyEvent]]] = []
+
+    def send(intent: it.AnyIntent) -> None:
+        sent.append((intent, c.send(intent)))
+
+    send(it.StartDefrag(intent_id="campaign-1", pool="p", max_moves=4, max_share_of_namespace_pct=67.0,
+                        max_milli_tflops=tf(90), max_duration_s=900, trigger="cli"))
+    send(it.RequestAllocation(intent_id="r", spec=_replacement(c.state.allocations["a0"].spec)))
+    send(it.CancelMove(intent_id="pdb", campaign_id="campaign-1", allocation_id="a2", pool="p",
+                       reason="Cannot evict pod as it would violate the pod's disruption budget."))
+    send(it.StartDefrag(intent_id="campaign-2", pool="p", max_moves=4))
+    send(it.CancelDefrag(intent_id="stop", pool="p", reason="enough"))
+    known = Descriptions(c.state)
+    for intent, events in sent:
+        assert not isinstance(events[0], ev.IntentRejected), events
+        assert reconstruct(intent.intent_id, events, known) == intent, (intent, events)
