@@ -49,9 +49,15 @@ async def test_a_campaign_reserves_moves_and_frees(api: Api) -> None:
     assert status == 409 and again["field"] == "pool"
 
     first = campaign["open"][0]
+    status, source = await api.get(f"/api/v1/allocations/{first['allocation_id']}")  # `why` says it moves
+    assert status == 200 and source["explanation"]["defrag"]["role"] == "source", source
+    assert f"defrag campaign {campaign['campaign_id']} moves it" in source["explanation"]["reason"]
     await api.publish(_of(first["workload"], "replacement"))  # the evicted pod's replacement
     moved = api.reader.reader.follower.state.allocations["replacement"]
     assert (moved.node, moved.gpus) == (first["to"]["node"], first["to"]["gpus"])
+    status, replaced = await api.get("/api/v1/allocations/replacement")
+    assert replaced["explanation"]["defrag"] == {"campaign_id": campaign["campaign_id"], "role": "replacement",
+                                                 "moved": first["allocation_id"], "from": first["from"]["node"]}
     await api.publish(intents.ReleaseAllocation(intent_id="gone", allocation_id=first["allocation_id"]))
     status, nodes = await api.get(f"/api/v1/nodes/{first['from']['node']}")
     assert status == 200 and nodes["idle_since"] is not None  # the emptied node shows idle
