@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -40,6 +41,7 @@ from nats.js import JetStreamContext
 
 from events import codec, decisions, subjects
 from events.base import Intent
+from events.bounds import MAX_ID_LENGTH
 from events.defrag import CancelMove, DefragEnded, MoveCancelled, MoveCompleted, MoveReserved
 from events.intents import ReleaseAllocation
 from services.admission.binding import is_gated, pin_ops, ungate_ops
@@ -337,8 +339,12 @@ class Binder:
         if pod is None or meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in _FINISHED:
             return
 
+        intent_id = f"cancel-move-{move.campaign_id}-{allocation_id}"
+        if len(intent_id) > MAX_ID_LENGTH:  # one id per move, within the contract's bound
+            intent_id = "cancel-move-" + hashlib.sha256(intent_id.encode()).hexdigest()
+
         async def refused(reason: str) -> None:
-            await self.publish(CancelMove(intent_id=f"cancel-move-{move.campaign_id}-{allocation_id}",
+            await self.publish(CancelMove(intent_id=intent_id,
                                           campaign_id=move.campaign_id, allocation_id=allocation_id, pool=move.pool,
                                           code="eviction_refused", reason=reason[:1024]))
 

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from events import decisions as ev
 from events import intents as it
 from events.values import PLACEMENT_STRATEGIES, AllocationSpec, DefragSchedule, GangSpec
+from services.allocator.adapters.projection import gpu_rows_named, touched
 from services.allocator.api.whatif.intents import Descriptions, reconstruct
 from services.allocator.domain import ClusterState, Scheduler, decode_snapshot, digest, encode_snapshot, evolve
 from services.allocator.domain.consolidation import Budget, planned
@@ -28,6 +29,7 @@ from services.allocator.domain.defrag_fold import HOLD_PREFIX
 from services.allocator.domain.defrag_schedule import check_schedule
 from services.allocator.domain.model import GRANTED
 from services.allocator.domain.victims import PROTECTION_KEY
+from services.allocator.ports import StoredEvent
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request, tf
 
 
@@ -117,6 +119,11 @@ def test_a_campaign_reserves_safely_and_replays_at_every_step(
             if x.spec.gang == live[r.allocation_id].spec.gang)
     _replayed_equals_live(c)
 
+    intruder = data.draw(st.sampled_from([0, 0, 25, 60, 100]))
+    if intruder:  # another workload's request while the targets are held: it never lands on a hold
+        c.request(a_request("intruder", intruder, Gi, pool="p", ns="ns-b", workload="intruder"))
+        _never_overcommitted(c.state)
+        _replayed_equals_live(c)
     refused = data.draw(st.sets(st.sampled_from([r.allocation_id for r in reserved]), max_size=2)
                         if reserved else st.just(set()))
     order = data.draw(st.permutations(reserved))
@@ -137,7 +144,7 @@ def test_a_campaign_reserves_safely_and_replays_at_every_step(
     campaign = c.state.campaigns["p"]
     assert not campaign.running and campaign.end_code == "done"
     assert campaign.completed == len(reserved) - len(refused) and campaign.cancelled == len(refused)
-    if not refused:
+    if not refused and not intruder:
         used = {n: (g.used_milli_tflops, g.used_vram_bytes) for n, g in c.state.gpus.items()}
         assert used == {n: (g.used_milli_tflops, g.used_vram_bytes) for n, g in predicted.gpus.items()}
         for name in result.nodes_emptied:
@@ -310,3 +317,21 @@ def test_what_if_rebuilds_each_campaign_intent_from_its_events() -> None:
     for intent, events in sent:
         assert not isinstance(events[0], ev.IntentRejected), events
         assert reconstruct(intent.intent_id, events, known) == intent, (intent, events)
+
+
+def test_the_sql_read_model_rewrites_the_gpus_a_hold_takes_or_frees() -> None:
+    c = _three_half_used_nodes()
+    started = _start(c)
+    reserved = [e for e in started if isinstance(e, ev.MoveReserved)]
+
+    def batch(events: list[ev.AnyEvent]) -> list[StoredEvent]:
+        return [StoredEvent(position=i + 1, recorded_at=c.now, epoch=1, intent_id="x", event=e)
+                for i, e in enumerate(events)]
+
+    held = touched(batch(started), c.state)
+    assert {g for r in reserved for g in r.target_gpus} <= held.gpus
+    rows = {r["name"]: r for r in gpu_rows_named(c.state, held.gpus)[0]}
+    gpu = reserved[0].target_gpus[0]
+    assert rows[gpu]["used_milli_tflops"] == c.state.gpus[gpu].used_milli_tflops == tf(30)  # the hold
+    freed = touched(batch(c.send(it.CancelDefrag(intent_id="stop", pool="p"))), c.state)
+    assert {r.target_node for r in reserved} <= freed.nodes
