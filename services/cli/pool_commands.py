@@ -23,7 +23,7 @@ STRATEGY_NAMES = ("best-fit", "compact-first", "fgd", "fgd-strand", "frag-cpu", 
 so that ``--help`` does not import the domain."""
 
 POOL_KEYS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node", "preemption", "isolation_policy",
-             "topology", "max_topology_tier", "enforcement")
+             "topology", "max_topology_tier", "enforcement", "defrag")
 """The PoolConfig fields the API takes (the current ones are sent back with the changes)."""
 STRATEGIES_HELP = "Placement strategy: " + ", ".join(STRATEGY_NAMES) + "."
 _POLICIES = ("static", "dynamic")

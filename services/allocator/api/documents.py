@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from events.quantity import format_bytes, format_milli, percent_text, tflops_text, vram_text
-from events.values import QOS_LEVELS, QuotaAmount, Resources
+from events.values import QOS_LEVELS, PoolConfig, QuotaAmount, Resources
 from services.allocator import domain
 from services.allocator.api import reasons, views
 from services.allocator.api.quota_status import QuotaStatus, quota_status
@@ -41,7 +41,7 @@ def pool_doc(state: ClusterState, pool: str) -> dict[str, Any]:
     return {
         "name": pool,
         "configured": pool in state.pools,
-        "config": msgspec.structs.asdict(state.pool_config(pool)),
+        "config": pool_config_doc(state.pool_config(pool)),
         "nodes": len(state.pool_nodes.get(pool, ())),
         "gpus": len(gpus),
         "gpus_by_phase": dict(sorted(Counter(g.phase for g in gpus).items())),
@@ -129,6 +129,18 @@ def _need(state: ClusterState, allocation: AllocationState, reason: reasons.Reas
         return (f"the quorum of gang {spec.gang.key} ({spec.gang.quorum} members) present, and room in pool "
                 f"{spec.pool} for all of them at once")
     return "it cannot be granted as requested; change the request or the pool"
+
+
+def pool_config_doc(config: PoolConfig) -> dict[str, Any]:
+    """A pool's settings as ``PUT /api/v1/pools/{pool}`` takes them (its ``defrag`` schedule in the
+    body's form, ``max_duration`` a duration such as ``7200s``; null when none)."""
+    doc = msgspec.structs.asdict(config)
+    schedule = config.defrag
+    doc["defrag"] = None if schedule is None else {
+        "schedule": schedule.schedule, "timezone": schedule.timezone, "max_duration": f"{schedule.max_duration_s}s",
+        "max_moves": schedule.max_moves, "max_share_of_namespace": schedule.max_share_of_namespace_pct,
+        "enabled": schedule.enabled}
+    return doc
 
 
 def explanation(state: ClusterState, allocation: AllocationState, reason: reasons.Reason | None,

@@ -94,3 +94,9 @@ async def test_a_pool_defrag_schedule_is_set_through_the_pool_config(api: Api) -
     schedule = api.replica.allocator.state.pools["default"].defrag
     assert schedule is not None and (schedule.schedule, schedule.timezone, schedule.max_duration_s,
                                      schedule.max_moves) == ("0 3 * * *", "Asia/Shanghai", 3600, 4)
+    pools = {p["name"]: p for p in await api.all_pages("/api/v1/pools")}
+    shown = pools["default"]["config"]["defrag"]
+    assert shown == {"schedule": "0 3 * * *", "timezone": "Asia/Shanghai", "max_duration": "3600s", "max_moves": 4,
+                     "max_share_of_namespace": 100.0, "enabled": True}
+    status, again = await api.send("PUT", "/api/v1/pools/default", pools["default"]["config"])  # `pool` CLI round trip
+    assert status == 200 and api.replica.allocator.state.pools["default"].defrag == schedule, again
