@@ -220,6 +220,17 @@ def test_pool_preemption_setting(stack: Path) -> None:
     bad = cli(stack, "pool", "configure", "default", "--preemption", "sometimes", "--json")
     assert bad.returncode == 2 and as_json(bad)["field"] == "preemption"
     assert cli(stack, "pool", "configure", "default", "--preemption", "cluster").returncode == 0
+    assert cli(stack, "pool", "configure", "default", "--defrag-max-moves", "3").returncode == 2  # no schedule yet
+    assert cli(stack, "pool", "configure", "default", "--defrag-schedule", "0 3 * * *", "--defrag-timezone",
+               "Europe/Paris", "--defrag-max-duration", "1h").returncode == 0
+    assert cli(stack, "pool", "configure", "default", "--preemption", "namespace").returncode == 0  # keeps it
+    defrag = {p["name"]: p["config"] for p in as_json(cli(stack, "pool", "list", "--json"))}["default"]["defrag"]
+    assert (defrag["schedule"], defrag["timezone"], defrag["max_duration"]) == ("0 3 * * *", "Europe/Paris", "3600s")
+    wrong = cli(stack, "pool", "configure", "default", "--defrag-schedule", "0 3 * *", "--json")
+    assert wrong.returncode == 2 and as_json(wrong)["field"] == "defrag.schedule", wrong.stdout
+    assert cli(stack, "pool", "configure", "default", "--defrag-schedule", "off", "--preemption",
+               "cluster").returncode == 0
+    assert {p["name"]: p["config"] for p in as_json(cli(stack, "pool", "list", "--json"))}["default"]["defrag"] is None
 
 
 SHARED_POD = """\
