@@ -21,6 +21,7 @@ from events import decisions as ev
 from events import intents as it
 from events.values import PLACEMENT_STRATEGIES, AllocationSpec, DefragSchedule, GangSpec
 from services.allocator.adapters.projection import gpu_rows_named, touched
+from services.allocator.api.lives import describe
 from services.allocator.api.whatif.intents import Descriptions, reconstruct
 from services.allocator.domain import ClusterState, Scheduler, decode_snapshot, digest, encode_snapshot, evolve
 from services.allocator.domain.consolidation import Budget, planned
@@ -200,6 +201,8 @@ def test_a_campaign_records_its_plan_and_the_replacement_takes_the_reserved_gpus
     assert c.avail(first.target_gpus[0]) == (tf(70), 15 * Gi)  # nothing else can take the held capacity
     moved = c.send(it.RequestAllocation(intent_id="r", spec=_replacement(c.state.allocations["a0"].spec)))
     assert [type(e) for e in moved] == [ev.MoveCompleted, ev.AllocationGranted]
+    assert describe(first).startswith(f"defrag campaign {started.campaign_id}: n1 (n1-g1) reserved for its replacement")
+    assert describe(moved[0]).endswith("replacement a0-r (a0-r) granted the reserved GPUs n1-g1 on n1")
     assert moved[1].gpus == first.target_gpus  # type: ignore[union-attr]
     assert target.used_milli_tflops == tf(30) and list(target.charges) == ["a0-r"]  # the hold became the grant
     c.release("a0")
