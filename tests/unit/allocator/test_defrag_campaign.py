@@ -95,7 +95,7 @@ def test_a_campaign_reserves_safely_and_replays_at_every_step(
     for g in range(gangs):
         key = GangSpec(key=f"ns-a/g{g}", quorum=2, desired=2)
         for m in range(2):
-            c.request(a_request(f"g{g}-{m}", 10, Gi, pool="p", ns="ns-a", gang=key, workload=f"gang{g}"))
+            c.request(a_request(f"g{g}-{m}", 10, Gi, pool="p", ns="ns-a", gang=key, workload=f"gang{g}-{m}"))
     for i, (tflops, count, qos) in enumerate(asks):
         attributes = {PROTECTION_KEY: "1h"} if i in protected else {}
         c.request(a_request(f"a{i}", tflops, Gi, count=count, pool="p", qos=qos, ns="ns-a", workload=f"w{i}",
@@ -338,3 +338,24 @@ def test_the_sql_read_model_rewrites_the_gpus_a_hold_takes_or_frees() -> None:
     assert rows[gpu]["used_milli_tflops"] == c.state.gpus[gpu].used_milli_tflops == tf(30)  # the hold
     freed = touched(batch(c.send(it.CancelDefrag(intent_id="stop", pool="p"))), c.state)
     assert {r.target_node for r in reserved} <= freed.nodes
+
+
+def test_members_of_one_workload_are_interchangeable_and_take_reservations_in_order() -> None:
+    c = Cluster()
+    c.pool("p", placement="low-load-first")
+    for n in range(2):
+        c.node(f"n{n}", "p", *(a_gpu(f"n{n}-g{g}", 100, 16 * Gi, index=g) for g in range(2)))
+    c.request(a_request("big", 60, Gi, count=2, pool="p", workload="big"))  # both GPUs of n0
+    c.request(a_request("w-1", 10, Gi, pool="p", workload="web"))  # n1
+    c.request(a_request("w-2", 10, Gi, pool="p", workload="web"))  # n1, the other GPU
+    c.pool("p", placement="node-compact-gpu-low-load")
+    assert {c.state.allocations[a].node for a in ("w-1", "w-2")} == {"n1"}
+    reserved = [e for e in _start(c) if isinstance(e, ev.MoveReserved)]
+    assert sorted(r.allocation_id for r in reserved) == ["w-1", "w-2"]
+    second = _replacement(c.state.allocations[reserved[1].allocation_id].spec)
+    out = c.send(it.RequestAllocation(intent_id="r", spec=second))  # the second pod's replacement comes first
+    assert out[0].allocation_id == reserved[0].allocation_id  # type: ignore[union-attr]  # the first open move
+    assert out[1].gpus == reserved[0].target_gpus  # type: ignore[union-attr]
+    other = c.send(it.CancelMove(intent_id="pdb", campaign_id=reserved[0].campaign_id,
+                                 allocation_id=reserved[0].allocation_id, pool="p"))[0]
+    assert isinstance(other, ev.IntentRejected) and other.field == "allocation_id"  # already completed
