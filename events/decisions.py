@@ -11,6 +11,11 @@ from __future__ import annotations
 from typing import Union
 
 from events.base import Event
+from events.defrag import DefragEnded as DefragEnded
+from events.defrag import DefragStarted as DefragStarted
+from events.defrag import MoveCancelled as MoveCancelled
+from events.defrag import MoveCompleted as MoveCompleted
+from events.defrag import MoveReserved as MoveReserved
 from events.gangs import GangDegraded as GangDegraded
 from events.gangs import GangPlaced as GangPlaced
 from events.gangs import GangTimedOut as GangTimedOut
@@ -250,6 +255,11 @@ AnyEvent = Union[
     GangPlaced,
     GangTimedOut,
     GangDegraded,
+    DefragStarted,
+    MoveReserved,
+    MoveCompleted,
+    MoveCancelled,
+    DefragEnded,
 ]
 """Every event type; the tagged union the codec decodes."""
 
@@ -276,4 +286,9 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     GangPlaced,
     GangTimedOut,
     GangDegraded,
+    DefragStarted,
+    MoveReserved,
+    MoveCompleted,
+    MoveCancelled,
+    DefragEnded,
 )

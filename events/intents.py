@@ -22,6 +22,9 @@ from events.bounds import (
     Text,
     Token,
 )
+from events.defrag import CancelDefrag as CancelDefrag
+from events.defrag import CancelMove as CancelMove
+from events.defrag import StartDefrag as StartDefrag
 from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaSpec, Resources
 
 
@@ -121,6 +124,9 @@ AnyIntent = Union[
     ConfigurePool,
     RemovePool,
     CheckHeartbeats,
+    StartDefrag,
+    CancelDefrag,
+    CancelMove,
 ]
 """Every intent type; the tagged union the codec decodes."""
 
@@ -135,4 +141,7 @@ INTENT_TYPES: tuple[type[Intent], ...] = (
     ConfigurePool,
     RemovePool,
     CheckHeartbeats,
+    StartDefrag,
+    CancelDefrag,
+    CancelMove,
 )

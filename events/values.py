@@ -256,6 +256,22 @@ class QuotaSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, g
     alert_threshold_percent: Count = 95
 
 
+class DefragSchedule(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """A pool's scheduled defrag campaigns (TensorFusion api/v1 ``NodeCompaction.Defrag``,
+    NodeDefragConfig): at each tick of ``schedule`` (a 5-field cron expression, evaluated in the IANA
+    ``timezone``) a campaign starts, unless one runs, and ends ``max_duration_s`` seconds after the
+    tick at the latest (TensorFusion ``maxDuration``, default 2h); its budget is ``max_moves`` and
+    ``max_share_of_namespace_pct``. ``enabled`` false keeps the settings without running them.
+    docs/allocation.md ("Executing a plan: defrag run")."""
+
+    schedule: Name
+    timezone: Name = "UTC"
+    max_duration_s: Count = 7200
+    max_moves: Count = 10
+    max_share_of_namespace_pct: Weight = 100.0
+    enabled: bool = True
+
+
 class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
     """Per-pool scheduling settings (TensorFusion SchedulingConfigTemplate + GPUFitConfig).
 
@@ -265,7 +281,8 @@ class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     ``isolation_policy`` is one of :data:`ISOLATION_POLICIES` (default ``static``, TensorFusion's
     default). ``topology`` is one of :data:`TOPOLOGY_MODES` (default ``soft``) and
     ``max_topology_tier`` (0-:data:`MAX_TOPOLOGY_TIER`, default 3) the worst tier a multi-GPU
-    placement may have under ``hard`` (TensorFusion maxAllowedTier). docs/allocation.md.
+    placement may have under ``hard`` (TensorFusion maxAllowedTier). ``defrag``: scheduled defrag
+    campaigns (:class:`DefragSchedule`; None: none). docs/allocation.md.
     """
 
     placement: Name = "node-compact-gpu-low-load"
@@ -277,6 +294,7 @@ class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     topology: Token = "soft"
     max_topology_tier: Count = MAX_TOPOLOGY_TIER
     enforcement: Enforcement = "none"
+    defrag: DefragSchedule | None = None
 
 
 class Partition(msgspec.Struct, frozen=True, kw_only=True, gc=False):

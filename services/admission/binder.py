@@ -16,12 +16,19 @@ the Eviction API (services/admission/evict.py, one task per victim, retried whil
 PodDisruptionBudget refuses); a grant with ``preempted`` victims is pinned at once but keeps its gate
 until every victim's pod is gone (deleted, finished, or absent from the complete pod list). A victim's
 pod leaving publishes no release: the domain already freed its GPUs.
+
+Defrag moves (services/allocator/domain/defrag_campaign.py): each MoveReserved's source pod is evicted
+once through the Eviction API (the target is already reserved); a 429 (PodDisruptionBudget) is not
+retried but reported as CancelMove, which frees the reservation; the source's pod leaving releases its
+allocation as usual, and its replacement's grant (the reserved GPUs) is bound as any grant. A move
+completed or cancelled stops its eviction.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
+import hashlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -34,10 +41,12 @@ from nats.js import JetStreamContext
 
 from events import codec, decisions, subjects
 from events.base import Intent
+from events.bounds import MAX_ID_LENGTH
+from events.defrag import CancelMove, DefragEnded, MoveCancelled, MoveCompleted, MoveReserved
 from events.intents import ReleaseAllocation
 from services.admission.binding import is_gated, pin_ops, ungate_ops
 from services.admission.book import AllocationBook, Grant
-from services.admission.evict import evict_pod
+from services.admission.evict import MOVED_ANNOTATION, evict_pod
 from services.admission.handover import Handover
 from services.admission.patch import map_ops
 from services.admission.view import ClusterView
@@ -86,6 +95,10 @@ class Binder:
         self.handover = Handover()
         self.evictions: dict[str, asyncio.Task[bool]] = {}
         """Victim allocation id -> its eviction task (kept until the victim's pod is gone)."""
+        self.moves: dict[str, MoveReserved] = {}
+        """Open defrag moves: source allocation id -> its reservation (until completed or cancelled)."""
+        self.move_evictions: dict[str, asyncio.Task[bool]] = {}
+        """Source allocation id -> its move's eviction task."""
         self._group: asyncio.TaskGroup | None = None
 
     async def run(self, js: JetStreamContext) -> None:
@@ -127,6 +140,14 @@ class Binder:
             elif isinstance(event, decisions.AllocationReleased):
                 self.released.discard(event.allocation_id)  # a later pod event finds it not live
                 self.handover.ended(event.allocation_id)
+            elif isinstance(event, MoveReserved):
+                self.moves[event.allocation_id] = event
+                await self.reconcile_move(event.allocation_id)
+            elif isinstance(event, MoveCompleted | MoveCancelled):
+                self._move_closed(event.allocation_id)
+            elif isinstance(event, DefragEnded):
+                for allocation_id in [a for a, m in self.moves.items() if m.campaign_id == event.campaign_id]:
+                    self._move_closed(allocation_id)
 
     def _synced(self) -> None:
         self.events_synced.set()
@@ -149,6 +170,8 @@ class Binder:
                 self.pods_synced.set()
                 for victim in list(self.handover.victims):
                     await self.reconcile_victim(victim)
+                for source in list(self.moves):
+                    await self.reconcile_move(source)
                 continue
             allocation_id = _allocation_id(event.object)
             if not allocation_id or self._foreign(allocation_id, event.object):
@@ -297,6 +320,40 @@ class Binder:
             self.core, namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
             uid=str(meta.get("uid") or ""), allocation_id=allocation_id, note=self.handover.victims[allocation_id].note,
             first_delay_s=self.eviction_retry_s))
+
+    def _move_closed(self, allocation_id: str) -> None:
+        self.moves.pop(allocation_id, None)
+        task = self.move_evictions.pop(allocation_id, None)
+        if task is not None:
+            task.cancel()
+
+    async def reconcile_move(self, allocation_id: str) -> None:
+        """Evict the source pod of an open defrag move once the pod list is complete (once per move;
+        a pod already terminating or gone is left alone). A refused eviction publishes CancelMove
+        (intent id ``cancel-move-<campaign>-<allocation>``)."""
+        move = self.moves.get(allocation_id)
+        if move is None or not self.pods_synced.is_set() or self._group is None or allocation_id in self.move_evictions:
+            return
+        pod = self.pods.get(allocation_id)
+        meta = (pod or {}).get("metadata") or {}
+        if pod is None or meta.get("deletionTimestamp") or (pod.get("status") or {}).get("phase") in _FINISHED:
+            return
+
+        intent_id = f"cancel-move-{move.campaign_id}-{allocation_id}"
+        if len(intent_id) > MAX_ID_LENGTH:  # one id per move, within the contract's bound
+            intent_id = "cancel-move-" + hashlib.sha256(intent_id.encode()).hexdigest()
+
+        async def refused(reason: str) -> None:
+            await self.publish(CancelMove(intent_id=intent_id,
+                                          campaign_id=move.campaign_id, allocation_id=allocation_id, pool=move.pool,
+                                          code="eviction_refused", reason=reason[:1024]))
+
+        note = (f"defrag campaign {move.campaign_id}: moving to {move.target_node} "
+                f"({', '.join(move.target_gpus)}), reserved until {move.expires_at.isoformat()}")
+        self.move_evictions[allocation_id] = self._group.create_task(evict_pod(
+            self.core, namespace=str(meta.get("namespace") or ""), name=str(meta.get("name") or ""),
+            uid=str(meta.get("uid") or ""), allocation_id=allocation_id, note=note[:1024],
+            first_delay_s=self.eviction_retry_s, on_refused=refused, annotation=MOVED_ANNOTATION))
 
     async def sweep(self, *, now: float) -> None:
         """Release live allocations that have had no pod for ``orphan_grace_s`` (after both syncs)."""

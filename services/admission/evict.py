@@ -10,7 +10,9 @@ is gone) and 409 (the UID precondition failed: that pod is gone) end the attempt
 The eviction does not wait for the pod to terminate: the binder learns that from the pod watch.
 Before the first attempt the pod is annotated ``gpuledger.io/preempted-by`` (who took its GPUs and
 why), so ``kubectl describe`` tells its owner; a failure to annotate is logged and does not stop the
-eviction.
+eviction. A defrag move's eviction (``on_refused`` given) is not retried on 429: the budget's refusal
+is reported (the binder cancels the move, freeing its reservation) and the pod stays, as TensorFusion's
+defrag skips a pod it cannot evict; its note goes under ``gpuledger.io/moved-by``.
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ log = structlog.get_logger("gpuledger.admission.evict")
 
 PREEMPTED_ANNOTATION = "gpuledger.io/preempted-by"
 """Written on a victim pod before its eviction: ``<namespace>/<pod> (priority P over Q): <reason>``."""
+
+MOVED_ANNOTATION = "gpuledger.io/moved-by"
+"""Written on a defrag move's source pod before its eviction: the campaign and the reserved target."""
 
 GONE_STATUSES = (404, 409)
 """Answers meaning the pod to evict no longer exists (409: a UID precondition failed)."""
@@ -52,10 +57,11 @@ async def _post(core: client.CoreV1Api, body: dict[str, Any]) -> None:
         raise ApiException(status=response.status, reason=text[:500])
 
 
-async def annotate(core: client.CoreV1Api, *, namespace: str, name: str, note: str) -> None:
-    """Merge-patch :data:`PREEMPTED_ANNOTATION` = ``note`` onto the pod; failures are logged only."""
+async def annotate(core: client.CoreV1Api, *, namespace: str, name: str, note: str,
+                   key: str = PREEMPTED_ANNOTATION) -> None:
+    """Merge-patch annotation ``key`` = ``note`` onto the pod; failures are logged only."""
     patch: Callable[..., Awaitable[Any]] = core.patch_namespaced_pod
-    body = {"metadata": {"annotations": {PREEMPTED_ANNOTATION: note}}}
+    body = {"metadata": {"annotations": {key: note}}}
     try:
         response = await patch(name, namespace, body, _preload_content=False,
                                _content_type="application/merge-patch+json")
@@ -69,15 +75,19 @@ async def annotate(core: client.CoreV1Api, *, namespace: str, name: str, note: s
 
 
 async def evict_pod(core: client.CoreV1Api, *, namespace: str, name: str, uid: str, allocation_id: str,
-                    note: str = "", first_delay_s: float = 0.5, max_delay_s: float = 30.0) -> bool:
-    """Annotate the pod with ``note`` (when given), then ask the API server to evict it until it accepts
-    (True) or the pod is gone (False).
+                    note: str = "", first_delay_s: float = 0.5, max_delay_s: float = 30.0,
+                    on_refused: Callable[[str], Awaitable[object]] | None = None,
+                    annotation: str = PREEMPTED_ANNOTATION) -> bool:
+    """Annotate the pod with ``note`` under ``annotation`` (when given), then ask the API server to
+    evict it until it accepts (True) or the pod is gone (False).
 
     Retries forever otherwise (cancel the task when the pod's deletion is seen), sleeping
-    ``first_delay_s`` doubling to ``max_delay_s`` seconds between attempts.
+    ``first_delay_s`` doubling to ``max_delay_s`` seconds between attempts; with ``on_refused``, a
+    429 (a PodDisruptionBudget allows no disruption) is not retried: ``on_refused(reason)`` is awaited
+    and False returned.
     """
     if note:
-        await annotate(core, namespace=namespace, name=name, note=note)
+        await annotate(core, namespace=namespace, name=name, note=note, key=annotation)
     body = eviction_body(namespace=namespace, name=name, uid=uid)
     delay = first_delay_s
     while True:
@@ -89,6 +99,11 @@ async def evict_pod(core: client.CoreV1Api, *, namespace: str, name: str, uid: s
             if exc.status in GONE_STATUSES:
                 log.info("eviction_target_gone", allocation_id=allocation_id, pod=f"{namespace}/{name}",
                          status=exc.status)
+                return False
+            if exc.status == 429 and on_refused is not None:
+                log.info("eviction_refused_move_cancelled", allocation_id=allocation_id, pod=f"{namespace}/{name}",
+                         reason=str(exc.reason)[:200])
+                await on_refused(f"eviction refused (429): {str(exc.reason)[:200]}")
                 return False
             retryable = exc.status == 429 or exc.status >= 500
             if not retryable:

@@ -23,13 +23,28 @@ STRATEGY_NAMES = ("best-fit", "compact-first", "fgd", "fgd-strand", "frag-cpu", 
 so that ``--help`` does not import the domain."""
 
 POOL_KEYS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node", "preemption", "isolation_policy",
-             "topology", "max_topology_tier", "enforcement")
+             "topology", "max_topology_tier", "enforcement", "defrag")
 """The PoolConfig fields the API takes (the current ones are sent back with the changes)."""
 STRATEGIES_HELP = "Placement strategy: " + ", ".join(STRATEGY_NAMES) + "."
 _POLICIES = ("static", "dynamic")
 _TOPOLOGY = ("soft", "hard", "off")
 _PREEMPTION = ("cluster", "namespace", "off")
 _ENFORCEMENT = ("none", "hami-core", "tensor-fusion")
+
+
+def _defrag(current: Any, schedule: str | None, timezone: str | None, max_duration: str | None,
+            max_moves: int | None) -> dict[str, Any] | None:
+    """The pool's ``defrag`` object with the given options changed (``schedule`` ``off``: None)."""
+    if schedule == "off":
+        return None
+    base: dict[str, Any] = dict(current) if isinstance(current, dict) else {}
+    if not base and schedule is None:
+        raise BadInput("the pool has no defrag schedule: give --defrag-schedule first", field="defrag-schedule")
+    for key, value in (("schedule", schedule), ("timezone", timezone), ("max_duration", max_duration),
+                       ("max_moves", max_moves)):
+        if value is not None:
+            base[key] = value
+    return base
 
 
 def pool_configure(
@@ -60,6 +75,16 @@ def pool_configure(
         "--enforcement", help="How grants reach the containers (docs/runtime.md): none (each container sees "
         "exactly its GPUs, shares are not enforced), hami-core (HAMi-core limits VRAM and SMs) or "
         "tensor-fusion (TensorFusion's runtime reads the annotations). Applies to pods admitted after.")] = None,
+    defrag_schedule: Annotated[str | None, typer.Option(
+        "--defrag-schedule", help="Run a defrag campaign at each tick of this 5-field cron expression, e.g. "
+        "'0 3 * * *' (TensorFusion nodeCompaction.defrag.schedule); 'off' removes the schedule.")] = None,
+    defrag_timezone: Annotated[str | None, typer.Option(
+        "--defrag-timezone", help="IANA time zone of --defrag-schedule (default UTC).")] = None,
+    defrag_max_duration: Annotated[str | None, typer.Option(
+        "--defrag-max-duration", help="A scheduled campaign ends this long after its tick (default 2h, at most "
+        "24h).")] = None,
+    defrag_max_moves: Annotated[int | None, typer.Option(
+        "--defrag-max-moves", min=1, max=1000, help="Moves of a scheduled campaign at most (default 10).")] = None,
     data_dir: DataDir = None,
     as_json: JsonOut = False,
 ) -> None:
@@ -79,15 +104,18 @@ def pool_configure(
                                     (enforcement, _ENFORCEMENT, "enforcement")):
             if value is not None and value not in known:
                 raise BadInput(f"--{field} must be one of {', '.join(known)}, got {value!r}", field=field)
-        changes = {key: value for key, value in (
+        changes: dict[str, Any] = {key: value for key, value in (
             ("placement", strategy), ("vram_weight", vram_weight), ("tflops_weight", tflops_weight),
             ("max_workers_per_node", max_workers_per_node), ("preemption", preemption),
             ("isolation_policy", isolation_policy),
             ("topology", topology), ("max_topology_tier", max_topology_tier),
             ("enforcement", enforcement)) if value is not None}
-        if not changes:
+        wants_defrag = any(v is not None for v in (defrag_schedule, defrag_timezone, defrag_max_duration,
+                                                   defrag_max_moves))
+        if not changes and not wants_defrag:
             raise BadInput("give at least one of --strategy, --vram-weight, --tflops-weight, --max-workers-per-node, "
-                           "--preemption, --isolation-policy, --topology, --max-topology-tier, --enforcement",
+                           "--preemption, --isolation-policy, --topology, --max-topology-tier, --enforcement, "
+                           "--defrag-schedule",
                            field="strategy")
         api = client.connect(data_dir)
         pools = {str(p.get("name")): p for p in api.items("/api/v1/pools")}
@@ -96,6 +124,9 @@ def pool_configure(
                            "(pass --create to create it)", field="pool")
         current = (pools.get(pool) or {}).get("config") or {}
         config = {key: current[key] for key in POOL_KEYS if key in current} | changes
+        if wants_defrag:
+            changes["defrag"] = config["defrag"] = _defrag(current.get("defrag"), defrag_schedule, defrag_timezone,
+                                                           defrag_max_duration, defrag_max_moves)
         answer: Any = api.request("PUT", f"/api/v1/pools/{client.quoted(pool)}", body=config)
         if as_json:
             output.emit_json(answer)

@@ -27,6 +27,8 @@ from events.decisions import (
     AllocationResized,
     GpuCapacityChanged,
     GpuPhaseChanged,
+    MoveCancelled,
+    MoveReserved,
     NodePhaseChanged,
     NodeRegistered,
     NodeRemoved,
@@ -211,6 +213,10 @@ def touched(batch: Iterable[StoredEvent], state: ClusterState) -> Touched:
             result.nodes.add(event.node)
         elif isinstance(event, QuotaSet | QuotaRemoved):
             result.namespaces.add(event.namespace)
+        elif isinstance(event, MoveReserved):  # a defrag reservation's hold is in its target GPUs' used figures
+            result.gpus.update(event.target_gpus)
+        elif isinstance(event, MoveCancelled):  # its hold freed (the event names the target node only)
+            result.nodes.add(event.node)
     if result.nodes:
         result.gpus = {g for g in result.gpus if g not in state.gpus or state.gpus[g].node not in result.nodes}
     return result

@@ -15,6 +15,8 @@ from decimal import Decimal
 from typing import Any
 
 from events import bounds, names
+from events.defrag import MAX_DEFRAG_DURATION_S, MAX_DEFRAG_MOVES
+from events.durations import go_duration_s
 from events.quantity import QuantityError, format_bytes, format_milli, parse
 from events.values import (
     ENFORCEMENT_BY_NAME,
@@ -23,6 +25,7 @@ from events.values import (
     MAX_TOPOLOGY_TIER,
     PREEMPTION_SCOPES,
     TOPOLOGY_MODES,
+    DefragSchedule,
     Enforcement,
     PoolConfig,
     QuotaAmount,
@@ -30,6 +33,7 @@ from events.values import (
     Resources,
 )
 from services.allocator.api.bounds import ApiError
+from services.allocator.domain.defrag_schedule import check_schedule
 
 MAX_ID_CHARS = bounds.MAX_ID_LENGTH
 
@@ -166,7 +170,46 @@ def quota(body: dict[str, Any]) -> QuotaSpec:
 
 
 _POOL_FIELDS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node", "preemption", "isolation_policy",
-                "topology", "max_topology_tier", "enforcement")
+                "topology", "max_topology_tier", "enforcement", "defrag")
+_DEFRAG_FIELDS = ("schedule", "timezone", "max_duration", "max_moves", "max_share_of_namespace", "enabled")
+
+
+def defrag_schedule(raw: Any) -> DefragSchedule | None:
+    """A pool's ``defrag`` object (TensorFusion NodeDefragConfig): ``schedule`` (5-field cron, required),
+    ``timezone`` (IANA, default UTC), ``max_duration`` (Go duration, default 2h, at most 24h),
+    ``max_moves`` (default 10), ``max_share_of_namespace`` (percent), ``enabled`` (default true);
+    null removes it. Raises ApiError(400) naming ``defrag.<field>``."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ApiError(400, "defrag must be an object with a cron schedule", field="defrag")
+    only(raw, _DEFRAG_FIELDS, field="defrag")
+    schedule, zone = raw.get("schedule"), raw.get("timezone", "UTC")
+    if not isinstance(schedule, str) or not schedule.strip():
+        raise ApiError(400, 'defrag.schedule must be a 5-field cron expression such as "0 3 * * *"',
+                       field="defrag.schedule")
+    if not isinstance(zone, str) or not zone or len(zone) > bounds.MAX_NAME_LENGTH:
+        raise ApiError(400, "defrag.timezone must be an IANA time zone such as UTC", field="defrag.timezone")
+    duration = raw.get("max_duration", "2h")
+    seconds = go_duration_s(duration) if isinstance(duration, str) and len(duration) <= 64 else None
+    if seconds is None or not 1 <= seconds <= MAX_DEFRAG_DURATION_S:
+        raise ApiError(400, 'defrag.max_duration must be a duration from 1s to 24h such as "2h"',
+                       field="defrag.max_duration")
+    moves = _count(raw.get("max_moves", 10), field="defrag.max_moves", low=1, high=MAX_DEFRAG_MOVES)
+    share = raw.get("max_share_of_namespace", 100)
+    if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 100:
+        raise ApiError(400, "defrag.max_share_of_namespace must be a percentage from 0 to 100",
+                       field="defrag.max_share_of_namespace")
+    enabled = raw.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise ApiError(400, "defrag.enabled must be true or false", field="defrag.enabled")
+    result = DefragSchedule(schedule=schedule.strip()[:bounds.MAX_NAME_LENGTH], timezone=zone,
+                            max_duration_s=int(seconds), max_moves=moves or 10,
+                            max_share_of_namespace_pct=float(share), enabled=enabled)
+    problem = check_schedule(result)
+    if problem is not None:
+        raise ApiError(400, problem[2], field=problem[0].removeprefix("config."))
+    return result
 
 
 def _enforcement(body: dict[str, Any]) -> Enforcement:
@@ -208,4 +251,5 @@ def pool_config(body: dict[str, Any]) -> PoolConfig:
                       vram_weight=weights["vram_weight"], tflops_weight=weights["tflops_weight"],
                       isolation_policy=_choice(body, "isolation_policy", ISOLATION_POLICIES, defaults.isolation_policy),
                       topology=_choice(body, "topology", TOPOLOGY_MODES, defaults.topology),
-                      max_topology_tier=MAX_TOPOLOGY_TIER if tier is None else tier, enforcement=_enforcement(body))
+                      max_topology_tier=MAX_TOPOLOGY_TIER if tier is None else tier, enforcement=_enforcement(body),
+                      defrag=defrag_schedule(body.get("defrag")))

@@ -14,7 +14,7 @@ from typing import Any
 import msgspec
 
 from events.quantity import format_bytes, format_milli, percent_text, tflops_text, vram_text
-from events.values import QOS_LEVELS, QuotaAmount, Resources
+from events.values import QOS_LEVELS, PoolConfig, QuotaAmount, Resources
 from services.allocator import domain
 from services.allocator.api import reasons, views
 from services.allocator.api.quota_status import QuotaStatus, quota_status
@@ -41,7 +41,7 @@ def pool_doc(state: ClusterState, pool: str) -> dict[str, Any]:
     return {
         "name": pool,
         "configured": pool in state.pools,
-        "config": msgspec.structs.asdict(state.pool_config(pool)),
+        "config": pool_config_doc(state.pool_config(pool)),
         "nodes": len(state.pool_nodes.get(pool, ())),
         "gpus": len(gpus),
         "gpus_by_phase": dict(sorted(Counter(g.phase for g in gpus).items())),
@@ -131,6 +131,18 @@ def _need(state: ClusterState, allocation: AllocationState, reason: reasons.Reas
     return "it cannot be granted as requested; change the request or the pool"
 
 
+def pool_config_doc(config: PoolConfig) -> dict[str, Any]:
+    """A pool's settings as ``PUT /api/v1/pools/{pool}`` takes them (its ``defrag`` schedule in the
+    body's form, ``max_duration`` a duration such as ``7200s``; null when none)."""
+    doc = msgspec.structs.asdict(config)
+    schedule = config.defrag
+    doc["defrag"] = None if schedule is None else {
+        "schedule": schedule.schedule, "timezone": schedule.timezone, "max_duration": f"{schedule.max_duration_s}s",
+        "max_moves": schedule.max_moves, "max_share_of_namespace": schedule.max_share_of_namespace_pct,
+        "enabled": schedule.enabled}
+    return doc
+
+
 def explanation(state: ClusterState, allocation: AllocationState, reason: reasons.Reason | None,
                 now: datetime | None = None, scheduler: domain.Scheduler | None = None) -> dict[str, Any]:
     """The live explanation: for a queued allocation its current reason (with filters, quota
@@ -144,13 +156,41 @@ def explanation(state: ClusterState, allocation: AllocationState, reason: reason
             doc["preemption"] = views.preemption_view(reasons.preemption_now(state, allocation.spec, now, scheduler))
         return doc
     config = state.pool_config(allocation.spec.pool)
-    return {"code": "granted", "node": allocation.node, "gpus": list(allocation.gpus),
-            "charges": [views.resources_view(c) for c in allocation.charges],
-            "strategy": config.placement,
-            "reason": (f"granted on {allocation.node} ({', '.join(allocation.gpus)}) by the "
-                       f"{config.placement} strategy of pool {allocation.spec.pool}" + _partitions_text(allocation)),
-            "filters": [{"name": f.name, "removed": f.removed}
-                        for f in reasons.filters_now(state, allocation.spec, scheduler)]}
+    doc = {"code": "granted", "node": allocation.node, "gpus": list(allocation.gpus),
+           "charges": [views.resources_view(c) for c in allocation.charges],
+           "strategy": config.placement,
+           "reason": (f"granted on {allocation.node} ({', '.join(allocation.gpus)}) by the "
+                      f"{config.placement} strategy of pool {allocation.spec.pool}" + _partitions_text(allocation)),
+           "filters": [{"name": f.name, "removed": f.removed}
+                       for f in reasons.filters_now(state, allocation.spec, scheduler)]}
+    moving = _defrag_note(state, allocation)
+    if moving is not None:
+        doc["defrag"], doc["reason"] = moving[0], moving[1]
+    return doc
+
+
+def _defrag_note(state: ClusterState, allocation: AllocationState) -> tuple[dict[str, Any], str] | None:
+    """What the pool's last defrag campaign did with ``allocation``: the source of an open move (its
+    target reserved, its pod being evicted) or the replacement granted a move's reserved GPUs; else None."""
+    aid = allocation.spec.allocation_id
+    campaign = state.campaigns.get(allocation.spec.pool)
+    if campaign is None:
+        return None
+    r = campaign.reservations.get(aid)
+    if r is not None:
+        return ({"campaign_id": campaign.campaign_id, "role": "source", "to": {"node": r.target_node,
+                 "gpus": list(r.target_gpus)}, "expires_at": r.expires_at.isoformat()},
+                f"granted on {allocation.node} ({', '.join(allocation.gpus)}); defrag campaign {campaign.campaign_id} "
+                f"moves it: {r.target_node} ({', '.join(r.target_gpus)}) is reserved for its replacement until "
+                f"{r.expires_at.isoformat()}, and its pod is evicted")
+    done = next((o for o in campaign.outcomes if o.replacement_id == aid), None)
+    if done is None:
+        return None
+    return ({"campaign_id": campaign.campaign_id, "role": "replacement", "moved": done.allocation_id,
+             "from": done.source_node},
+            f"granted on {allocation.node} ({', '.join(allocation.gpus)}): the GPUs defrag campaign "
+            f"{campaign.campaign_id} reserved when it moved {done.allocation_id} of the same workload off "
+            f"{done.source_node}")
 
 
 def _partitions_text(allocation: AllocationState) -> str:

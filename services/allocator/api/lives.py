@@ -62,6 +62,15 @@ def describe(event: ev.AnyEvent) -> str:
     if isinstance(event, ev.AllocationReleased):
         what = "left the queue" if event.was_queued else f"released GPUs {', '.join(event.gpus)} on {event.node}"
         return f"{what}" + (f": {event.reason}" if event.reason else "")
+    if isinstance(event, ev.MoveReserved):
+        return (f"defrag campaign {event.campaign_id}: {event.target_node} ({', '.join(event.target_gpus)}) reserved "
+                f"for its replacement until {event.expires_at.isoformat()}; its pod is evicted")
+    if isinstance(event, ev.MoveCompleted):
+        return (f"defrag campaign {event.campaign_id}: replacement {event.replacement_pod} ({event.replacement_id}) "
+                f"granted the reserved GPUs {', '.join(event.gpus)} on {event.node}")
+    if isinstance(event, ev.MoveCancelled):
+        return f"defrag campaign {event.campaign_id}: move cancelled ({event.code})" + (
+            f": {event.reason}" if event.reason else "")
     return codec.tag_of(event)
 
 

@@ -119,6 +119,14 @@ def document() -> dict[str, Any]:
             _ANY, params=[_path("pool"), q("max_moves", "Moves at most (1-1000, default 10)"),
                           q("max_share_of_namespace", "Percent of each namespace's allocations that may move"),
                           q("max_tflops", "TFLOPS of charges in motion at most")], extra=(404,))},
+        "/api/v1/pools/{pool}/defrag": {
+            "get": _op("The pool's running or last defrag campaign: open (reserved) and closed moves", _ANY,
+                       params=[_path("pool")], extra=(404,)),
+            "post": _op("Start a defrag campaign: plan, reserve each target, evict through the Eviction API; body "
+                        "max_moves, max_share_of_namespace, max_tflops, max_duration (Go duration, default 10m)",
+                        _DECISION, params=[_path("pool"), _WAIT], extra=(*_WRITE, 404, 409)),
+            "delete": _op("Cancel the running defrag campaign (frees its reservations)", _DECISION,
+                          params=[_path("pool"), _WAIT, q("reason", "Why, for the log")], extra=(*_WRITE, 404))},
         "/api/v1/nodes": {"get": _op("Nodes (idle_since on each; idle=true: those with no granted allocation)",
                                      _PAGE, params=[q("pool", "Pool"), q("phase", "Phase", NODE_PHASES),
                                                     q("idle", "Idle (no granted allocation) or not", ("true", "false")),

@@ -161,6 +161,9 @@ def dirty_scope(events: Iterable[ev.AnyEvent]) -> Scope:
             scope.namespaces.add(event.namespace)
         elif isinstance(event, ev.QuotaSet | ev.QuotaRemoved):
             scope.namespaces.add(event.namespace)
+        elif isinstance(event, ev.DefragStarted | ev.MoveReserved | ev.MoveCompleted | ev.MoveCancelled
+                        | ev.DefragEnded):
+            scope.pools.add(event.pool)  # a reservation's hold took or freed capacity in its pool
         elif not isinstance(event, _NEUTRAL):
             scope.everything = True
     return scope

@@ -299,3 +299,7 @@ async def remove_pool(request: web.Request) -> web.Response:
         raise bounds.ApiError(404, f"pool {pool!r} is not configured (configured pools: "
                               f"{', '.join(sorted(state.pools)) or 'none'})", field="pool")
     return await _decide(request, intents.RemovePool(intent_id=_intent_id("unpool"), pool=pool), wait)
+
+
+wait_of, fresh_state, intent_id, decide = _wait_of, _fresh_state, _intent_id, _decide
+"""The write path's steps, for the write routes kept in their own modules (api/defrag.py)."""

@@ -1,7 +1,8 @@
 """The dashboard's routes (an aiohttp sub-application mounted at ``/ui`` on a reader's app, ``gpuledger api``).
 
 ``GET /ui/`` Cluster, ``/ui/queue`` Queue, ``/ui/allocations/{id}`` Allocation (``/ui/allocations
-?id=`` jumps there), ``/ui/nodes/{name}`` Node, ``/ui/quality`` Placement quality,
+?id=`` jumps there), ``/ui/nodes/{name}`` Node, ``/ui/quality`` Placement quality, ``/ui/defrag``
+Defrag (``?pool=&max_moves=``: a pool's running or last campaign and its plan, dry run),
 ``/ui/live.json`` ``{"position", "role", "head", "lag"}`` (what the page script polls to refresh in place),
 ``/ui/static/*`` the CSS and the script. Bad query values answer 400 naming the field; unknown
 nodes and allocations 404. Everything reads the reader's own projection through ``reads``,
@@ -15,6 +16,7 @@ import asyncio
 import contextlib
 import os
 import time
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -22,10 +24,15 @@ import asyncpg
 import structlog
 from aiohttp import web
 
+from events.defrag import MAX_DEFRAG_MOVES
+from services.allocator.api import defrag as defrag_api
 from services.allocator.api import lives
 from services.allocator.api.follower import Follower
 from services.allocator.dashboard import auth, reads, render
 from services.allocator.dashboard.timeline import QualityTimeline
+from services.allocator.domain.consolidation import Budget
+from services.allocator.domain.consolidation import plan as plan_of
+from services.allocator.domain.scheduler import Scheduler
 from services.allocator.ports import CorruptEventError, History
 
 log = structlog.get_logger(__name__)
@@ -156,6 +163,28 @@ async def quality(request: web.Request) -> web.Response:
                        note=timeline.note, table_rows=QUALITY_TABLE_ROWS)
 
 
+async def defrag(request: web.Request) -> web.Response:
+    """Defrag: per pool (``?pool=`` one), its running or last campaign (open moves with their reserved
+    targets, closed ones) and its consolidation plan now, dry run, within ``?max_moves=`` (default 10)."""
+    follower = request.app[FOLLOWER]
+    state = follower.state
+    wanted = request.query.get("pool", "")
+    max_moves = _int(request, "max_moves", defrag_api.DEFAULT_MOVES, MAX_DEFRAG_MOVES)
+    names = sorted(set(state.pool_nodes) | set(state.campaigns))
+    if wanted and wanted not in names:
+        raise BadQuery(f"pool {wanted[:64]!r} has no nodes and no defrag campaign", field="pool")
+    now = datetime.now(UTC)
+    shown = []
+    for pool in ([wanted] if wanted else names):
+        campaign = state.campaigns.get(pool)
+        plan = (defrag_api.plan_doc(plan_of(state, pool, Budget(max_moves=max_moves), now, Scheduler()))
+                if pool in state.pool_nodes else None)
+        shown.append({"pool": pool, "campaign": defrag_api.campaign_doc(campaign) if campaign else None,
+                      "plan": plan, "schedule": state.pool_config(pool).defrag})
+    return render.page("defrag.html", **_common(follower, "defrag"), pools=shown, pool_names=names, wanted=wanted,
+                       max_moves=max_moves)
+
+
 async def live(request: web.Request) -> web.Response:
     """``{"position", "role", "head", "lag"}``: the page script refreshes when the position moves."""
     follower = request.app[FOLLOWER]
@@ -221,6 +250,7 @@ def build(follower: Follower, history: History, *, token: str | None = None) -> 
     app.router.add_get("/allocations/{id:.+}", allocation)  # an id NAMESPACE/POD may come unencoded
     app.router.add_get("/nodes/{name}", node)
     app.router.add_get("/quality", quality)
+    app.router.add_get("/defrag", defrag)
     app.router.add_get("/live.json", live)
     app.router.add_static("/static/", render.STATIC)
     return app

@@ -11,14 +11,14 @@ from datetime import datetime
 from events import decisions as ev
 from events import intents as it
 from events.base import Intent
-from services.allocator.domain import gang, profile
+from services.allocator.domain import defrag_campaign, gang, profile
 from services.allocator.domain.allocate import decide_release, decide_request
 from services.allocator.domain.inventory import decide_heartbeats, decide_register, decide_remove
 from services.allocator.domain.partition import OutOfContract
 from services.allocator.domain.resize import decide_resize
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
-from services.allocator.domain.validation import check_name, check_pool, check_quota
+from services.allocator.domain.validation import check_name, check_pool, check_quota, check_spec
 
 
 def _rejected(intent: Intent, tag: str, problem: tuple[str, str, str], now: datetime) -> list[ev.AnyEvent]:
@@ -96,6 +96,10 @@ def _decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler:
             ) -> list[ev.AnyEvent]:
     match intent:
         case it.RequestAllocation():
+            if state.campaigns and check_spec(intent.spec) is None:  # a moved workload's replacement
+                moved = defrag_campaign.replacement(state, intent.spec, now)
+                if moved is not None:
+                    return moved
             try:
                 return decide_request(state, intent, now, scheduler or Scheduler(), gang.decide_member)
             except OutOfContract as exc:  # never append an event the log could not replay
@@ -109,7 +113,8 @@ def _decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler:
         case it.RemoveNode():
             return decide_remove(state, intent, now)
         case it.CheckHeartbeats():
-            return decide_heartbeats(state, intent, now) + gang.time_out(state, now)
+            return (decide_heartbeats(state, intent, now) + gang.time_out(state, now)
+                    + defrag_campaign.expire(state, now))
         case it.SetQuota():
             return _set_quota(state, intent, now)
         case it.RemoveQuota():
@@ -118,4 +123,10 @@ def _decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler:
             return _configure_pool(state, intent, now)
         case it.RemovePool():
             return _remove_pool(state, intent, now)
+        case it.StartDefrag():
+            return defrag_campaign.decide_start(state, intent, now, scheduler or Scheduler())
+        case it.CancelDefrag():
+            return defrag_campaign.decide_cancel(state, intent, now)
+        case it.CancelMove():
+            return defrag_campaign.decide_cancel_move(state, intent, now)
     raise TypeError(f"not an intent: {intent!r}")  # pragma: no cover - the union is exhaustive

@@ -7,7 +7,8 @@ its index and caches. GPU usage and namespace usage are sums of live charges, ad
 and subtracted on release with the very amounts recorded, so a release restores exactly; the
 partitions a grant records (template and slots) are kept on its GPUs and dropped on release. A
 node's ``idle_since`` is the time of the event that left it without a granted allocation (its
-registration with none, its last release or preemption) and None while one is granted.
+registration with none, its last release or preemption) and None while one is granted. Defrag
+campaigns and their reservations' holds are folded by domain/defrag_fold.py.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import msgspec
 
 from events import decisions as ev
 from events.values import AllocationSpec
+from services.allocator.domain.defrag_fold import HANDLERS as DEFRAG_HANDLERS
 from services.allocator.domain.model import (
     GRANTED,
     QUEUED,
@@ -254,6 +256,7 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None]] = {
     ev.QuotaRemoved: _quota_removed,
     ev.PoolConfigured: _pool_configured,
     ev.PoolRemoved: _pool_removed,
+    **DEFRAG_HANDLERS,
 }
 
 

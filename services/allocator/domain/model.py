@@ -15,6 +15,7 @@ from typing import NamedTuple
 import msgspec
 
 from events.values import AllocationSpec, GpuSpec, Partition, PoolConfig, QuotaSpec, Resources
+from services.allocator.domain.campaign_records import Campaign
 from services.allocator.domain.taskclass import TaskClass
 
 GRANTED = "granted"
@@ -207,7 +208,7 @@ class StateSnapshot(msgspec.Struct, kw_only=True):
     """The serialisable whole of :class:`ClusterState` (what ``snapshots`` stores), minus indexes.
 
     ``version``: the projection rules that wrote it (``state.PROJECTION_VERSION``; 0 for snapshots
-    written before the field existed)."""
+    written before the field existed). ``campaigns``: pool -> its running or last defrag campaign."""
 
     version: int = 0
     position: int = 0
@@ -219,3 +220,4 @@ class StateSnapshot(msgspec.Struct, kw_only=True):
     pools: dict[str, PoolConfig] = {}
     queue_seq: int = 0
     recent: dict[str, RecentRequests] = {}
+    campaigns: dict[str, Campaign] = {}

@@ -74,6 +74,8 @@ def hints_of(state: ClusterState, events: Sequence[ev.AnyEvent]) -> Hints:
                 hints.namespaces.add(e.namespace)
             case ev.PoolConfigured():
                 hints.pools.add(e.pool)
+            case ev.MoveCancelled():  # a defrag reservation's hold was freed
+                hints.nodes.add(e.node)
     return hints
 
 

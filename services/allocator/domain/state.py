@@ -15,6 +15,7 @@ from collections.abc import Iterator
 import msgspec
 
 from events.values import PoolConfig, QuotaSpec
+from services.allocator.domain.campaign_records import Campaign
 from services.allocator.domain.gang_index import GangIndex
 from services.allocator.domain.model import (
     AllocationState,
@@ -30,11 +31,11 @@ _snapshot_encoder = msgspec.msgpack.Encoder()
 _snapshot_decoder = msgspec.msgpack.Decoder(StateSnapshot)
 _digest_encoder = msgspec.json.Encoder(order="sorted")
 
-PROJECTION_VERSION = 2
+PROJECTION_VERSION = 3
 """The version of what a snapshot holds for a given log prefix. Bump it whenever ``evolve`` folds
 the same events into a different state, or the snapshot gains a field whose value old snapshots
 cannot supply (1: request shapes record VRAM and whole-GPU isolation; 2: nodes record
-``idle_since``). A snapshot of another
+``idle_since``; 3: defrag campaigns and their reservations' holds). A snapshot of another
 version is never resumed from: the state is rebuilt from the log (:func:`resume_from`)."""
 
 
@@ -107,11 +108,12 @@ class ClusterState:
     ``pools`` pool -> PoolConfig (configured pools only), ``position`` the last applied log position,
     ``recent`` pool -> its recent request shapes, ``pool_nodes`` pool -> node names, ``queue`` the
     queued allocations in grant order, ``changes`` what evolve touched, ``gangs`` the live members
-    of each gang (derived like the queue; not in the snapshot).
+    of each gang (derived like the queue; not in the snapshot), ``campaigns`` pool -> its running
+    or last defrag campaign (domain/campaign_records.py).
     """
 
-    __slots__ = ("allocations", "changes", "gangs", "gpus", "nodes", "pool_nodes", "pools", "position", "queue",
-                 "quotas", "recent", "usage")
+    __slots__ = ("allocations", "campaigns", "changes", "gangs", "gpus", "nodes", "pool_nodes", "pools", "position",
+                 "queue", "quotas", "recent", "usage")
 
     def __init__(self) -> None:
         self.position = 0
@@ -126,6 +128,7 @@ class ClusterState:
         self.queue = RequestQueue()
         self.changes = Changes()
         self.gangs = GangIndex()
+        self.campaigns: dict[str, Campaign] = {}
 
     @classmethod
     def empty(cls) -> ClusterState:
@@ -149,6 +152,7 @@ class ClusterState:
             pools=self.pools,
             queue_seq=self.queue.next_seq,
             recent=self.recent,
+            campaigns=self.campaigns,
         )
 
     @classmethod
@@ -163,6 +167,7 @@ class ClusterState:
         state.usage = dict(snapshot.usage)
         state.pools = dict(snapshot.pools)
         state.recent = dict(snapshot.recent)
+        state.campaigns = dict(snapshot.campaigns)
         for node in state.nodes.values():
             state.pool_nodes.setdefault(node.pool, set()).add(node.name)
         state.queue.rebuild(state.allocations.values(), next_seq=snapshot.queue_seq)

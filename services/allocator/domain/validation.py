@@ -24,6 +24,7 @@ from events.values import (
     QuotaSpec,
     Resources,
 )
+from services.allocator.domain.defrag_schedule import check_schedule
 from services.allocator.domain.units import PERCENT_SCALE
 
 Problem = tuple[str, str, str]
@@ -146,6 +147,10 @@ def check_pool(config: PoolConfig, strategies: frozenset[str]) -> Problem | None
     if config.preemption not in PREEMPTION_SCOPES:
         scopes = ", ".join(PREEMPTION_SCOPES)
         return "config.preemption", config.preemption, f"preemption must be one of {scopes}"
+    if config.defrag is not None:
+        problem = check_schedule(config.defrag)
+        if problem is not None:
+            return problem
     return check_isolation_topology(config)
 
 

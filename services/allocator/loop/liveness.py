@@ -1,5 +1,7 @@
-"""The leader's liveness tick: CheckHeartbeats published only when a node's heartbeat expired or a
-waiting gang's timeout ran out.
+"""The leader's liveness tick: CheckHeartbeats published only when a node's heartbeat expired, a
+waiting gang's timeout ran out, or a defrag campaign's deadline or reservation expired; and the
+StartDefrag of each pool whose defrag schedule is due (domain.defrag_campaign.scheduled; its
+intent id names the pool and the cron tick, so the bus deduplicates a tick published twice).
 
 TensorFusion marks a node lost when its heartbeat is older than its TTL. The allocator decides that
 from a ``CheckHeartbeats`` intent (so the decision is in the log), but publishes one only when
@@ -18,6 +20,8 @@ from datetime import datetime
 import structlog
 
 from events import intents
+from services.allocator.domain.defrag_campaign import due as defrag_due
+from services.allocator.domain.defrag_campaign import scheduled as defrag_scheduled
 from services.allocator.domain.gang import expired as expired_gangs
 from services.allocator.domain.inventory import expired_nodes
 from services.allocator.domain.state import ClusterState
@@ -29,13 +33,20 @@ log = structlog.get_logger(__name__)
 async def check_heartbeats(stop: asyncio.Event, *, period_s: float, is_leader: Callable[[], bool],
                            state: Callable[[], ClusterState], now: Callable[[], datetime],
                            publish: Callable[[intents.AnyIntent], Awaitable[object]]) -> None:
-    """Every ``period_s`` (0 disables) until ``stop``: while ``is_leader()`` and ``state()`` has an
-    expired node or gang at ``now()``, publish a CheckHeartbeats (errors are logged; the next tick
-    retries)."""
+    """Every ``period_s`` (0 disables) until ``stop``, while ``is_leader()``: publish the StartDefrag
+    of every pool whose schedule is due, and a CheckHeartbeats when ``state()`` has an expired node,
+    gang or defrag campaign at ``now()`` (errors are logged; the next tick retries)."""
     if period_s <= 0:
         return
     while not await lifecycle.wait_event(stop, period_s):
-        if not is_leader() or not (expired_nodes(state(), now()) or expired_gangs(state(), now())):
+        if not is_leader():
+            continue
+        for start in defrag_scheduled(state(), now()):
+            try:
+                await publish(start)
+            except Exception as exc:
+                log.warning("publishing a scheduled StartDefrag failed", pool=start.pool, error=repr(exc))
+        if not (expired_nodes(state(), now()) or expired_gangs(state(), now()) or defrag_due(state(), now())):
             continue
         try:
             await publish(intents.CheckHeartbeats(intent_id=f"check-heartbeats-{uuid.uuid4()}"))

@@ -122,6 +122,7 @@ async def test_at_the_cap_the_oldest_idle_connection_makes_room(api: Api) -> Non
 SURROGATE = "\ud800"
 BODIES: list[tuple[str, str, object, str]] = [
     ("PUT", "/api/v1/pools/default", {"placement": SURROGATE}, "placement"),
+    ("POST", "/api/v1/pools/default/defrag", {"max_duration": SURROGATE}, "max_duration"),
     ("PUT", "/api/v1/quotas/team-a", {"total": {"max": {"tflops": {"request": SURROGATE}}}},
      "total.max.tflops.request"),
     ("POST", "/api/v1/allocations", {**pod("p1"), "metadata": {**pod("p1")["metadata"], "name": SURROGATE}},

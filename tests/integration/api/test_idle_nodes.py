@@ -68,7 +68,7 @@ async def test_defrag_plan_empties_nodes_explains_and_changes_nothing(api: Api) 
 
     status, body = await api.get("/api/v1/pools/default/defrag-plan", max_moves="5")
     assert status == 200, body
-    assert body["dry_run"] is True and "not implemented yet" in body["execution"]
+    assert body["dry_run"] is True and "gpuledger defrag run" in body["execution"]
     assert len(body["nodes_emptied"]) == 2 and len(body["moves"]) == 2
     assert (body["before"]["busy_nodes"], body["after"]["busy_nodes"]) == (3, 1)
     move = body["moves"][0]

@@ -220,6 +220,17 @@ def test_pool_preemption_setting(stack: Path) -> None:
     bad = cli(stack, "pool", "configure", "default", "--preemption", "sometimes", "--json")
     assert bad.returncode == 2 and as_json(bad)["field"] == "preemption"
     assert cli(stack, "pool", "configure", "default", "--preemption", "cluster").returncode == 0
+    assert cli(stack, "pool", "configure", "default", "--defrag-max-moves", "3").returncode == 2  # no schedule yet
+    assert cli(stack, "pool", "configure", "default", "--defrag-schedule", "0 3 * * *", "--defrag-timezone",
+               "Europe/Paris", "--defrag-max-duration", "1h").returncode == 0
+    assert cli(stack, "pool", "configure", "default", "--preemption", "namespace").returncode == 0  # keeps it
+    defrag = {p["name"]: p["config"] for p in as_json(cli(stack, "pool", "list", "--json"))}["default"]["defrag"]
+    assert (defrag["schedule"], defrag["timezone"], defrag["max_duration"]) == ("0 3 * * *", "Europe/Paris", "3600s")
+    wrong = cli(stack, "pool", "configure", "default", "--defrag-schedule", "0 3 * *", "--json")
+    assert wrong.returncode == 2 and as_json(wrong)["field"] == "defrag.schedule", wrong.stdout
+    assert cli(stack, "pool", "configure", "default", "--defrag-schedule", "off", "--preemption",
+               "cluster").returncode == 0
+    assert {p["name"]: p["config"] for p in as_json(cli(stack, "pool", "list", "--json"))}["default"]["defrag"] is None
 
 
 SHARED_POD = """\
@@ -306,11 +317,28 @@ def test_defrag_plan_is_a_dry_run_with_reasons(stack: Path) -> None:
     assert planned["dry_run"] is True and planned["pool"] == "default" and len(planned["moves"]) <= 3
     assert planned["before"]["busy_nodes"] >= 1 and all(s["code"] and s["reason"] for s in planned["skipped"])
     text = cli(stack, "defrag", "plan", "default", "--max-moves", "3")
-    assert text.returncode == 0 and "nodes emptied" in text.stdout and "not implemented yet" in text.stdout
+    assert text.returncode == 0 and "nodes emptied" in text.stdout and "gpuledger defrag run" in text.stdout
     assert as_json(cli(stack, "why", "team-a/defrag-check", "--json"))["node"] == submitted["node"]  # not moved
     for args, field in ((("nosuch", "--max-moves", "1"), "pool"), (("default", "--max-moves", "1", "--max-tflops",
                                                                      "lots"), "max_tflops")):
         refused = cli(stack, "defrag", "plan", *args, "--json")
         assert refused.returncode == 2 and as_json(refused)["field"] == field, refused.stdout
     assert cli(stack, "defrag", "plan", "default", "--max-moves", "0").returncode == 2
+    unconfirmed = cli(stack, "defrag", "run", "default", "--max-moves", "3", "--json")
+    assert unconfirmed.returncode == 2 and as_json(unconfirmed)["field"] == "yes", unconfirmed.stdout
+    shown = cli(stack, "defrag", "run", "default", "--max-moves", "3")
+    assert shown.returncode == 0 and "pass --yes to start" in shown.stdout
+    too_long = cli(stack, "defrag", "run", "default", "--max-moves", "3", "--max-duration", "2d", "--yes", "--json")
+    assert too_long.returncode == 2 and as_json(too_long)["field"] == "max_duration", too_long.stdout
+    started = as_json(cli(stack, "defrag", "run", "default", "--max-moves", "3", "--max-duration", "5m", "--yes",
+                          "--json"))
+    assert started["type"] == "defrag_started" and started["pool"] == "default", started
+    status = as_json(cli(stack, "defrag", "status", "default", "--json"))
+    assert status["campaign_id"] == started["intent_id"] and status["budget"]["max_moves"] == 3
+    assert status["state"] == "running" or status["end_code"] == "done"
+    if status["state"] == "running":
+        assert as_json(cli(stack, "defrag", "cancel", "default", "--json"))["type"] == "move_cancelled"
+    assert "ended" in cli(stack, "defrag", "status", "default").stdout
+    none = cli(stack, "defrag", "cancel", "default", "--json")
+    assert none.returncode == 2 and as_json(none)["field"] == "pool", none.stdout
     assert cli(stack, "release", "team-a/defrag-check").returncode == 0

@@ -94,4 +94,17 @@ def reconstruct(intent_id: str, events: Sequence[ev.AnyEvent], known: Descriptio
             return it.ConfigurePool(intent_id=intent_id, pool=first.pool, config=first.config)
         case ev.PoolRemoved():
             return it.RemovePool(intent_id=intent_id, pool=first.pool)
+        case ev.MoveCompleted():  # a moved workload's replacement request, granted the reserved GPUs
+            spec = next((e.spec for e in events if isinstance(e, ev.AllocationGranted)), None)
+            return None if spec is None else it.RequestAllocation(intent_id=intent_id, spec=spec)
+        case ev.DefragStarted():
+            return it.StartDefrag(
+                intent_id=intent_id, pool=first.pool, max_moves=first.max_moves,
+                max_share_of_namespace_pct=first.max_share_of_namespace_pct, max_milli_tflops=first.max_milli_tflops,
+                max_duration_s=round((first.deadline - first.at).total_seconds()), trigger=first.trigger)
+        case ev.MoveCancelled() if first.code in ("eviction_refused", "source_gone"):
+            return it.CancelMove(intent_id=intent_id, campaign_id=first.campaign_id, allocation_id=first.allocation_id,
+                                 pool=first.pool, code=first.code, reason=first.reason)
+        case ev.MoveCancelled() | ev.DefragEnded() if first.code == "cancelled":
+            return it.CancelDefrag(intent_id=intent_id, pool=first.pool, reason=first.reason)
     return None

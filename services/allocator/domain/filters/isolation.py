@@ -47,9 +47,11 @@ class SharedWholeGPUFilter:
         return need.shared
 
     def filter(self, gpu: GpuState, need: Need, ctx: Context) -> Status:
-        """No allocation holds any share of the GPU and it has a capacity (static: capacity only)."""
+        """No allocation holds any share of the GPU, nor does a defrag reservation (its hold is in the
+        used figures only: domain/defrag_fold.py), and it has a capacity (static: capacity only)."""
         cap = gpu.spec.capacity
         has_capacity = cap.milli_tflops > 0 and cap.vram_bytes > 0
         if not has_capacity:
             return self.no_capacity
-        return OK if ctx.static or not gpu.charges else self.busy
+        held = gpu.charges or gpu.used_milli_tflops or gpu.used_vram_bytes
+        return OK if ctx.static or not held else self.busy
