@@ -1,7 +1,7 @@
 """Share figures (services.allocator.api.share_status), their API document and gauges, on a pool of
 8 GPUs (100 TFLOPS, 80 GiB each): department ``dept`` (5 GPUs, 500 TFLOPS) parenting ``a`` (3 GPUs,
 300 TFLOPS) and ``b`` (2 GPUs, 200 TFLOPS, lends at most 1 GPU), and ``c`` (2 GPUs, 200 TFLOPS,
-weight 3) which borrowed 2 GPUs beyond its guarantee. Every figure is worked out by hand below from
+weight 3) which holds 4 GPUs, granted as borrowed. Every figure is worked out by hand below from
 docs/shares.md's definitions."""
 
 from __future__ import annotations
@@ -9,12 +9,17 @@ from __future__ import annotations
 from fractions import Fraction as F
 
 import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client import CollectorRegistry, generate_latest
 
 from events import decisions as ev
 from events.values import ShareAmount
+from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
 from services.allocator.api import documents, share_status
+from services.allocator.api.follower import Follower
 from services.allocator.api.share_gauges import ShareCollector
+from services.allocator.dashboard import pages, reads
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request, a_share, tf
 
 POOL = "p"
@@ -31,9 +36,9 @@ def cluster() -> Cluster:
     c.share("c", a_share("ns-c", pool=POOL, gpus=2, tflops=200, weight=3))
     c.share("elsewhere", a_share("ns-x", pool="q", gpus=1))
     assert isinstance(c.request(a_request("a1", 50, 40 * Gi, ns="ns-a", pool=POOL)), ev.AllocationGranted)
-    assert isinstance(c.request(a_request("c1", 100, 80 * Gi, count=4, ns="ns-c", pool=POOL)), ev.AllocationGranted)
+    borrowing = c.request(a_request("c1", 100, 80 * Gi, count=4, ns="ns-c", pool=POOL))
+    assert isinstance(borrowing, ev.AllocationGranted) and borrowing.borrowed  # 4 GPUs against a guarantee of 2
     assert isinstance(c.request(a_request("b1", 100, 80 * Gi, count=4, ns="ns-b", pool=POOL)), ev.AllocationQueued)
-    c.state.allocations["c1"].borrowed = True  # c holds 4 GPUs against a guarantee of 2
     return c
 
 
@@ -107,3 +112,23 @@ def test_a_pool_without_shares_has_no_figures() -> None:
     assert share_status.all_figures(c.state) == {}
     assert share_status.pool_figures(c.state, POOL)[1] == []
     assert documents.summary(c.state)["shares"] == []
+
+
+async def test_the_dashboard_shares_page_shows_each_share_per_pool(cluster: Cluster) -> None:
+    """/ui/shares rendered by the real dashboard over the projection (aiohttp's test server)."""
+    rows = reads.shares(cluster.state)
+    assert [(r.pool, r.share) for r in rows] == [("p", "c"), ("p", "dept"), ("p", "a"), ("p", "b"), ("q", "elsewhere")]
+    assert rows[0].held_pct == 200.0 and rows[2].held_pct == pytest.approx(100 / 3)  # GPUs 1/3 beat TFLOPS 50/300
+    store = InMemoryEventStore(InMemoryLeaseStore())
+    follower = Follower(store)
+    follower.state = cluster.state
+    app = web.Application()
+    app.add_subapp("/ui", pages.build(follower, store, token=""))
+    async with TestClient(TestServer(app)) as client:
+        response = await client.get("/ui/shares")
+        html = await response.text()
+    assert response.status == 200 and '<a href="/ui/shares" class="on">Shares</a>' in html
+    body = html.split("<tbody>")[1]
+    assert body.count('<tr class="share') == 5 and body.count('<tr class="share child">') == 2
+    assert "dept / <b>a</b>" in body and 'class="over"' in body and 'class="under"' in body
+    assert '<td class="borrowed">400.0 TFLOPS · 320.0 GiB · 4 GPUs</td>' in body
