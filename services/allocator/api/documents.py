@@ -119,6 +119,11 @@ def _need(state: ClusterState, allocation: AllocationState, reason: reasons.Reas
     if reason.code == "quota":
         return (f"namespace {spec.namespace}'s quota ({reason.quota_dimension or 'total'}) must allow it: "
                 "release or shrink allocations of the namespace, or raise its quota")
+    if reason.code == "share":
+        return (f"the share terms of namespace {spec.namespace} in pool {spec.pool} must allow it (the reason names "
+                "the share, resource and figures): its share's own allocations to shrink, the capacity other shares "
+                "keep for their guarantees to be used or lent, or a larger guarantee or borrowing limit "
+                "(`gpuledger shares show`, docs/shares.md)")
     if reason.code == "capacity":
         amount = (percent_text(spec.request.compute_milli_percent) if spec.request.compute_milli_percent
                   else tflops_text(spec.request.milli_tflops))

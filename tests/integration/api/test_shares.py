@@ -78,6 +78,10 @@ async def test_shares_through_the_api_and_the_gpushare_watch(api: Api, kube_api:
             assert pool["used"] == {"tflops": "150", "vram": "3Gi", "gpus": 3}
             assert pool["guaranteed"] == {"tflops": "100", "vram": "16Gi", "gpus": 2}
             assert page["items"][1]["children"] == ["batch", "train"]
+            await api.publish(request("a4", tflops=50))  # a 4th GPU: beyond train's borrowing limit of 1
+            status, waiting = await api.get("/api/v1/allocations/a4")
+            assert waiting["code"] == "share" and "share terms" in waiting["explanation"]["would_need"], waiting
+            assert (await api.get("/api/v1/shares/train"))[1]["pools"][0]["waiting"] == 1
             status, summary = await api.get("/api/v1/status")
             assert {s["share"] for s in summary["shares"]} == {"batch", "research", "train"}
             seen = await scrape(api)
