@@ -243,7 +243,9 @@ def share(body: dict[str, Any]) -> ShareSpec:
 
 
 _POOL_FIELDS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node", "preemption", "isolation_policy",
-                "topology", "max_topology_tier", "enforcement")
+                "topology", "max_topology_tier", "enforcement", "fair_share_half_life_s", "reclaim_min_runtime_s",
+                "reclaim_max_per_minute")
+_FAIR_SHARE_FIELDS = ("fair_share_half_life_s", "reclaim_min_runtime_s", "reclaim_max_per_minute")
 
 
 def _enforcement(body: dict[str, Any]) -> Enforcement:
@@ -264,7 +266,9 @@ def pool_config(body: dict[str, Any]) -> PoolConfig:
     """A PoolConfig; weights finite in [0, events.bounds.MAX_WEIGHT], ``placement`` a strategy
     name (the allocator checks it), ``isolation_policy``/``topology`` known values and
     ``max_topology_tier`` 0-3 (docs/allocation.md), ``enforcement`` one of ``none``, ``hami-core``,
-    ``tensor-fusion`` (docs/runtime.md)."""
+    ``tensor-fusion`` (docs/runtime.md), the fair-share settings ``fair_share_half_life_s``,
+    ``reclaim_min_runtime_s`` (seconds) and ``reclaim_max_per_minute`` (whole numbers >= 0, 0 their
+    default: no decay, reclaim at once, unbounded; docs/allocation.md "Fair share")."""
     only(body, _POOL_FIELDS, field="body")
     defaults = PoolConfig()
     placement = body.get("placement", defaults.placement)
@@ -281,8 +285,12 @@ def pool_config(body: dict[str, Any]) -> PoolConfig:
         weights[key] = float(raw)
     workers = _count(body.get("max_workers_per_node", 0), field="max_workers_per_node")
     tier = _count(body.get("max_topology_tier", MAX_TOPOLOGY_TIER), field="max_topology_tier", high=MAX_TOPOLOGY_TIER)
+    fair = {key: _count(body.get(key, 0), field=key) or 0 for key in _FAIR_SHARE_FIELDS}
     return PoolConfig(placement=placement, max_workers_per_node=workers or 0, preemption=preemption,
                       vram_weight=weights["vram_weight"], tflops_weight=weights["tflops_weight"],
                       isolation_policy=_choice(body, "isolation_policy", ISOLATION_POLICIES, defaults.isolation_policy),
                       topology=_choice(body, "topology", TOPOLOGY_MODES, defaults.topology),
-                      max_topology_tier=MAX_TOPOLOGY_TIER if tier is None else tier, enforcement=_enforcement(body))
+                      max_topology_tier=MAX_TOPOLOGY_TIER if tier is None else tier, enforcement=_enforcement(body),
+                      fair_share_half_life_s=fair["fair_share_half_life_s"],
+                      reclaim_min_runtime_s=fair["reclaim_min_runtime_s"],
+                      reclaim_max_per_minute=fair["reclaim_max_per_minute"])

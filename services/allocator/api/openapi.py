@@ -59,7 +59,9 @@ _SCHEMAS: dict[str, Any] = {
         "preemption": {"enum": ["cluster", "namespace", "off"]},
         "isolation_policy": {"enum": ["static", "dynamic"]}, "topology": {"enum": ["soft", "hard", "off"]},
         "max_topology_tier": {"type": "integer", "minimum": 0, "maximum": 3},
-        "enforcement": {"enum": ["none", "hami-core", "tensor-fusion"]}}},
+        "enforcement": {"enum": ["none", "hami-core", "tensor-fusion"]},
+        **{k: {"type": "integer", "minimum": 0}
+           for k in ("fair_share_half_life_s", "reclaim_min_runtime_s", "reclaim_max_per_minute")}}},
 }
 
 

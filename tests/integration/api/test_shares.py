@@ -29,6 +29,13 @@ def _gpushare(name: str, **spec: object) -> dict[str, object]:
 
 async def test_shares_through_the_api_and_the_gpushare_watch(api: Api, kube_api: KubeApiServer) -> None:
     await api.publish(register_node("n1", gpus=4))
+    churn = {"fair_share_half_life_s": 3600, "reclaim_min_runtime_s": 300, "reclaim_max_per_minute": 6}
+    status, answer = await api.send("PUT", "/api/v1/pools/default", churn, wait=10)
+    assert status == 200 and answer["type"] == "pool_configured", answer
+    config = (await api.get("/api/v1/pools"))[1]["items"][0]["config"]
+    assert {k: config[k] for k in churn} == churn
+    status, answer = await api.send("PUT", "/api/v1/pools/default", {"reclaim_max_per_minute": -1})
+    assert (status, answer["field"]) == (400, "reclaim_max_per_minute")
 
     async def publish(intent: intents.AnyIntent) -> int:
         return await messaging.publish_intent(api.js, intent)
