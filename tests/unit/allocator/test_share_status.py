@@ -11,6 +11,8 @@ from fractions import Fraction as F
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client import CollectorRegistry, generate_latest
 
 from events import decisions as ev
@@ -132,3 +134,50 @@ async def test_the_dashboard_shares_page_shows_each_share_per_pool(cluster: Clus
     assert body.count('<tr class="share') == 5 and body.count('<tr class="share child">') == 2
     assert "dept / <b>a</b>" in body and 'class="over"' in body and 'class="under"' in body
     assert '<td class="borrowed">400.0 TFLOPS · 320.0 GiB · 4 GPUs</td>' in body
+
+
+@st.composite
+def _stories(draw: st.DrawFn) -> Cluster:
+    """A pool of 1-8 GPUs, a department parenting 1-2 teams plus 1-2 top-level shares (random
+    guarantees, weights, lending limits), and random requests of their namespaces and of one in no share."""
+    c = Cluster()
+    c.node("n1", POOL, *(a_gpu(f"g{i}", 100, 80 * Gi) for i in range(draw(st.integers(1, 8)))))
+    gpus = st.integers(0, 4)
+    team_gpus = [draw(gpus) for _ in range(draw(st.integers(1, 2)))]
+    c.share("dept", a_share(pool=POOL, gpus=sum(team_gpus) + draw(st.integers(0, 2))))
+    leaves = [f"t{i}" for i in range(len(team_gpus))] + [f"s{i}" for i in range(draw(st.integers(1, 2)))]
+    for i, name in enumerate(leaves):
+        team = name.startswith("t")  # a team's guarantee stays within the department's (GPUs only)
+        guaranteed = team_gpus[i] if team else draw(gpus)
+        lend = draw(st.none() | st.builds(ShareAmount, gpus=st.integers(0, guaranteed)))  # lends at most its own
+        spec = a_share(f"ns-{name}", pool=POOL, gpus=guaranteed,
+                       tflops=None if team else draw(st.none() | st.sampled_from([50.0, 200.0])),
+                       weight=draw(st.integers(1, 5)), lend=lend, parent="dept" if team else "")
+        assert isinstance(c.share(name, spec)[0], ev.ShareSet)
+    for n in range(draw(st.integers(0, 10))):
+        ns = draw(st.sampled_from([f"ns-{name}" for name in leaves] + ["ns-none"]))
+        c.request(a_request(f"r{n}", draw(st.sampled_from([25, 100])), 10 * Gi, count=draw(st.integers(1, 3)), ns=ns,
+                            pool=POOL))
+    return c
+
+
+@given(_stories())
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_figures_keep_their_definitions(c: Cluster) -> None:
+    totals, figures = share_status.pool_figures(c.state, POOL)
+    by = {f.share: f for f in figures}
+    tops = [n for n in by if not c.state.shares[n].parent]
+    for r in range(3):
+        assert sum(by[t].fair[r] for t in tops) == max(totals.capacity[r], totals.reserved[r])
+        children = [by[n] for n in by if c.state.shares[n].parent == "dept"]
+        left = by["dept"].fair[r] - sum(k.guaranteed[r] for k in children)
+        assert sum(k.fair[r] for k in children) == sum(k.guaranteed[r] for k in children) + max(F(0), left)
+        beyond = max(F(0), totals.borrowed[r] - totals.surplus[r])
+        assert sum(f.lent[r] for f in figures if f.share != "dept" and c.state.shares[f.share].parent) + sum(
+            by[t].lent[r] for t in tops if t != "dept") <= beyond
+        for f in figures:
+            assert f.fair[r] >= f.guaranteed[r] and 0 <= f.borrowed[r] <= f.used[r]
+            assert 0 <= f.lent[r] <= max(F(0), f.guaranteed[r] - f.used[r]) or f.share == "dept"
+            limit = f.terms.lending_limit
+            if limit is not None and r == 2 and limit.gpus is not None:
+                assert f.lent[r] <= limit.gpus
