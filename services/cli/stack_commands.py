@@ -301,10 +301,14 @@ def share_lines(shares: list[dict[str, Any]]) -> list[str]:
         used, guaranteed = entry.get("used") or {}, entry.get("guaranteed") or {}
         held = []
         for key, word in (("tflops", output.tflops), ("vram", output.vram)):
-            if output.quantity(guaranteed.get(key)) or output.quantity(used.get(key)):
+            if output.quantity(guaranteed.get(key)):
                 held.append(f"{word(used.get(key))} of {word(guaranteed.get(key))}")
-        if guaranteed.get("gpus") or used.get("gpus"):
+            elif output.quantity(used.get(key)):
+                held.append(f"{word(used.get(key))} (none guaranteed)")
+        if guaranteed.get("gpus"):
             held.append(f"{used.get('gpus', 0)} of {guaranteed.get('gpus', 0)} GPUs")
+        elif used.get("gpus"):
+            held.append(f"{used.get('gpus', 0)} GPUs (none guaranteed)")
         out.append(f"share {label} in {entry.get('pool', '')}: used {'; '.join(held) or 'nothing'}; "
                    f"borrowed {figure_text(entry.get('borrowed'))}; lent {figure_text(entry.get('lent'))}; "
                    f"fair share {figure_text(entry.get('fair_share'))}; {entry.get('waiting', 0)} waiting")
