@@ -321,7 +321,8 @@ def test_shares_set_list_show_status_and_remove(stack: Path) -> None:
     done = cli(stack, "shares", "set", "research", "-n", "team-s", "--pool", "default", "--guarantee",
                "tflops=20,gpus=1", "--borrow-limit", "gpus=1", "--weight", "2", "--json")
     assert done.returncode == 0 and as_json(done)["type"] == "share_set", done.stdout
-    assert as_json(cli(stack, "submit", pod(stack, "fair", namespace="team-s"), "--json"))["type"] == "allocation_granted"
+    submitted = as_json(cli(stack, "submit", pod(stack, "fair", namespace="team-s"), "--json"))
+    assert submitted["type"] == "allocation_granted"
     listed = as_json(cli(stack, "shares", "list", "--json"))
     assert [s["name"] for s in listed] == ["research"]
     assert listed[0]["pools"][0]["used"] == {"tflops": "10", "vram": "4Gi", "gpus": 1}
