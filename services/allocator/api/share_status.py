@@ -20,18 +20,19 @@ rules the allocator applies):
 Capacity is the pool's GPUs that discovery reports (model.capacity_totals; their count for GPUs).
 The share terms are Kueue's (nominalQuota, borrowingLimit, lendingLimit, fairSharing.weight) and
 KAI's (deserved, limit, overQuotaWeight); the figures are gpuledger's own, computed from the
-projection on each read (cost: one pass over the live allocations and GPUs of the pools with shares).
+projection on each read (cost: one pass over the live allocations and GPUs, when some pool has shares).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from fractions import Fraction
 
 import msgspec
 
 from events.values import SHARE_RESOURCES, ShareAmount, SharePool
 from services.allocator.domain import shares as domain_shares
-from services.allocator.domain.model import GRANTED, MISSING, QUEUED, capacity_totals
+from services.allocator.domain.model import GRANTED, MISSING, QUEUED, AllocationState, GpuState, capacity_totals
 from services.allocator.domain.state import ClusterState
 
 Vector = tuple[Fraction, Fraction, Fraction]
@@ -122,19 +123,21 @@ def _members(state: ClusterState, pool: str) -> tuple[list[str], dict[str, list[
     return sorted(n for n in top if n in state.shares), {p: sorted(c) for p, c in kids.items()}
 
 
-def pool_figures(state: ClusterState, pool: str) -> tuple[PoolTotals, list[PoolFigures]]:
+def pool_figures(state: ClusterState, pool: str, *, lives: Iterable[AllocationState] | None = None,
+                 gpus: Iterable[GpuState] | None = None) -> tuple[PoolTotals, list[PoolFigures]]:
     """The totals of ``pool`` and the figures of every share taking part there (parents before
-    their children, by name); ``([], ...)`` figures for a pool without shares."""
+    their children, by name); ``([], ...)`` figures for a pool without shares. ``lives``/``gpus``:
+    the pool's live allocations and GPUs when the caller has them grouped (default: found by a walk)."""
     top, kids = _members(state, pool)
     index = state.share_index
-    gpus = [g for g in state.gpus.values() if g.pool == pool]
+    gpus = list(gpus) if gpus is not None else [g for g in state.gpus.values() if g.pool == pool]
     totals = capacity_totals(gpus)
     capacity: Vector = (Fraction(totals.capacity.milli_tflops), Fraction(totals.capacity.vram_bytes),
                         Fraction(sum(g.phase != MISSING for g in gpus)))
     leaves = [c for t in top for c in kids.get(t, [])] + [t for t in top if t not in kids]
     borrowed: dict[str, Vector] = {}
     waiting: dict[str, int] = {}
-    for allocation in state.allocations.values():
+    for allocation in (lives if lives is not None else state.allocations.values()):
         if allocation.spec.pool != pool:
             continue
         leaf = index.leaf_of(allocation.spec.namespace)
@@ -195,7 +198,15 @@ def all_figures(state: ClusterState) -> dict[str, list[PoolFigures]]:
     """Share name -> its figures in each pool it takes part in (by pool); every share of the
     projection is a key (one naming no pool has an empty list)."""
     found: dict[str, list[PoolFigures]] = {name: [] for name in sorted(state.shares)}
-    for pool in share_pools(state):
-        for one in pool_figures(state, pool)[1]:
+    pools = share_pools(state)
+    lives: dict[str, list[AllocationState]] = {pool: [] for pool in pools}
+    gpus: dict[str, list[GpuState]] = {pool: [] for pool in pools}
+    if pools:  # one walk of the allocations and GPUs for every pool with shares
+        for allocation in state.allocations.values():
+            lives.get(allocation.spec.pool, []).append(allocation)
+        for gpu in state.gpus.values():
+            gpus.get(gpu.pool, []).append(gpu)
+    for pool in pools:
+        for one in pool_figures(state, pool, lives=lives[pool], gpus=gpus[pool])[1]:
             found.setdefault(one.share, []).append(one)
     return found
