@@ -150,7 +150,7 @@ def _count(raw: Any, *, field: str, low: int = 0, high: int = bounds.MAX_COUNT) 
     if raw is None:
         return None
     if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
-        raise ApiError(400, f"{field} must be an integer from {low} to {high}", field=field)
+        raise ApiError(400, f"{field} must be an integer from {low} to {high}, got {str(raw)[:64]!r}", field=field)
     return raw
 
 
@@ -202,7 +202,7 @@ def share(body: dict[str, Any]) -> ShareSpec:
     "guaranteed", "borrowing_limit", "lending_limit"}``, amounts as :func:`share_amount`). Whether
     it fits the other shares (a namespace in two, an unknown parent) the allocator decides."""
     only(body, _SHARE_FIELDS, field="body")
-    raw_namespaces = body.get("namespaces") or []
+    raw_namespaces = [] if body.get("namespaces") is None else body["namespaces"]
     if not isinstance(raw_namespaces, list) or len(raw_namespaces) > bounds.MAX_LIST:
         raise ApiError(400, f"namespaces must be a list of at most {bounds.MAX_LIST} namespace names",
                        field="namespaces")
@@ -211,13 +211,13 @@ def share(body: dict[str, Any]) -> ShareSpec:
     repeated = sorted({n for n in spaces if spaces.count(n) > 1})
     if repeated:
         raise ApiError(400, f"namespace {repeated[0]!r} appears twice in namespaces", field="namespaces")
-    parent = body.get("parent") or ""
+    parent = "" if body.get("parent") is None else body["parent"]
     if not isinstance(parent, str):
-        raise ApiError(400, "parent must be a share name or empty", field="parent")
+        raise ApiError(400, f"parent must be a share name or empty, got {str(parent)[:64]!r}", field="parent")
     if parent:
         share_name(parent, field="parent")
     weight = _count(body.get("weight", 1), field="weight", low=1, high=1000)
-    raw_pools = body.get("pools") or []
+    raw_pools = [] if body.get("pools") is None else body["pools"]
     if not isinstance(raw_pools, list) or len(raw_pools) > bounds.MAX_LIST:
         raise ApiError(400, f"pools must be a list of at most {bounds.MAX_LIST} objects {{\"pool\", "
                        "\"guaranteed\", \"borrowing_limit\", \"lending_limit\"}", field="pools")
@@ -228,7 +228,8 @@ def share(body: dict[str, Any]) -> ShareSpec:
             raise ApiError(400, f"{field} must be an object {{\"pool\", \"guaranteed\", ...}}", field=field)
         only(raw, _SHARE_POOL_FIELDS, field=field)
         if not isinstance(raw.get("pool"), str):
-            raise ApiError(400, f"{field}.pool: a pool name is required", field=f"{field}.pool")
+            raise ApiError(400, f"{field}.pool: a pool name is required, got {str(raw.get('pool'))[:64]!r}",
+                           field=f"{field}.pool")
         terms.append(SharePool(pool=pool_name(raw["pool"], field=f"{field}.pool"),
                                guaranteed=share_amount(raw.get("guaranteed"), field=f"{field}.guaranteed")
                                or ShareAmount(),
