@@ -32,7 +32,7 @@ import msgspec
 
 from events.values import SHARE_RESOURCES, ShareAmount, SharePool
 from services.allocator.domain import shares as domain_shares
-from services.allocator.domain.model import GRANTED, MISSING, QUEUED, AllocationState, GpuState, capacity_totals
+from services.allocator.domain.model import GRANTED, MISSING, QUEUED, AllocationState, GpuState
 from services.allocator.domain.state import ClusterState
 
 Vector = tuple[Fraction, Fraction, Fraction]
@@ -130,12 +130,12 @@ def pool_figures(state: ClusterState, pool: str, *, lives: Iterable[AllocationSt
     the pool's live allocations and GPUs when the caller has them grouped (default: found by a walk)."""
     top, kids = _members(state, pool)
     index = state.share_index
-    gpus = list(gpus) if gpus is not None else [g for g in state.gpus.values() if g.pool == pool]
-    totals = capacity_totals(gpus)
-    capacity: Vector = (Fraction(totals.capacity.milli_tflops), Fraction(totals.capacity.vram_bytes),
-                        Fraction(sum(g.phase != MISSING for g in gpus)))
+    present = [g.spec.capacity for g in (gpus if gpus is not None else state.gpus.values())
+               if g.pool == pool and g.phase != MISSING]  # as model.capacity_totals counts capacity
+    capacity: Vector = (Fraction(sum(c.milli_tflops for c in present)), Fraction(sum(c.vram_bytes for c in present)),
+                        Fraction(len(present)))
     leaves = [c for t in top for c in kids.get(t, [])] + [t for t in top if t not in kids]
-    borrowed: dict[str, Vector] = {}
+    sums: dict[str, list[int]] = {}  # leaf -> borrowed [milli-TFLOPS, bytes, GPUs], in integers
     waiting: dict[str, int] = {}
     for allocation in (lives if lives is not None else state.allocations.values()):
         if allocation.spec.pool != pool:
@@ -145,7 +145,11 @@ def pool_figures(state: ClusterState, pool: str, *, lives: Iterable[AllocationSt
             waiting[leaf] = waiting.get(leaf, 0) + 1
         elif allocation.status == GRANTED and allocation.borrowed:
             tflops, vram, held = domain_shares.allocation_amount(allocation)
-            borrowed[leaf] = _add(borrowed.get(leaf, ZERO), (Fraction(tflops), Fraction(vram), Fraction(held)))
+            total = sums.setdefault(leaf, [0, 0, 0])
+            total[0] += tflops
+            total[1] += vram
+            total[2] += held
+    borrowed: dict[str, Vector] = {leaf: (Fraction(t[0]), Fraction(t[1]), Fraction(t[2])) for leaf, t in sums.items()}
     terms = {name: index.terms_of(name, pool) for name in [*top, *leaves]}
     guaranteed = {name: vector(terms[name].guaranteed) for name in terms}
     used = {name: vector_of_usage(state, name, pool) for name in terms}
