@@ -59,9 +59,9 @@ def build(nodes: int, parents: int, teams: int, fill: float) -> ClusterState:
     amount = Resources(milli_tflops=50_000, vram_bytes=8 * GIB)
     for i in range(int(nodes * 8 * fill)):
         p, t = divmod(i % leaves, teams) if i % 3 else (0, 0)  # team-0-0 asks a third of the time: it borrows
-        spec = AllocationSpec(allocation_id=f"a{i}", namespace=f"team-{p}-{t}", pod=f"a{i}", pool="default",
-                              request=amount, limit=amount)
-        domain.process(state, intents.RequestAllocation(intent_id=f"q{i}", spec=spec), NOW, scheduler)
+        asked = AllocationSpec(allocation_id=f"a{i}", namespace=f"team-{p}-{t}", pod=f"a{i}", pool="default",
+                               request=amount, limit=amount)
+        domain.process(state, intents.RequestAllocation(intent_id=f"q{i}", spec=asked), NOW, scheduler)
     return state
 
 
