@@ -25,7 +25,7 @@ from events.bounds import (
 from events.defrag import CancelDefrag as CancelDefrag
 from events.defrag import CancelMove as CancelMove
 from events.defrag import StartDefrag as StartDefrag
-from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaSpec, Resources
+from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaSpec, Resources, ShareSpec
 
 
 class RequestAllocation(Intent, frozen=True, tag="request_allocation"):
@@ -92,6 +92,19 @@ class RemoveQuota(Intent, frozen=True, tag="remove_quota"):
     namespace: Token
 
 
+class SetShare(Intent, frozen=True, tag="set_share"):
+    """Create or replace a share (a GPUShare): its namespaces, parent, weight and terms per pool."""
+
+    name: Name
+    spec: ShareSpec
+
+
+class RemoveShare(Intent, frozen=True, tag="remove_share"):
+    """Delete a share: its namespaces are in no share any more. Refused while it is a parent."""
+
+    name: Name
+
+
 class ConfigurePool(Intent, frozen=True, tag="configure_pool"):
     """Set a pool's placement strategy, score weights and max workers per node."""
 
@@ -127,6 +140,8 @@ AnyIntent = Union[
     StartDefrag,
     CancelDefrag,
     CancelMove,
+    SetShare,
+    RemoveShare,
 ]
 """Every intent type; the tagged union the codec decodes."""
 
@@ -144,4 +159,6 @@ INTENT_TYPES: tuple[type[Intent], ...] = (
     StartDefrag,
     CancelDefrag,
     CancelMove,
+    SetShare,
+    RemoveShare,
 )

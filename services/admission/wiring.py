@@ -2,7 +2,7 @@
 ``gpuledger up`` start it.
 
 Composition root of this area: connects NATS, builds the ClusterView, serves the webhook over
-HTTPS, and (``settings.kube``) runs the WorkloadProfile/GPUResourceQuota watches and the binder
+HTTPS, and (``settings.kube``) runs the WorkloadProfile/GPUResourceQuota/GPUShare watches and the binder
 against the Kubernetes API, and (``settings.allocator_url``) the GPUResourceQuota status writer.
 Without Kubernetes it still follows GPULEDGER_EVENTS so the view knows GPU models
 (dedicated-gpu) and pools.
@@ -134,6 +134,7 @@ async def _background(
                 group.create_task(quota_sync.sync_forever(api, tracker=tracker, fetch=fetch,
                                                           period_s=settings.quota_status_period_s))
             group.create_task(watches.watch_priority_classes(api, view=view))
+            group.create_task(watches.watch_shares(api, publish=publish))
     finally:
         await session.close()
         await api.close()

@@ -7,8 +7,8 @@ Two applications share one middleware list (:func:`middlewares`):
 - a reader's (:func:`build_app`, ``gpuledger api``), the HTTP API (docs/operations.md, and the
   OpenAPI document served at ``/openapi.json``): open ``GET /healthz``, ``/readyz``, ``/metrics``,
   ``/openapi.json``; under ``/api/v1`` the reads (pools, nodes, GPUs, allocations with their live
-  explanation, queue, quotas, status, simulate) from the reader's own projection, and the writes
-  (submit, release, resize, quota set/remove, pool configure) that publish one intent each on
+  explanation, queue, quotas, shares, status, simulate) from the reader's own projection, and the writes
+  (submit, release, resize, quota and share set/remove, pool configure) that publish one intent each on
   NATS; the dashboard under ``/ui/``.
 
 When ``GPULEDGER_API_TOKEN`` (or ``GPULEDGER_API_TOKEN_FILE``) is set, every route but the four
@@ -73,6 +73,8 @@ ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/api/v1/queue", reads.queue), ("GET", "/api/v1/quotas", reads.quotas),
     ("PUT", "/api/v1/quotas/{namespace}", writes.set_quota),
     ("DELETE", "/api/v1/quotas/{namespace}", writes.remove_quota),
+    ("GET", "/api/v1/shares", reads.shares), ("GET", "/api/v1/shares/{name}", reads.share),
+    ("PUT", "/api/v1/shares/{name}", writes.set_share), ("DELETE", "/api/v1/shares/{name}", writes.remove_share),
     ("GET", "/api/v1/status", reads.status), ("POST", "/api/v1/simulate", reads.simulate),
     ("POST", "/api/v1/whatif", WhatIfRoute().handle),
 )

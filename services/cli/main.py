@@ -1,8 +1,8 @@
 """Entry point of the ``gpuledger`` CLI: builds the Typer app from every area's ``register``.
 
 Areas: ``stack`` (up, allocator, submit, status, simulate), ``lifecycle`` (release, resize, queue,
-why), ``events``, ``admin`` (quota, pool, nodes), ``defrag`` (plan), ``log`` (migrate, history, replay, sql),
-``admission``, ``discovery``, ``autoscaler`` (autoscaler, recommend), ``trace``, ``whatif``.
+why), ``events``, ``admin`` (quota, pool, nodes), ``share`` (shares), ``defrag`` (plan), ``log`` (migrate,
+history, replay, sql), ``admission``, ``discovery``, ``autoscaler`` (autoscaler, recommend), ``trace``, ``whatif``.
 
 Start-up is kept fast: the area modules import only the standard library, Typer and the CLI's
 own light modules; each command imports the services it needs when it runs (a test checks that
@@ -31,6 +31,7 @@ from services.cli import (
     lifecycle_commands,
     log_commands,
     output,
+    share_commands,
     stack_commands,
     trace_commands,
     whatif_command,
@@ -48,8 +49,9 @@ app = typer.Typer(
     add_completion=False,  # its two root options make Typer import pydantic for every sub-command
 )
 
-for _area in (stack_commands, lifecycle_commands, events_command, admin_commands, log_commands, admission_commands,
-              discovery_commands, autoscaler_commands, trace_commands, defrag_commands, whatif_command):
+for _area in (stack_commands, lifecycle_commands, events_command, admin_commands, share_commands, log_commands,
+              admission_commands, discovery_commands, autoscaler_commands, trace_commands, defrag_commands,
+              whatif_command):
     _area.register(app)
 
 

@@ -56,11 +56,13 @@ def fail(message: str, *, field: str | None, as_json: bool, code: int | None = N
 
 
 def kube_name(kind: str, text: str, *, field: str) -> str:
-    """``text`` when it is a valid Kubernetes ``kind`` name (``namespace``: a DNS label; ``pool``:
-    a DNS subdomain; events.names, the rule the allocator applies); else BadInput naming ``field``."""
+    """``text`` when it is a valid Kubernetes ``kind`` name (``namespace``: a DNS label; ``pool``
+    and ``share``: a DNS subdomain; events.names, the rule the allocator applies); else BadInput
+    naming ``field``."""
     from events import names  # imported when used: --help stays fast
 
-    message = names.problem("namespace" if kind == "namespace" else "pool", text, field=field)
+    message = names.problem("namespace" if kind == "namespace" else "share" if kind == "share" else "pool", text,
+                            field=field)
     if message is not None:
         raise BadInput(message, field=field)
     return text

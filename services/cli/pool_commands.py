@@ -1,6 +1,7 @@
 """``pool configure``: a pool's placement strategy, score weights, workers per node, preemption
-scope, isolation policy and topology (docs/allocation.md) and enforcement (docs/runtime.md),
-through the allocator's HTTP API.
+scope, isolation policy and topology (docs/allocation.md), enforcement (docs/runtime.md) and its
+fair-share settings (usage half-life, reclaim churn bounds; docs/shares.md), through the
+allocator's HTTP API.
 
 Options not given keep the pool's current value; a pool the stack does not know is refused unless
 ``--create`` is given (``pool remove`` removes a configuration again). Exit codes as every admin command: 0 done,
@@ -23,7 +24,8 @@ STRATEGY_NAMES = ("best-fit", "compact-first", "fgd", "fgd-strand", "frag-cpu", 
 so that ``--help`` does not import the domain."""
 
 POOL_KEYS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node", "preemption", "isolation_policy",
-             "topology", "max_topology_tier", "enforcement", "defrag")
+             "topology", "max_topology_tier", "enforcement", "fair_share_half_life_s", "reclaim_min_runtime_s",
+             "reclaim_max_per_minute", "defrag")
 """The PoolConfig fields the API takes (the current ones are sent back with the changes)."""
 STRATEGIES_HELP = "Placement strategy: " + ", ".join(STRATEGY_NAMES) + "."
 _POLICIES = ("static", "dynamic")
@@ -85,6 +87,14 @@ def pool_configure(
         "24h).")] = None,
     defrag_max_moves: Annotated[int | None, typer.Option(
         "--defrag-max-moves", min=1, max=1000, help="Moves of a scheduled campaign at most (default 10).")] = None,
+    half_life: Annotated[str | None, typer.Option(
+        "--fair-share-half-life", help="Half-life of the usage that orders shares' waiting requests, a duration "
+        "such as 30m or 2h (0s: current usage, no decay).")] = None,
+    reclaim_min_runtime: Annotated[str | None, typer.Option(
+        "--reclaim-min-runtime", help="A borrowed allocation younger than this is not reclaimed, e.g. 5m (0s: "
+        "at once).")] = None,
+    reclaim_max_per_minute: Annotated[int | None, typer.Option(
+        "--reclaim-max-per-minute", min=0, help="Reclaims per minute in the pool at most (0: unbounded).")] = None,
     data_dir: DataDir = None,
     as_json: JsonOut = False,
 ) -> None:
@@ -104,17 +114,21 @@ def pool_configure(
                                     (enforcement, _ENFORCEMENT, "enforcement")):
             if value is not None and value not in known:
                 raise BadInput(f"--{field} must be one of {', '.join(known)}, got {value!r}", field=field)
-        changes: dict[str, Any] = {key: value for key, value in (
+        durations = {key: _seconds(text, option) for key, text, option in (
+            ("fair_share_half_life_s", half_life, "fair-share-half-life"),
+            ("reclaim_min_runtime_s", reclaim_min_runtime, "reclaim-min-runtime")) if text is not None}
+        changes: dict[str, Any] = durations | {key: value for key, value in (
             ("placement", strategy), ("vram_weight", vram_weight), ("tflops_weight", tflops_weight),
             ("max_workers_per_node", max_workers_per_node), ("preemption", preemption),
             ("isolation_policy", isolation_policy),
             ("topology", topology), ("max_topology_tier", max_topology_tier),
-            ("enforcement", enforcement)) if value is not None}
+            ("enforcement", enforcement), ("reclaim_max_per_minute", reclaim_max_per_minute)) if value is not None}
         wants_defrag = any(v is not None for v in (defrag_schedule, defrag_timezone, defrag_max_duration,
                                                    defrag_max_moves))
         if not changes and not wants_defrag:
             raise BadInput("give at least one of --strategy, --vram-weight, --tflops-weight, --max-workers-per-node, "
                            "--preemption, --isolation-policy, --topology, --max-topology-tier, --enforcement, "
+                           "--fair-share-half-life, --reclaim-min-runtime, --reclaim-max-per-minute, "
                            "--defrag-schedule",
                            field="strategy")
         api = client.connect(data_dir)
@@ -140,3 +154,14 @@ def pool_configure(
                        "the settings apply to the nodes that join it", err=True)
 
     guarded(as_json, body)
+
+
+def _seconds(text: str, option: str) -> int:
+    """Whole seconds of a duration option (``30m``, ``2h``, ``0s``); BadInput naming ``option``."""
+    from events.durations import go_duration_s  # the API's duration grammar; imported late (--help)
+
+    seconds = go_duration_s(text) if len(text) <= 64 else None
+    if seconds is None or seconds != int(seconds) or seconds > 2**31 - 1:  # events.bounds.MAX_COUNT
+        raise BadInput(f"--{option} must be a duration in whole seconds such as 30m, 2h or 0s, got {text!r}",
+                       field=option)
+    return int(seconds)

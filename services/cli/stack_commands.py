@@ -258,13 +258,15 @@ def status(data_dir: DataDir = None, as_json: JsonOut = False) -> None:
     """Show capacity and usage.
 
     Per pool capacity, free and used TFLOPS/VRAM, nodes and GPUs by phase, allocation counts
-    (`nodes` and `gpuledger nodes show` list them one by one)."""
+    (`nodes` and `gpuledger nodes show` list them one by one), and per share and pool its used,
+    borrowed, lent and fair share (`gpuledger shares list`)."""
     view = guarded(as_json, lambda: client.connect(data_dir).get("/api/v1/status"))
     output.emit_json(view) if as_json else print_status(view)
 
 
 def print_status(view: dict[str, Any]) -> None:
-    """Text of ``status``: a pools table (capacity, free, used %), nodes and GPUs by phase, allocations."""
+    """Text of ``status``: a pools table (capacity, free, used %), nodes and GPUs by phase, allocations,
+    then one line per share and pool (:func:`share_lines`)."""
     rows = []
     for pool in view.get("pools", []):
         cap, free = pool.get("capacity") or {}, pool.get("available") or {}
@@ -284,6 +286,33 @@ def print_status(view: dict[str, Any]) -> None:
     counts = view.get("allocations", {})
     typer.echo(f"allocations: {counts.get('granted', 0)} granted, {counts.get('queued', 0)} queued; "
                f"log position {view.get('position', 0)}")
+    for line in share_lines(view.get("shares") or []):
+        typer.echo(line)
+
+
+def share_lines(shares: list[dict[str, Any]]) -> list[str]:
+    """One line per share and pool of ``/api/v1/status`` (docs/shares.md): used of guaranteed per
+    resource the share is guaranteed or uses, then borrowed, lent, fair share and waiting requests."""
+    from services.cli.share_commands import figure_text  # the share commands' wording of an amount
+
+    out = []
+    for entry in shares:
+        label = f"{entry['parent']}/{entry['share']}" if entry.get("parent") else entry.get("share", "")
+        used, guaranteed = entry.get("used") or {}, entry.get("guaranteed") or {}
+        held = []
+        for key, word in (("tflops", output.tflops), ("vram", output.vram)):
+            if output.quantity(guaranteed.get(key)):
+                held.append(f"{word(used.get(key))} of {word(guaranteed.get(key))}")
+            elif output.quantity(used.get(key)):
+                held.append(f"{word(used.get(key))} (none guaranteed)")
+        if guaranteed.get("gpus"):
+            held.append(f"{used.get('gpus', 0)} of {guaranteed.get('gpus', 0)} GPUs")
+        elif used.get("gpus"):
+            held.append(f"{used.get('gpus', 0)} GPUs (none guaranteed)")
+        out.append(f"share {label} in {entry.get('pool', '')}: used {'; '.join(held) or 'nothing'}; "
+                   f"borrowed {figure_text(entry.get('borrowed'))}; lent {figure_text(entry.get('lent'))}; "
+                   f"fair share {figure_text(entry.get('fair_share'))}; {entry.get('waiting', 0)} waiting")
+    return out
 
 
 def _by_phase(counts: dict[str, int]) -> str:

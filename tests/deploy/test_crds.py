@@ -1,4 +1,4 @@
-"""The CRDs of deploy/crds (WorkloadProfile, GPUResourceQuota) are valid CRDs whose openAPIV3Schema
+"""The CRDs of deploy/crds (WorkloadProfile, GPUResourceQuota, GPUShare) are valid CRDs whose openAPIV3Schema
 accepts the documented examples of deploy/examples and rejects malformed resources, as ``kubectl apply``
 against a real API server would (tests/deploy/crdschema.py).
 """
@@ -16,13 +16,14 @@ MALFORMED = DEPLOY.parent / "tests" / "deploy" / "data" / "malformed.yaml"
 
 def _examples() -> list[Obj]:
     return [doc for path in sorted((DEPLOY / "examples").glob("*.y*ml")) for doc in load_yaml_documents(path)
-            if doc["apiVersion"].startswith("tensor-fusion.ai/")]
+            if doc["apiVersion"].startswith(("tensor-fusion.ai/", "gpuledger.io/"))]
 
 
-def test_crds_define_workloadprofile_and_gpuresourcequota() -> None:
+def test_crds_define_workloadprofile_gpuresourcequota_and_gpushare() -> None:
     crds = load_crds()
     kinds = {(c["spec"]["group"], c["spec"]["names"]["kind"]) for c in crds}
-    assert {("tensor-fusion.ai", "WorkloadProfile"), ("tensor-fusion.ai", "GPUResourceQuota")} <= kinds
+    assert {("tensor-fusion.ai", "WorkloadProfile"), ("tensor-fusion.ai", "GPUResourceQuota"),
+            ("gpuledger.io", "GPUShare")} <= kinds
     for crd in crds:
         kubernetes_validate.validate(crd, kubernetes_validate.latest_version(), strict=True)
         assert crd["metadata"]["name"] == f"{crd['spec']['names']['plural']}.{crd['spec']['group']}"
@@ -46,8 +47,8 @@ def test_crd_schema_rejects_a_malformed_resource_naming_each_field(bad: Obj) -> 
                    for e in errors), f"{field} was not rejected; errors: {errors}"
 
 
-def test_examples_cover_both_kinds() -> None:
-    assert {o["kind"] for o in _examples()} == {"WorkloadProfile", "GPUResourceQuota"}
+def test_examples_cover_every_kind() -> None:
+    assert {o["kind"] for o in _examples()} == {"WorkloadProfile", "GPUResourceQuota", "GPUShare"}
 
 
 def test_schema_translation_follows_the_api_server_rules() -> None:

@@ -21,7 +21,7 @@ from nats.errors import Error as NatsError
 from nats.js.errors import NotFoundError
 
 from events import codec, intents, subjects
-from events.values import QuotaSpec
+from events.values import QuotaSpec, ShareSpec
 from services.allocator import bootstrap
 from services.allocator.adapters.memory import InMemoryEventStore, InMemoryLeaseStore
 from services.allocator.settings import AllocatorSettings
@@ -192,6 +192,8 @@ async def test_each_service_can_do_what_its_code_does(secured: Secured, monkeypa
 
         quota = intents.SetQuota(intent_id="quota-1", namespace="team-b", spec=QuotaSpec(max_workers=3))
         await messaging.publish_intent(operator.client.jetstream(), quota)
+        share = intents.SetShare(intent_id="share-research-1", name="research", spec=ShareSpec(namespaces=("team-c",)))
+        await messaging.publish_intent(admission.client.jetstream(), share)  # the GPUShare watch
         resize = intents.ResizeAllocation(intent_id="resize-1", allocation_id="pod-1",
                                           request=request("x").spec.request, limit=request("x").spec.limit)
         await messaging.publish_intent(autoscaler.client.jetstream(), resize)
@@ -213,11 +215,15 @@ async def test_each_service_can_do_what_its_code_does(secured: Secured, monkeypa
             await followed.unsubscribe()
         assert not (discovery.errors + admission.errors + autoscaler.errors + checkpoints.errors + operator.errors)
         # A write of the HTTP API: published by a reader and its outcome read back, as user api.
-        async with aiohttp.ClientSession() as http, http.delete(f"{api}/api/v1/allocations/pod-1?wait=10") as answer:
-            assert answer.status == 200, await answer.text()
-            assert (await answer.json())["type"] == "allocation_released"
+        async with aiohttp.ClientSession() as http:
+            async with http.delete(f"{api}/api/v1/allocations/pod-1?wait=10") as answer:
+                assert answer.status == 200, await answer.text()
+                assert (await answer.json())["type"] == "allocation_released"
+            async with http.put(f"{api}/api/v1/shares/batch?wait=10", json={"namespaces": ["team-d"]}) as answer:
+                assert answer.status == 200, await answer.text()
+                assert (await answer.json())["type"] == "share_set"
         counts = await _messages(operator.client)
-        assert counts[subjects.INTENT_STREAM] == 5 and counts[subjects.EVENT_STREAM] >= 3
+        assert counts[subjects.INTENT_STREAM] == 7 and counts[subjects.EVENT_STREAM] >= 5
 
 
 async def test_forbidden_publishes_and_stream_changes_are_refused(secured: Secured,

@@ -1,4 +1,4 @@
-"""Checked values of write bodies and path segments: names, quantities, quotas, pool settings.
+"""Checked values of write bodies and path segments: names, quantities, quotas, shares, pool settings.
 
 Quantities are Kubernetes strings (``"20"`` TFLOPS, ``"4Gi"`` VRAM) or plain non-negative
 numbers, bounded once scaled (milli-TFLOPS, bytes) by the message contract's bounds
@@ -31,6 +31,9 @@ from events.values import (
     QuotaAmount,
     QuotaSpec,
     Resources,
+    ShareAmount,
+    SharePool,
+    ShareSpec,
 )
 from services.allocator.api.bounds import ApiError
 from services.allocator.domain.defrag_schedule import check_schedule
@@ -49,6 +52,12 @@ def namespace(text: str, *, field: str = "namespace") -> str:
     """``text`` when it is a Kubernetes namespace name (an RFC 1123 DNS label, :mod:`events.names`);
     else 400 naming ``field``."""
     return _named("namespace", text, field=field)
+
+
+def share_name(text: str, *, field: str = "name") -> str:
+    """``text`` when it is a valid share name (an RFC 1123 DNS subdomain, as a GPUShare's name);
+    else 400 naming ``field``."""
+    return _named("share", text, field=field)
 
 
 def pool_name(text: str, *, field: str = "pool") -> str:
@@ -145,7 +154,7 @@ def _count(raw: Any, *, field: str, low: int = 0, high: int = bounds.MAX_COUNT) 
     if raw is None:
         return None
     if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
-        raise ApiError(400, f"{field} must be an integer from {low} to {high}", field=field)
+        raise ApiError(400, f"{field} must be an integer from {low} to {high}, got {str(raw)[:64]!r}", field=field)
     return raw
 
 
@@ -169,8 +178,79 @@ def quota(body: dict[str, Any]) -> QuotaSpec:
                      alert_threshold_percent=95 if alert is None else alert)
 
 
+_SHARE_FIELDS = ("namespaces", "parent", "weight", "pools")
+_SHARE_POOL_FIELDS = ("pool", "guaranteed", "borrowing_limit", "lending_limit")
+_SHARE_AMOUNT_FIELDS = ("tflops", "vram", "gpus")
+
+
+def share_amount(raw: Any, *, field: str) -> ShareAmount | None:
+    """``{"tflops", "vram", "gpus"}`` (each optional: a resource left out or null is not set) as a
+    ShareAmount (milli-TFLOPS, bytes, GPUs) within the quota envelope; None for null."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise ApiError(400, f"{field} must be an object {{\"tflops\", \"vram\", \"gpus\"}} or null", field=field)
+    only(raw, _SHARE_AMOUNT_FIELDS, field=field)
+    tflops, vram = raw.get("tflops"), raw.get("vram")
+    return ShareAmount(
+        milli_tflops=None if tflops is None else quantity(tflops, field=f"{field}.tflops", scale=1000,
+                                                          bound=bounds.MAX_QUOTA_MILLI_TFLOPS),
+        vram_bytes=None if vram is None else quantity(vram, field=f"{field}.vram", scale=1,
+                                                      bound=bounds.MAX_QUOTA_VRAM_BYTES),
+        gpus=_count(raw.get("gpus"), field=f"{field}.gpus"))
+
+
+def share(body: dict[str, Any]) -> ShareSpec:
+    """A ShareSpec from the ``spec`` shape of GET /api/v1/shares/{name}: ``namespaces`` (namespace
+    names), ``parent`` (a share name or ""), ``weight`` (1..1000), ``pools`` (each ``{"pool",
+    "guaranteed", "borrowing_limit", "lending_limit"}``, amounts as :func:`share_amount`). Whether
+    it fits the other shares (a namespace in two, an unknown parent) the allocator decides."""
+    only(body, _SHARE_FIELDS, field="body")
+    raw_namespaces = [] if body.get("namespaces") is None else body["namespaces"]
+    if not isinstance(raw_namespaces, list) or len(raw_namespaces) > bounds.MAX_LIST:
+        raise ApiError(400, f"namespaces must be a list of at most {bounds.MAX_LIST} namespace names",
+                       field="namespaces")
+    spaces = tuple(namespace(str(n) if isinstance(n, str) else repr(n)[:64], field=f"namespaces.{i}")
+                   for i, n in enumerate(raw_namespaces))
+    repeated = sorted({n for n in spaces if spaces.count(n) > 1})
+    if repeated:
+        raise ApiError(400, f"namespace {repeated[0]!r} appears twice in namespaces", field="namespaces")
+    parent = "" if body.get("parent") is None else body["parent"]
+    if not isinstance(parent, str):
+        raise ApiError(400, f"parent must be a share name or empty, got {str(parent)[:64]!r}", field="parent")
+    if parent:
+        share_name(parent, field="parent")
+    weight = _count(body.get("weight", 1), field="weight", low=1, high=1000)
+    raw_pools = [] if body.get("pools") is None else body["pools"]
+    if not isinstance(raw_pools, list) or len(raw_pools) > bounds.MAX_LIST:
+        raise ApiError(400, f"pools must be a list of at most {bounds.MAX_LIST} objects {{\"pool\", "
+                       "\"guaranteed\", \"borrowing_limit\", \"lending_limit\"}", field="pools")
+    terms = []
+    for i, raw in enumerate(raw_pools):
+        field = f"pools.{i}"
+        if not isinstance(raw, dict):
+            raise ApiError(400, f"{field} must be an object {{\"pool\", \"guaranteed\", ...}}", field=field)
+        only(raw, _SHARE_POOL_FIELDS, field=field)
+        if not isinstance(raw.get("pool"), str):
+            raise ApiError(400, f"{field}.pool: a pool name is required, got {str(raw.get('pool'))[:64]!r}",
+                           field=f"{field}.pool")
+        terms.append(SharePool(pool=pool_name(raw["pool"], field=f"{field}.pool"),
+                               guaranteed=share_amount(raw.get("guaranteed"), field=f"{field}.guaranteed")
+                               or ShareAmount(),
+                               borrowing_limit=share_amount(raw.get("borrowing_limit"),
+                                                            field=f"{field}.borrowing_limit"),
+                               lending_limit=share_amount(raw.get("lending_limit"), field=f"{field}.lending_limit")))
+    seen = [t.pool for t in terms]
+    twice = sorted({p for p in seen if seen.count(p) > 1})
+    if twice:
+        raise ApiError(400, f"pool {twice[0]!r} appears twice in pools; give one entry per pool", field="pools")
+    return ShareSpec(namespaces=spaces, parent=parent, weight=weight or 1, pools=tuple(terms))
+
+
 _POOL_FIELDS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node", "preemption", "isolation_policy",
-                "topology", "max_topology_tier", "enforcement", "defrag")
+                "topology", "max_topology_tier", "enforcement", "fair_share_half_life_s", "reclaim_min_runtime_s",
+                "reclaim_max_per_minute", "defrag")
+_FAIR_SHARE_FIELDS = ("fair_share_half_life_s", "reclaim_min_runtime_s", "reclaim_max_per_minute")
 _DEFRAG_FIELDS = ("schedule", "timezone", "max_duration", "max_moves", "max_share_of_namespace", "enabled")
 
 
@@ -230,7 +310,9 @@ def pool_config(body: dict[str, Any]) -> PoolConfig:
     """A PoolConfig; weights finite in [0, events.bounds.MAX_WEIGHT], ``placement`` a strategy
     name (the allocator checks it), ``isolation_policy``/``topology`` known values and
     ``max_topology_tier`` 0-3 (docs/allocation.md), ``enforcement`` one of ``none``, ``hami-core``,
-    ``tensor-fusion`` (docs/runtime.md)."""
+    ``tensor-fusion`` (docs/runtime.md), the fair-share settings ``fair_share_half_life_s``,
+    ``reclaim_min_runtime_s`` (seconds) and ``reclaim_max_per_minute`` (whole numbers >= 0, 0 their
+    default: no decay, reclaim at once, unbounded; docs/allocation.md "Fair share")."""
     only(body, _POOL_FIELDS, field="body")
     defaults = PoolConfig()
     placement = body.get("placement", defaults.placement)
@@ -247,9 +329,13 @@ def pool_config(body: dict[str, Any]) -> PoolConfig:
         weights[key] = float(raw)
     workers = _count(body.get("max_workers_per_node", 0), field="max_workers_per_node")
     tier = _count(body.get("max_topology_tier", MAX_TOPOLOGY_TIER), field="max_topology_tier", high=MAX_TOPOLOGY_TIER)
+    fair = {key: _count(body.get(key, 0), field=key) or 0 for key in _FAIR_SHARE_FIELDS}
     return PoolConfig(placement=placement, max_workers_per_node=workers or 0, preemption=preemption,
                       vram_weight=weights["vram_weight"], tflops_weight=weights["tflops_weight"],
                       isolation_policy=_choice(body, "isolation_policy", ISOLATION_POLICIES, defaults.isolation_policy),
                       topology=_choice(body, "topology", TOPOLOGY_MODES, defaults.topology),
                       max_topology_tier=MAX_TOPOLOGY_TIER if tier is None else tier, enforcement=_enforcement(body),
+                      fair_share_half_life_s=fair["fair_share_half_life_s"],
+                      reclaim_min_runtime_s=fair["reclaim_min_runtime_s"],
+                      reclaim_max_per_minute=fair["reclaim_max_per_minute"],
                       defrag=defrag_schedule(body.get("defrag")))

@@ -1,4 +1,4 @@
-"""JSON documents of the API's resources: pools, nodes, GPUs, allocations, queue entries, quotas.
+"""JSON documents of the API's resources: pools, nodes, GPUs, allocations, queue entries, quotas, shares.
 
 Pure functions of the projection (and of :mod:`services.allocator.api.reasons` for explanations).
 Quantities are canonical Kubernetes strings as in :mod:`services.allocator.api.views` (``"10"``,
@@ -7,6 +7,7 @@ Quantities are canonical Kubernetes strings as in :mod:`services.allocator.api.v
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from datetime import datetime
 from typing import Any
@@ -14,9 +15,9 @@ from typing import Any
 import msgspec
 
 from events.quantity import format_bytes, format_milli, percent_text, tflops_text, vram_text
-from events.values import QOS_LEVELS, PoolConfig, QuotaAmount, Resources
+from events.values import QOS_LEVELS, PoolConfig, QuotaAmount, Resources, ShareAmount, ShareSpec
 from services.allocator import domain
-from services.allocator.api import reasons, views
+from services.allocator.api import reasons, share_status, views
 from services.allocator.api.quota_status import QuotaStatus, quota_status
 from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState, capacity_totals
 from services.allocator.domain.state import ClusterState
@@ -118,6 +119,11 @@ def _need(state: ClusterState, allocation: AllocationState, reason: reasons.Reas
     if reason.code == "quota":
         return (f"namespace {spec.namespace}'s quota ({reason.quota_dimension or 'total'}) must allow it: "
                 "release or shrink allocations of the namespace, or raise its quota")
+    if reason.code == "share":
+        return (f"the share terms of namespace {spec.namespace} in pool {spec.pool} must allow it (the reason names "
+                "the share, resource and figures): its share's own allocations to shrink, the capacity other shares "
+                "keep for their guarantees to be used or lent, or a larger guarantee or borrowing limit "
+                "(`gpuledger shares show`, docs/shares.md)")
     if reason.code == "capacity":
         amount = (percent_text(spec.request.compute_milli_percent) if spec.request.compute_milli_percent
                   else tflops_text(spec.request.milli_tflops))
@@ -243,7 +249,8 @@ def status_doc(status: QuotaStatus) -> dict[str, Any]:
 
 
 def summary(state: ClusterState) -> dict[str, Any]:
-    """The small ``/api/v1/status``: position, per-pool totals, node/GPU counts by phase, allocations."""
+    """The small ``/api/v1/status``: position, per-pool totals, node/GPU counts by phase, allocations,
+    and per share and pool its figures (docs/shares.md; an empty list without shares)."""
     statuses = Counter(a.status for a in state.allocations.values())
     return {
         "position": state.position,
@@ -252,4 +259,50 @@ def summary(state: ClusterState) -> dict[str, Any]:
         "nodes_by_phase": dict(sorted(Counter(n.phase for n in state.nodes.values()).items())),
         "gpus_by_phase": dict(sorted(Counter(g.phase for g in state.gpus.values()).items())),
         "allocations": {GRANTED: statuses.get(GRANTED, 0), QUEUED: statuses.get(QUEUED, 0)},
+        "shares": [{"share": f.share, "pool": f.pool, "parent": state.shares[f.share].parent or None,
+                    "guaranteed": figure_doc(f.guaranteed), "used": figure_doc(f.used),
+                    "borrowed": figure_doc(f.borrowed), "lent": figure_doc(f.lent), "fair_share": figure_doc(f.fair),
+                    "waiting": f.waiting}
+                   for figures in share_status.all_figures(state).values() for f in figures],
     }
+
+
+def share_amount_doc(amount: ShareAmount | None) -> dict[str, Any] | None:
+    """A share's terms amount ``{"tflops", "vram", "gpus"}`` (null for a resource not set; the
+    whole amount null when absent, i.e. an unbounded limit): the shape PUT /api/v1/shares takes."""
+    if amount is None:
+        return None
+    return {"tflops": None if amount.milli_tflops is None else format_milli(amount.milli_tflops),
+            "vram": None if amount.vram_bytes is None else format_bytes(amount.vram_bytes),
+            "gpus": amount.gpus}
+
+
+def figure_doc(value: share_status.Vector) -> dict[str, Any]:
+    """A figure ``{"tflops", "vram", "gpus"}``: TFLOPS rounded down to milli-TFLOPS, VRAM to bytes
+    (canonical quantity strings), GPUs a whole number or rounded to hundredths."""
+    gpus = value[2]
+    return {"tflops": format_milli(math.floor(value[0])), "vram": format_bytes(math.floor(value[1])),
+            "gpus": int(gpus) if gpus.denominator == 1 else round(float(gpus), 2)}
+
+
+def share_spec_doc(spec: ShareSpec) -> dict[str, Any]:
+    """A share as PUT /api/v1/shares/{name} takes it."""
+    return {"namespaces": list(spec.namespaces), "parent": spec.parent, "weight": spec.weight,
+            "pools": [{"pool": t.pool, "guaranteed": share_amount_doc(t.guaranteed),
+                       "borrowing_limit": share_amount_doc(t.borrowing_limit),
+                       "lending_limit": share_amount_doc(t.lending_limit)} for t in spec.pools]}
+
+
+def share_doc(state: ClusterState, name: str, figures: list[share_status.PoolFigures]) -> dict[str, Any]:
+    """One share (docs/shares.md): name, parent, children, namespaces, weight, ``spec`` and per
+    pool its terms and figures (share_status)."""
+    spec = state.shares[name]
+    return {"name": name, "parent": spec.parent or None,
+            "children": [n for n, s in sorted(state.shares.items()) if s.parent == name],
+            "namespaces": list(spec.namespaces), "weight": spec.weight, "spec": share_spec_doc(spec),
+            "pools": [{"pool": f.pool, "guaranteed": figure_doc(f.guaranteed),
+                       "borrowing_limit": share_amount_doc(f.terms.borrowing_limit),
+                       "lending_limit": share_amount_doc(f.terms.lending_limit),
+                       "used": figure_doc(f.used), "borrowed": figure_doc(f.borrowed), "lent": figure_doc(f.lent),
+                       "fair_share": figure_doc(f.fair), "below_guarantee": list(f.below), "waiting": f.waiting}
+                      for f in figures]}

@@ -18,6 +18,9 @@ _PAGE = {"$ref": "#/components/schemas/Page"}
 _ANY = {"type": "object", "additionalProperties": True}
 _AMOUNT = {"type": ["object", "null"], "additionalProperties": False,
            "properties": {"tflops": {"type": ["string", "null"]}, "vram": {"type": ["string", "null"]}}}
+_SHARE_AMOUNT = {"type": ["object", "null"], "additionalProperties": False, "properties": {
+    "tflops": {"type": ["string", "null"]}, "vram": {"type": ["string", "null"]},
+    "gpus": {"type": ["integer", "null"], "minimum": 0}}}
 _RESOURCES = {"type": "object", "additionalProperties": False,
               "properties": {"tflops": {"type": "string"}, "vram": {"type": "string"}}}
 _SCHEMAS: dict[str, Any] = {
@@ -43,13 +46,22 @@ _SCHEMAS: dict[str, Any] = {
         "max_gpu_count": {"type": ["integer", "null"], "minimum": 0},
         "alert_threshold_percent": {"type": ["integer", "null"], "minimum": 0, "maximum": 100},
         "default_requests": _RESOURCES, "default_limits": _RESOURCES}},
+    "Share": {"type": "object", "additionalProperties": False, "properties": {
+        "namespaces": {"type": "array", "maxItems": 256, "items": {"type": "string"}},
+        "parent": {"type": "string"}, "weight": {"type": "integer", "minimum": 1, "maximum": 1000},
+        "pools": {"type": "array", "maxItems": 256, "items": {
+            "type": "object", "required": ["pool"], "additionalProperties": False, "properties": {
+                "pool": {"type": "string"},
+                **{k: _SHARE_AMOUNT for k in ("guaranteed", "borrowing_limit", "lending_limit")}}}}}},
     "PoolConfig": {"type": "object", "additionalProperties": False, "properties": {
         "placement": {"type": "string"}, "vram_weight": {"type": "number"}, "tflops_weight": {"type": "number"},
         "max_workers_per_node": {"type": "integer", "minimum": 0},
         "preemption": {"enum": ["cluster", "namespace", "off"]},
         "isolation_policy": {"enum": ["static", "dynamic"]}, "topology": {"enum": ["soft", "hard", "off"]},
         "max_topology_tier": {"type": "integer", "minimum": 0, "maximum": 3},
-        "enforcement": {"enum": ["none", "hami-core", "tensor-fusion"]}}},
+        "enforcement": {"enum": ["none", "hami-core", "tensor-fusion"]},
+        **{k: {"type": "integer", "minimum": 0}
+           for k in ("fair_share_half_life_s", "reclaim_min_runtime_s", "reclaim_max_per_minute")}}},
 }
 
 
@@ -162,7 +174,16 @@ def document() -> dict[str, Any]:
                        extra=_WRITE),
             "delete": _op("Remove a namespace's quota", _DECISION, params=[_path("namespace"), _WAIT],
                           extra=(*_WRITE, 404))},
-        "/api/v1/status": {"get": _op("Summary: pools, nodes and GPUs by phase, allocation counts", _ANY)},
+        "/api/v1/shares": {"get": _op("Shares: per pool guaranteed, used, borrowed, lent, fair share (docs/shares.md)",
+                                      _PAGE, params=[q("pool", "Pool"), *_PAGING])},
+        "/api/v1/shares/{name}": {
+            "get": _op("A share with its figures per pool, parent and children", _ANY, params=[_path("name")],
+                       extra=(404,)),
+            "put": _op("Create or replace a share", _DECISION, params=[_path("name"), _WAIT], body="Share",
+                       extra=_WRITE),
+            "delete": _op("Remove a share (409 while it is a parent)", _DECISION, params=[_path("name"), _WAIT],
+                          extra=(*_WRITE, 404, 409))},
+        "/api/v1/status": {"get": _op("Summary: pools, nodes and GPUs by phase, allocation counts, shares", _ANY)},
         "/api/v1/simulate": {"post": _op("What would be decided for a Pod now (nothing written)", _ANY, body="Pod",
                                          extra=(413, 415))},
         "/api/v1/whatif": {"post": _op("Replay a window of the log under another policy (docs/whatif.md; nothing "

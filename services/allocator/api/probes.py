@@ -19,7 +19,7 @@ import time
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 
-from services.allocator.api import gauges, quota_gauges
+from services.allocator.api import gauges, quota_gauges, share_gauges
 from services.allocator.api.context import allocator_of, follower_of
 from services.allocator.api.follower import Follower
 
@@ -78,6 +78,7 @@ class ReaderMetrics:
               registry=r).set_function(lambda: follower.lag)
         r.register(gauges.PoolCollector(lambda: follower.state))
         r.register(quota_gauges.QuotaCollector(lambda: follower.state))
+        r.register(share_gauges.ShareCollector(lambda: follower.state))
 
     def render(self) -> bytes:
         """The Prometheus text exposition."""

@@ -1,5 +1,5 @@
 """Read handlers: pools, nodes, GPUs, allocations (with their live explanation), queue, quotas,
-status and simulate. Everything reads the reader's own projection (services.allocator.api.follower);
+shares, status and simulate. Everything reads the reader's own projection (services.allocator.api.follower);
 nothing is written.
 
 Lists take their filters plus ``limit``/``continue`` (:mod:`services.allocator.api.paging`); a
@@ -16,7 +16,7 @@ from aiohttp import web
 from events.durations import go_duration_s
 from events.values import NODE_PHASES, QOS_LEVELS
 from services import podspec
-from services.allocator.api import bounds, documents, ended, paging, reasons, simulation, views
+from services.allocator.api import bounds, documents, ended, paging, reasons, share_status, simulation, views
 from services.allocator.api.context import explainer_of, history_of, reason_of, state_of
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.queue import grant_order
@@ -171,6 +171,32 @@ async def quotas(request: web.Request) -> web.Response:
     names = [n for n in set(state.quotas) | set(state.usage) if params.get("namespace", n) == n]
     return _json(paging.page(names, key=lambda n: (n,), params=params,
                              render=lambda n: documents.quota_doc(state, n)))
+
+
+async def shares(request: web.Request) -> web.Response:
+    """GET /api/v1/shares?pool=: every share (documents.share_doc), by name; ``pool`` keeps the
+    shares taking part in that pool and only their figures there."""
+    params = paging.query(request, allowed=("pool",))
+    state = state_of(request)
+    figures = share_status.all_figures(state)
+    pool = params.get("pool")
+    if pool is not None:
+        figures = {n: [f for f in found if f.pool == pool] for n, found in figures.items()}
+        figures = {n: found for n, found in figures.items() if found}
+    return _json(paging.page(sorted(figures), key=lambda n: (n,), params=params,
+                             render=lambda n: documents.share_doc(state, n, figures[n])))
+
+
+async def share(request: web.Request) -> web.Response:
+    """GET /api/v1/shares/{name}: one share with its figures per pool, parent and children; 404
+    naming the known shares."""
+    paging.query(request, allowed=())
+    state = state_of(request)
+    name = request.match_info["name"]
+    if name not in state.shares:
+        known = ", ".join(sorted(state.shares)[:20]) or "none"
+        raise bounds.ApiError(404, f"no share {name[:80]!r} (shares: {known})", field="name")
+    return _json(documents.share_doc(state, name, share_status.all_figures(state)[name]))
 
 
 async def status(request: web.Request) -> web.Response:

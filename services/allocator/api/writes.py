@@ -27,6 +27,7 @@ from typing import Any
 
 from aiohttp import web
 
+from events import bounds as bounds_names
 from events import guard as events_guard
 from events import intents
 from events.bounds import MAX_LABEL_VALUE_LENGTH, BoundsError
@@ -95,6 +96,8 @@ def refusal(view: dict[str, Any]) -> tuple[int, str]:
         return (409, view["reason"]) if view.get("namespace") else (404, view["reason"])
     if kind == "intent_rejected" and view.get("event", {}).get("intent_type") == "remove_pool":
         return 409, view["reason"]  # the pool gained a node or an allocation since the API looked
+    if kind == "intent_rejected" and view.get("event", {}).get("intent_type") == "remove_share":
+        return 409, view["reason"]  # the share is some share's parent: remove or re-parent the children
     if kind == "intent_rejected" or (kind == "resize_rejected" and code == "invalid"):
         return 400, view["reason"]
     return 200, ""
@@ -264,6 +267,31 @@ async def remove_quota(request: web.Request) -> web.Response:
         raise bounds.ApiError(404, f"namespace {namespace[:80]!r} has no quota", field="namespace")
     return await _decide(request, intents.RemoveQuota(intent_id=_intent_id("unquota"), namespace=namespace),
                          wait)
+
+
+async def set_share(request: web.Request) -> web.Response:
+    """PUT /api/v1/shares/{name}?wait=: create or replace a share; body in the ``spec`` shape of GET
+    /api/v1/shares/{name} (bodies.share). The allocator refuses (400, naming the field) a namespace
+    already in another share, an unknown parent, a parent with namespaces or a parent of its own, a
+    child guaranteed more than its parent."""
+    params = paging.query(request, allowed=("wait",))
+    name = bodies.share_name(request.match_info["name"])
+    spec = bodies.share(await bounds.read_object(request))
+    return await _decide(request, intents.SetShare(intent_id=_intent_id("share"), name=name, spec=spec),
+                         _wait_of(params))
+
+
+async def remove_share(request: web.Request) -> web.Response:
+    """DELETE /api/v1/shares/{name}?wait=: remove a share (404 when there is none; 409, the
+    allocator's refusal, while it is some share's parent). Its namespaces are in no share afterwards."""
+    params = paging.query(request, allowed=("wait",))
+    wait = _wait_of(params)
+    name = bodies.name(request.match_info["name"], field="name", limit=bounds_names.MAX_NAME_LENGTH)
+    state = await _fresh_state(request)
+    if name not in state.shares:
+        raise bounds.ApiError(404, f"no share {name[:80]!r} (shares: {', '.join(sorted(state.shares)[:20]) or 'none'})",
+                              field="name")
+    return await _decide(request, intents.RemoveShare(intent_id=_intent_id("unshare"), name=name), wait)
 
 
 async def configure_pool(request: web.Request) -> web.Response:

@@ -1,8 +1,8 @@
 """The dashboard's routes (an aiohttp sub-application mounted at ``/ui`` on a reader's app, ``gpuledger api``).
 
-``GET /ui/`` Cluster, ``/ui/queue`` Queue, ``/ui/allocations/{id}`` Allocation (``/ui/allocations
-?id=`` jumps there), ``/ui/nodes/{name}`` Node, ``/ui/quality`` Placement quality, ``/ui/defrag``
-Defrag (``?pool=&max_moves=``: a pool's running or last campaign and its plan, dry run),
+``GET /ui/`` Cluster, ``/ui/queue`` Queue, ``/ui/shares`` Shares (docs/shares.md), ``/ui/allocations/{id}``
+Allocation (``/ui/allocations?id=`` jumps there), ``/ui/nodes/{name}`` Node, ``/ui/quality`` Placement quality,
+``/ui/defrag`` Defrag (``?pool=&max_moves=``: a pool's running or last campaign and its plan, dry run),
 ``/ui/live.json`` ``{"position", "role", "head", "lag"}`` (what the page script polls to refresh in place),
 ``/ui/static/*`` the CSS and the script. Bad query values answer 400 naming the field; unknown
 nodes and allocations 404. Everything reads the reader's own projection through ``reads``,
@@ -112,6 +112,13 @@ async def queue(request: web.Request) -> web.Response:
     waiting, total = reads.queue(follower.state, offset=(number - 1) * QUEUE_PER_PAGE, limit=QUEUE_PER_PAGE)
     return render.page("queue.html", **_common(follower, "queue"), waiting=waiting, total=total, page=number,
                        pages=max(1, -(-total // QUEUE_PER_PAGE)))
+
+
+async def shares(request: web.Request) -> web.Response:
+    """Every share per pool: guaranteed, used (a bar against the guarantee), borrowed, lent, fair
+    share and waiting requests (services.allocator.api.share_status)."""
+    follower = request.app[FOLLOWER]
+    return render.page("shares.html", **_common(follower, "shares"), rows=reads.shares(follower.state))
 
 
 async def find_allocation(request: web.Request) -> web.Response:
@@ -246,6 +253,7 @@ def build(follower: Follower, history: History, *, token: str | None = None) -> 
     app.on_cleanup.append(_stop_backfill)
     app.router.add_get("/", cluster)
     app.router.add_get("/queue", queue)
+    app.router.add_get("/shares", shares)
     app.router.add_get("/allocations", find_allocation)
     app.router.add_get("/allocations/{id:.+}", allocation)  # an id NAMESPACE/POD may come unencoded
     app.router.add_get("/nodes/{name}", node)

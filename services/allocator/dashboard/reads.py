@@ -1,4 +1,4 @@
-"""Every read the dashboard makes of the projection's records (GPUs, nodes, allocations, queue).
+"""Every read the dashboard makes of the projection's records (GPUs, nodes, allocations, queue, shares).
 
 Pure functions of a :class:`ClusterState`; they read records only (never the scheduler's caches
 or indexes), so a change of the domain's internals is adapted here and nowhere else.
@@ -18,7 +18,7 @@ from datetime import datetime
 
 import msgspec
 
-from services.allocator.api import reasons
+from services.allocator.api import reasons, share_status
 from services.allocator.domain.filters.liveness import READY
 from services.allocator.domain.model import GRANTED, MISSING, QUEUED, AllocationState, GpuState, NodeState
 from services.allocator.domain.state import ClusterState
@@ -247,3 +247,38 @@ def queue(state: ClusterState, *, offset: int = 0, limit: int = 100, explain: in
 def position(state: ClusterState) -> int:
     """The last log position folded into the projection."""
     return state.position
+
+
+class ShareRow(msgspec.Struct, frozen=True, kw_only=True):
+    """One share in one pool on the Shares page (services.allocator.api.share_status figures):
+    per resource (``tflops`` in milli-TFLOPS, ``vram`` bytes, ``gpus``) guaranteed, used, borrowed,
+    lent and fair share as floats, ``held_pct`` the largest used / guaranteed over the resources it
+    is guaranteed (for the bar; None when it has no guarantee), waiting requests."""
+
+    share: str
+    parent: str
+    pool: str
+    guaranteed: tuple[float, float, float]
+    used: tuple[float, float, float]
+    borrowed: tuple[float, float, float]
+    lent: tuple[float, float, float]
+    fair: tuple[float, float, float]
+    held_pct: float | None
+    waiting: int
+
+
+def shares(state: ClusterState) -> list[ShareRow]:
+    """Every share in every pool it takes part in, by pool then parents before their children."""
+    rows = []
+    for found in share_status.all_figures(state).values():
+        for f in found:
+            ratios = [float(u / g) for u, g in zip(f.used, f.guaranteed, strict=True) if g]
+            rows.append(ShareRow(share=f.share, parent=state.shares[f.share].parent, pool=f.pool,
+                                 guaranteed=_floats(f.guaranteed), used=_floats(f.used), borrowed=_floats(f.borrowed),
+                                 lent=_floats(f.lent), fair=_floats(f.fair),
+                                 held_pct=100 * max(ratios) if ratios else None, waiting=f.waiting))
+    return sorted(rows, key=lambda r: (r.pool, r.parent or r.share, bool(r.parent), r.share))
+
+
+def _floats(value: share_status.Vector) -> tuple[float, float, float]:
+    return float(value[0]), float(value[1]), float(value[2])

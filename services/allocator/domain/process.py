@@ -24,15 +24,17 @@ from events.intents import AnyIntent
 from events.values import priority_of
 from services.allocator.domain import gang
 from services.allocator.domain.allocate import attempt, granted
+from services.allocator.domain.borrowing import guarantee_of, over, usage_after
 from services.allocator.domain.decide import decide
 from services.allocator.domain.evolve import evolve
 from services.allocator.domain.filters.liveness import READY
 from services.allocator.domain.model import QUEUED, AllocationState
 from services.allocator.domain.need import ShapeKey, shape_key
 from services.allocator.domain.placement import Grant
-from services.allocator.domain.preempting import try_preempt
 from services.allocator.domain.queue import GroupKey, OrderKey
+from services.allocator.domain.reclaim import try_take
 from services.allocator.domain.scheduler import Scheduler
+from services.allocator.domain.shares import ShareIndex
 from services.allocator.domain.state import ClusterState
 
 
@@ -76,7 +78,47 @@ def hints_of(state: ClusterState, events: Sequence[ev.AnyEvent]) -> Hints:
                 hints.pools.add(e.pool)
             case ev.MoveCancelled():  # a defrag reservation's hold was freed
                 hints.nodes.add(e.node)
+            case ev.ShareSet() | ev.ShareRemoved():
+                hints.pools.update(state.pool_nodes)  # limits, guarantees and members may have changed anywhere
+    if state.share_index.terms:
+        shared_hints(state, events, hints)
     return hints
+
+
+_CAPACITY_EVENTS = (ev.NodeRegistered, ev.GpuCapacityChanged, ev.GpuPhaseChanged, ev.NodePhaseChanged)
+
+
+def shared_hints(state: ClusterState, events: Sequence[ev.AnyEvent], hints: Hints) -> None:
+    """What may unblock a request anywhere in a pool with shares (domain/borrowing.py,
+    domain/reclaim.py), beyond the nodes :func:`hints_of` names: a release, preemption or resize
+    lowers its share's usage, so the requests its usage bounds (its namespaces; with a parent, all
+    under that parent) are retried in the whole pool; a borrowed grant is something the requests
+    of shares within their guarantee may now reclaim; and where a share lends only part of its
+    guarantee, its own grants and any capacity change move what it keeps, so the whole pool is
+    retried."""
+    index = state.share_index
+    for e in events:
+        if isinstance(e, ev.AllocationReleased | ev.AllocationPreempted | ev.AllocationResized):
+            if e.pool in index.terms:
+                hints.namespaces.update(index.family.get(index.leaf_of(e.namespace), ()))
+                if e.pool in index.lenders:
+                    hints.pools.add(e.pool)
+        elif isinstance(e, _CAPACITY_EVENTS):
+            if e.pool in index.lenders:
+                hints.pools.add(e.pool)
+        elif isinstance(e, ev.AllocationGranted) and e.spec.pool in index.terms:
+            pool = e.spec.pool
+            if index.keeps(e.share, pool):
+                hints.pools.add(pool)
+            elif e.borrowed:
+                for share in index.terms[pool]:
+                    if share != e.share and not _over(index, share, pool):
+                        hints.namespaces.update(index.family.get(share, ()))
+
+
+def _over(index: ShareIndex, share: str, pool: str) -> bool:
+    """Whether ``share`` uses more than its guarantee in ``pool`` (then none of its requests reclaims)."""
+    return over(guarantee_of(index, share, pool), usage_after(index, share, pool, (0, 0, 0), ())) is not None
 
 
 def drain(state: ClusterState, hints: Hints, now: datetime, scheduler: Scheduler) -> list[ev.AnyEvent]:
@@ -201,7 +243,7 @@ def _one(state: ClusterState, allocation: AllocationState, hints: Hints, now: da
     tried = (shape, priority_of(spec), spec.namespace)
     if tried in memo.no_plan:
         return _NOTHING
-    preempting = try_preempt(state, spec, now, scheduler, from_queue=True)
+    preempting = try_take(state, spec, now, scheduler, from_queue=True)
     if isinstance(preempting, list):
         for change in preempting:
             evolve(state, change)
@@ -229,5 +271,13 @@ def process(state: ClusterState, intent: AnyIntent, now: datetime, scheduler: Sc
     if len(state.queue):
         hints = hints_of(state, events)
         if hints:
-            events.extend(drain(state, hints, now, scheduler))
+            drained = drain(state, hints, now, scheduler)
+            events.extend(drained)
+            while drained and state.share_index.terms and len(state.queue):  # what the drain granted or
+                again = Hints()  # reclaimed may unblock a request it walked past (shared_hints)
+                shared_hints(state, drained, again)
+                if not again:
+                    break
+                drained = drain(state, again, now, scheduler)
+                events.extend(drained)
     return events

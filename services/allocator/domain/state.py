@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from datetime import datetime
 
 import msgspec
 
-from events.values import PoolConfig, QuotaSpec
+from events.values import PoolConfig, QuotaSpec, ShareSpec
 from services.allocator.domain.campaign_records import Campaign
 from services.allocator.domain.gang_index import GangIndex
 from services.allocator.domain.model import (
@@ -26,16 +27,18 @@ from services.allocator.domain.model import (
     StateSnapshot,
 )
 from services.allocator.domain.queue import RequestQueue
+from services.allocator.domain.shares import ShareIndex
 
 _snapshot_encoder = msgspec.msgpack.Encoder()
 _snapshot_decoder = msgspec.msgpack.Decoder(StateSnapshot)
 _digest_encoder = msgspec.json.Encoder(order="sorted")
 
-PROJECTION_VERSION = 3
+PROJECTION_VERSION = 4
 """The version of what a snapshot holds for a given log prefix. Bump it whenever ``evolve`` folds
 the same events into a different state, or the snapshot gains a field whose value old snapshots
 cannot supply (1: request shapes record VRAM and whole-GPU isolation; 2: nodes record
-``idle_since``; 3: defrag campaigns and their reservations' holds). A snapshot of another
+``idle_since``; 3: defrag campaigns and their reservations' holds; 4: shares, and allocations
+record their share and whether they borrowed). A snapshot of another
 version is never resumed from: the state is rebuilt from the log (:func:`resume_from`)."""
 
 
@@ -110,10 +113,16 @@ class ClusterState:
     queued allocations in grant order, ``changes`` what evolve touched, ``gangs`` the live members
     of each gang (derived like the queue; not in the snapshot), ``campaigns`` pool -> its running
     or last defrag campaign (domain/campaign_records.py).
+
+    Shares (docs/allocation.md "Fair share"): ``shares`` name -> ShareSpec (in the snapshot), and
+    ``share_index`` what is derived from it and the allocations (namespace -> leaf share, terms and
+    usage per pool and share; domain/shares.py ShareIndex; not in the snapshot); ``reclaims`` pool
+    -> the times of its reclaims in the last minute before the latest one (PoolConfig
+    ``reclaim_max_per_minute``; in the snapshot).
     """
 
     __slots__ = ("allocations", "campaigns", "changes", "gangs", "gpus", "nodes", "pool_nodes", "pools", "position",
-                 "queue", "quotas", "recent", "usage")
+                 "queue", "quotas", "recent", "reclaims", "share_index", "shares", "usage")
 
     def __init__(self) -> None:
         self.position = 0
@@ -129,6 +138,9 @@ class ClusterState:
         self.changes = Changes()
         self.gangs = GangIndex()
         self.campaigns: dict[str, Campaign] = {}
+        self.shares: dict[str, ShareSpec] = {}
+        self.share_index = ShareIndex()
+        self.reclaims: dict[str, list[datetime]] = {}
 
     @classmethod
     def empty(cls) -> ClusterState:
@@ -153,6 +165,8 @@ class ClusterState:
             queue_seq=self.queue.next_seq,
             recent=self.recent,
             campaigns=self.campaigns,
+            shares=self.shares,
+            reclaims=self.reclaims,
         )
 
     @classmethod
@@ -172,6 +186,9 @@ class ClusterState:
             state.pool_nodes.setdefault(node.pool, set()).add(node.name)
         state.queue.rebuild(state.allocations.values(), next_seq=snapshot.queue_seq)
         state.gangs.rebuild(state.allocations.values())
+        state.shares = dict(snapshot.shares)
+        state.reclaims = {pool: list(times) for pool, times in snapshot.reclaims.items()}
+        state.share_index.rebuild(state.shares, state.allocations.values())
         return state
 
 

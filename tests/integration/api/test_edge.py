@@ -132,6 +132,8 @@ BODIES: list[tuple[str, str, object, str]] = [
     ("POST", "/api/v1/allocations/team-a%2Fa/resize", {"request": {"tflops": SURROGATE}}, "request.tflops"),
     ("POST", "/api/v1/allocations/team-a/a/resize", {"request": {SURROGATE: "1"}}, "request.'\\ud800'"),
     ("POST", "/api/v1/whatif", {"since": "1h", "quota": ["a=1", SURROGATE]}, "quota[1]"),
+    ("PUT", "/api/v1/shares/research", {"pools": [{"pool": "default", "guaranteed": {"vram": SURROGATE}}]},
+     "pools[0].guaranteed.vram"),
 ]
 
 

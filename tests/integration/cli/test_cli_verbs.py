@@ -342,3 +342,26 @@ def test_defrag_plan_is_a_dry_run_with_reasons(stack: Path) -> None:
     none = cli(stack, "defrag", "cancel", "default", "--json")
     assert none.returncode == 2 and as_json(none)["field"] == "pool", none.stdout
     assert cli(stack, "release", "team-a/defrag-check").returncode == 0
+
+
+def test_shares_set_list_show_status_and_remove(stack: Path) -> None:
+    """``shares``: last in the module (while a share names pool default, other namespaces borrow there)."""
+    done = cli(stack, "shares", "set", "research", "-n", "team-s", "--pool", "default", "--guarantee",
+               "tflops=20,gpus=1", "--borrow-limit", "gpus=1", "--weight", "2", "--json")
+    assert done.returncode == 0 and as_json(done)["type"] == "share_set", done.stdout
+    submitted = as_json(cli(stack, "submit", pod(stack, "fair", namespace="team-s"), "--json"))
+    assert submitted["type"] == "allocation_granted"
+    listed = as_json(cli(stack, "shares", "list", "--json"))
+    assert [s["name"] for s in listed] == ["research"]
+    assert listed[0]["pools"][0]["used"] == {"tflops": "10", "vram": "4Gi", "gpus": 1}
+    shown = cli(stack, "shares", "show", "research")
+    assert shown.returncode == 0 and "team-s" in shown.stdout and "fair share" in shown.stdout
+    status = cli(stack, "status")
+    assert "share research in default: used 10 TFLOPS of 20 TFLOPS; 4 GiB (none guaranteed); 1 of 1 GPUs; borrowed 0" \
+        in status.stdout, status.stdout
+    refused = cli(stack, "shares", "set", "other", "-n", "team-s", "--json")  # team-s is research's already
+    assert refused.returncode == 2 and "team-s" in as_json(refused)["error"], refused.stdout
+    assert cli(stack, "shares", "show", "nosuch", "--json").returncode == 2
+    assert cli(stack, "release", "team-s/fair").returncode == 0
+    assert cli(stack, "shares", "remove", "research").returncode == 0
+    assert as_json(cli(stack, "shares", "list", "--json")) == []

@@ -102,7 +102,7 @@ def test_every_page_loads_only_from_the_allocator(stack: scenario.Stack, page: A
     page.on("request", on_request)
     page.on("console", on_console)
     try:
-        for path in ("/ui/", "/ui/queue", "/ui/quality", "/ui/allocations/train-c",
+        for path in ("/ui/", "/ui/queue", "/ui/shares", "/ui/quality", "/ui/allocations/train-c",
                      f"/ui/nodes/{scenario.LOST_NODE}"):
             page.goto(stack.http + path)
             assert page.locator("header nav").count() == 1 and page.locator("main h1").count() == 1, path
@@ -229,3 +229,21 @@ def test_gpu_map_at_10412_gpus(stack: scenario.Stack, page: Any, tmp_path: Path)
     assert page.locator("#gpu-map i.c").count() == scenario.TOTAL_GPUS
     assert page.locator("#map-count").inner_text().startswith(f"{scenario.TOTAL_GPUS} of {scenario.TOTAL_GPUS}")
     print(json.dumps({"gpus": total, "full_map_load_s": round(seconds, 3)}))  # measured, not asserted
+
+
+def test_shares_page_shows_a_share_set_through_the_api(stack: scenario.Stack, page: Any) -> None:
+    """Last in the module: once a share names pool default, grants there are charged to shares."""
+    body = {"namespaces": ["team-s"], "weight": 2, "pools": [{"pool": "default", "guaranteed": {"gpus": 2}}]}
+    put = urllib.request.Request(f"{stack.http}/api/v1/shares/research?wait=10", data=json.dumps(body).encode(),
+                                 method="PUT", headers={"Authorization": f"Bearer {TOKEN}",
+                                                        "Content-Type": "application/json"})
+    with urllib.request.urlopen(put, timeout=30) as answer:
+        assert json.loads(answer.read())["type"] == "share_set"
+    page.goto(f"{stack.http}/ui/")
+    page.click("header nav a:has-text('Shares')")
+    page.wait_for_url("**/ui/shares")
+    row = page.locator("table.shares tr.share", has_text="research")
+    assert row.count() == 1
+    cells = [row.locator("td").nth(i).inner_text() for i in range(4)]
+    assert cells[0] == "default" and cells[2].endswith("2 GPUs") and cells[3].endswith("0 GPUs")
+    assert row.locator("svg.held rect.under").count() == 1

@@ -44,3 +44,15 @@ def test_enforcement_is_checked_and_documented() -> None:
     assert json.loads(result.output)["field"] == "enforcement"
     help_text = CliRunner().invoke(app, ["pool", "configure", "--help"]).output
     assert "--enforcement" in help_text and "hami-core" in help_text
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (["--fair-share-half-life", "2"], "fair-share-half-life"),  # no unit
+    (["--fair-share-half-life", "1.5s"], "fair-share-half-life"),  # not whole seconds
+    (["--reclaim-min-runtime", "-5m"], "reclaim-min-runtime"),
+])
+def test_fair_share_durations_are_checked_before_any_api_call(args: list[str], field: str, tmp_path: object) -> None:
+    result = CliRunner().invoke(app, ["pool", "configure", "default", *args, "--data-dir", str(tmp_path), "--json"])
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.output)["field"] == field
+    assert CliRunner().invoke(app, ["pool", "configure", "default", "--reclaim-max-per-minute", "-1"]).exit_code == 2
