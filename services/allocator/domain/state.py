@@ -20,6 +20,7 @@ from services.allocator.domain.model import (
     AllocationState,
     GpuState,
     NodeState,
+    PoolDecay,
     QuotaUsage,
     RecentRequests,
     StateSnapshot,
@@ -31,11 +32,12 @@ _snapshot_encoder = msgspec.msgpack.Encoder()
 _snapshot_decoder = msgspec.msgpack.Decoder(StateSnapshot)
 _digest_encoder = msgspec.json.Encoder(order="sorted")
 
-PROJECTION_VERSION = 3
+PROJECTION_VERSION = 4
 """The version of what a snapshot holds for a given log prefix. Bump it whenever ``evolve`` folds
 the same events into a different state, or the snapshot gains a field whose value old snapshots
 cannot supply (1: request shapes record VRAM and whole-GPU isolation; 2: nodes record
-``idle_since``; 3: shares, and allocations record their share and whether they borrowed). A snapshot
+``idle_since``; 3: shares, and allocations record their share and whether they borrowed; 4: each pool's decayed
+share usage). A snapshot
 of another
 version is never resumed from: the state is rebuilt from the log (:func:`resume_from`)."""
 
@@ -113,11 +115,12 @@ class ClusterState:
 
     Shares (docs/allocation.md "Fair share"): ``shares`` name -> ShareSpec (in the snapshot), and
     ``share_index`` what is derived from it and the allocations (namespace -> leaf share, terms and
-    usage per pool and share; domain/shares.py ShareIndex; not in the snapshot).
+    usage per pool and share; domain/shares.py ShareIndex; not in the snapshot); ``decayed`` pool ->
+    its shares' decayed usage (PoolDecay, pools with a fair-share half-life; in the snapshot).
     """
 
-    __slots__ = ("allocations", "changes", "gangs", "gpus", "nodes", "pool_nodes", "pools", "position", "queue",
-                 "quotas", "recent", "share_index", "shares", "usage")
+    __slots__ = ("allocations", "changes", "decayed", "gangs", "gpus", "nodes", "pool_nodes", "pools", "position",
+                 "queue", "quotas", "recent", "share_index", "shares", "usage")
 
     def __init__(self) -> None:
         self.position = 0
@@ -134,6 +137,7 @@ class ClusterState:
         self.gangs = GangIndex()
         self.shares: dict[str, ShareSpec] = {}
         self.share_index = ShareIndex()
+        self.decayed: dict[str, PoolDecay] = {}
 
     @classmethod
     def empty(cls) -> ClusterState:
@@ -158,6 +162,7 @@ class ClusterState:
             queue_seq=self.queue.next_seq,
             recent=self.recent,
             shares=self.shares,
+            decayed=self.decayed,
         )
 
     @classmethod
@@ -178,6 +183,7 @@ class ClusterState:
         state.gangs.rebuild(state.allocations.values())
         state.shares = dict(snapshot.shares)
         state.share_index.rebuild(state.shares, state.allocations.values())
+        state.decayed = dict(snapshot.decayed)
         return state
 
 
