@@ -36,6 +36,8 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import datetime
 from typing import Literal, NamedTuple
 
+import msgspec
+
 from services.allocator.domain.filters.liveness import READY
 from services.allocator.domain.model import GRANTED, MISSING, DecayedUsage, NodeState, PoolDecay, ShareUsage
 from services.allocator.domain.queue import GroupKey, OrderKey
@@ -310,3 +312,95 @@ RankedKey = tuple[int, int, Rank, int, str]
 def ranked_key(key: OrderKey, rank: Rank) -> RankedKey:
     """A queue key with its share's rank between QoS and arrival."""
     return key[0], key[1], rank, key[2], key[3]
+
+
+class Standing(msgspec.Struct, frozen=True, kw_only=True):
+    """Where a waiting request's share stands in its pool's fair-share order (what the queue and
+    ``why`` say). ``share``: its share ("" when its namespace is in none); ``mine``: that share's
+    dominant share (None for no share); ``ahead``: the share ranked first among those ahead of it
+    with requests waiting at the same priority and QoS in the pool (None: none is ahead);
+    ``shares_ahead``: how many such shares; ``level``: "share", or "parent" when the shares' parents
+    decided (then ``mine``/``ahead`` are the parents'); ``text``: one sentence."""
+
+    share: str
+    mine: Dominant | None
+    ahead: Dominant | None
+    shares_ahead: int
+    level: Literal["share", "parent"]
+    text: str
+
+
+def standing(state: ClusterState, pool: str, namespace: str, key: OrderKey, capacity: Capacity,
+             usage_of: UsageOf) -> Standing | None:
+    """The fair-share standing of a waiting request of ``namespace`` with queue key ``key``
+    (:func:`~services.allocator.domain.queue.grant_order`) in ``pool``; None in a pool without
+    shares. Cost: O(queue groups)."""
+    share = share_of(state, pool, namespace)
+    if share is None:
+        return None
+    mine_rank = rank_from(state, pool, share, capacity, usage_of)
+    rivals: dict[str, Rank] = {}
+    for group, members in state.queue.groups.items():
+        if group[0] != pool or group[1] == namespace:
+            continue
+        other = share_of(state, pool, str(group[1]))
+        if other is None or other == share or other in rivals:
+            continue
+        at = members.bisect_left((key[0], key[1], -1, ""))
+        if at < len(members) and members[at][:2] == key[:2]:
+            rivals[other] = rank_from(state, pool, other, capacity, usage_of)
+    ahead = sorted((r, name) for name, r in rivals.items() if r < mine_rank)
+    mine = _described(state, pool, share, capacity, usage_of)
+    if not ahead:
+        if share == UNSHARED or share not in state.shares:
+            text = f"namespace {namespace} is in no share: its requests wait after every share's of the same priority"
+        elif shares := [name for name in rivals if name != UNSHARED]:
+            text = f"share {share} is first among the {len(shares) + 1} shares waiting at this priority: {_fig(mine)}"
+        else:
+            text = f"share {share} is the only share waiting at this priority: {_fig(mine)}"
+        return Standing(share=share, mine=mine, ahead=None, shares_ahead=0, level="share", text=text)
+    front_rank, front = ahead[0]
+    level: Literal["share", "parent"] = "share"
+    theirs = _described(state, pool, front, capacity, usage_of)
+    if front_rank[0] != mine_rank[0] and (_parent(state, share) or _parent(state, front)):
+        level = "parent"
+        mine = _described(state, pool, _parent(state, share) or share, capacity, usage_of)
+        theirs = _described(state, pool, _parent(state, front) or front, capacity, usage_of)
+    more = f" ({len(ahead)} shares ahead)" if len(ahead) > 1 else ""
+    if mine is None or theirs is None:
+        text = (f"share {front} is ahead{more}: namespace {namespace} is in no share, so it waits after every "
+                f"share's requests of the same priority")
+    elif level == "share":
+        text = (f"share {front} is ahead{more}: dominant share {_fig_short(theirs)} vs yours {_fig_short(mine)}, "
+                f"weight {theirs.weight} vs {mine.weight}")
+    else:
+        who = f"share {theirs.share}" + (f" (parent of {front})" if theirs.share != front else "")
+        text = (f"{who} is ahead{more}: dominant share {_fig_short(theirs)} vs {mine.share}'s {_fig_short(mine)}, "
+                f"weight {theirs.weight} vs {mine.weight}")
+    return Standing(share=share, mine=mine, ahead=theirs, shares_ahead=len(ahead), level=level, text=text)
+
+
+def _parent(state: ClusterState, share: str) -> str:
+    spec = state.shares.get(share)
+    return spec.parent if spec is not None and spec.parent in state.shares else ""
+
+
+def _described(state: ClusterState, pool: str, share: str, capacity: Capacity, usage_of: UsageOf) -> Dominant | None:
+    """``share``'s dominant share (None for UNSHARED or an unknown share)."""
+    if share == UNSHARED or share not in state.shares:
+        return None
+    return dominant(state, pool, share, capacity, usage_of(share, pool))
+
+
+def _fig_short(found: Dominant | None) -> str:
+    """``0.21 (VRAM)``."""
+    if found is None:
+        return "none"
+    return f"{found.value:.2f} ({found.resource})"
+
+
+def _fig(found: Dominant | None) -> str:
+    """``dominant share 0.21 (VRAM), weight 2``."""
+    if found is None:
+        return "no share"
+    return f"dominant share {_fig_short(found)}, weight {found.weight}"

@@ -106,6 +106,10 @@ class ReferenceScheduler(Scheduler):
         return fairshare.rank_from(state, pool, share, fairshare.pool_capacity(state, pool),
                                    lambda name, _pool: usage.get(name) or ShareUsage())
 
+    def capacity(self, state: ClusterState, pool: str) -> fairshare.Capacity:
+        """Summed over the pool's nodes."""
+        return fairshare.pool_capacity(state, pool)
+
     def ranked(self, state: ClusterState, node: str) -> Ranked:
         """Computed from the node's allocations."""
         return ranked_on(state, node)

@@ -149,8 +149,13 @@ class Scheduler:
         pool's capacity kept here and the share usage the state keeps (O(1))."""
         if share is None:
             return fairshare.NO_RANK
+        return fairshare.rank_from(state, pool, share, self.capacity(state, pool), state.share_index.usage_of)
+
+    def capacity(self, state: ClusterState, pool: str) -> fairshare.Capacity:
+        """The capacity of a pool with shares (Ready nodes' GPUs: milli-TFLOPS, VRAM bytes, count),
+        kept from its nodes' parts (O(1) after a sync)."""
         self.sync(state)
-        return fairshare.rank_from(state, pool, share, self._capacities.of(pool), state.share_index.usage_of)
+        return self._capacities.of(pool)
 
     def strategy(self, state: ClusterState, pool: str) -> Strategy:
         """The pool's strategy instance, built from its configuration (and target workload)."""

@@ -19,6 +19,7 @@ from events import codec
 from events import decisions as ev
 from events import intents as it
 from events.values import AllocationSpec, PoolConfig, QuotaAmount, QuotaSpec, Resources
+from services.allocator.api import documents, reasons
 from services.allocator.domain import Scheduler, decide, digest, evolve, fairshare, process
 from services.allocator.domain.model import QUEUED, AllocationState
 from services.allocator.domain.process import Hints, _Memo, _one, hints_of
@@ -395,3 +396,41 @@ def test_pools_without_shares_decide_exactly_the_events_they_did_before_shares_e
     assert plain == NO_SHARES_DIGEST
     # a share in another pool turns the ranked drain on: the events of p and q stay the same
     assert scenario_digest(share_elsewhere=True)[0] == NO_SHARES_DIGEST
+
+
+def test_the_queue_and_why_say_which_share_is_ahead_and_by_how_much() -> None:
+    c = two_shares(weight_a=2, gpus=4)
+    c.request(a_request("a-held", 100, 12 * Gi, pool="p", ns="a", count=3))  # a: 0.75 of GPUs, TFLOPS
+    c.request(a_request("b-held", 10, 16 * Gi, pool="p", ns="b"))  # b: 0.25 of VRAM and of GPUs (VRAM named)
+    for uid, ns in (("a1", "a"), ("b1", "b"), ("c1", "c")):
+        assert isinstance(c.request(a_request(uid, 100, Gi, pool="p", ns=ns)), ev.AllocationQueued)
+    assert [a.spec.allocation_id for a in reasons.queued(c.state)] == ["b1", "a1", "c1"]
+    a1 = c.state.allocations["a1"]
+    standing = reasons.fair_standing(c.state, a1)
+    assert standing is not None and standing.ahead is not None and standing.mine is not None
+    assert (standing.share, standing.ahead.share, standing.shares_ahead) == ("sa", "sb", 1)
+    assert standing.text == ("share sb is ahead: dominant share 0.25 (VRAM) vs yours 0.75 (TFLOPS), "
+                             "weight 1 vs 2")
+    first = reasons.fair_standing(c.state, c.state.allocations["b1"])
+    assert first is not None and first.ahead is None
+    assert first.text == "share sb is first among the 2 shares waiting at this priority: dominant share 0.25 " \
+                         "(VRAM), weight 1"
+    last = reasons.fair_standing(c.state, c.state.allocations["c1"])
+    assert last is not None and last.shares_ahead == 2 and last.mine is None
+    assert last.text.startswith("share sb is ahead (2 shares ahead): namespace c is in no share")
+    why = documents.explanation(c.state, a1, reasons.current(c.state, a1.spec))
+    assert why["fair_share"]["text"] == standing.text
+    assert why["fair_share"]["ahead"] == {"share": "sb", "dominant_share": 0.25, "resource": "VRAM",
+                                          "weight": 1, "weighted": 0.25}
+    entry = documents.queue_entry(a1, 1, reasons.current(c.state, a1.spec), standing)
+    assert entry["fair_share"]["mine"]["weighted"] == 0.375
+
+
+def test_a_pool_without_shares_says_nothing_of_shares() -> None:
+    c = Cluster()
+    c.node("n", "q", a_gpu("g", 100, 16 * Gi))
+    c.request(a_request("hold", 100, Gi, pool="q", ns="a"))
+    c.request(a_request("w", 100, Gi, pool="q", ns="a"))
+    waiting = c.state.allocations["w"]
+    assert reasons.fair_standing(c.state, waiting) is None
+    assert "fair_share" not in documents.explanation(c.state, waiting, reasons.current(c.state, waiting.spec))
