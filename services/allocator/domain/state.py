@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from datetime import datetime
 
 import msgspec
 
@@ -36,9 +37,8 @@ PROJECTION_VERSION = 4
 """The version of what a snapshot holds for a given log prefix. Bump it whenever ``evolve`` folds
 the same events into a different state, or the snapshot gains a field whose value old snapshots
 cannot supply (1: request shapes record VRAM and whole-GPU isolation; 2: nodes record
-``idle_since``; 3: shares, and allocations record their share and whether they borrowed; 4: each pool's decayed
-share usage). A snapshot
-of another
+``idle_since``; 3: shares, and allocations record their share and whether they borrowed; 4: each
+pool's decayed share usage). A snapshot of another
 version is never resumed from: the state is rebuilt from the log (:func:`resume_from`)."""
 
 
@@ -115,12 +115,14 @@ class ClusterState:
 
     Shares (docs/allocation.md "Fair share"): ``shares`` name -> ShareSpec (in the snapshot), and
     ``share_index`` what is derived from it and the allocations (namespace -> leaf share, terms and
-    usage per pool and share; domain/shares.py ShareIndex; not in the snapshot); ``decayed`` pool ->
-    its shares' decayed usage (PoolDecay, pools with a fair-share half-life; in the snapshot).
+    usage per pool and share; domain/shares.py ShareIndex; not in the snapshot); ``reclaims`` pool
+    -> the times of its reclaims in the last minute before the latest one (PoolConfig
+    ``reclaim_max_per_minute``; in the snapshot); ``decayed`` pool -> its shares' decayed usage
+    (PoolDecay, pools with a fair-share half-life; in the snapshot; domain/fairshare.py).
     """
 
     __slots__ = ("allocations", "changes", "decayed", "gangs", "gpus", "nodes", "pool_nodes", "pools", "position",
-                 "queue", "quotas", "recent", "share_index", "shares", "usage")
+                 "queue", "quotas", "recent", "reclaims", "share_index", "shares", "usage")
 
     def __init__(self) -> None:
         self.position = 0
@@ -137,6 +139,7 @@ class ClusterState:
         self.gangs = GangIndex()
         self.shares: dict[str, ShareSpec] = {}
         self.share_index = ShareIndex()
+        self.reclaims: dict[str, list[datetime]] = {}
         self.decayed: dict[str, PoolDecay] = {}
 
     @classmethod
@@ -162,6 +165,7 @@ class ClusterState:
             queue_seq=self.queue.next_seq,
             recent=self.recent,
             shares=self.shares,
+            reclaims=self.reclaims,
             decayed=self.decayed,
         )
 
@@ -182,6 +186,7 @@ class ClusterState:
         state.queue.rebuild(state.allocations.values(), next_seq=snapshot.queue_seq)
         state.gangs.rebuild(state.allocations.values())
         state.shares = dict(snapshot.shares)
+        state.reclaims = {pool: list(times) for pool, times in snapshot.reclaims.items()}
         state.share_index.rebuild(state.shares, state.allocations.values())
         state.decayed = dict(snapshot.decayed)
         return state
