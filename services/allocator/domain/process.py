@@ -90,13 +90,14 @@ _SHARED_EVENTS = (ev.AllocationReleased, ev.AllocationPreempted, ev.AllocationRe
 def shared_hints(state: ClusterState, events: Sequence[ev.AnyEvent], hints: Hints) -> None:
     """In a pool with shares, what may unblock a request anywhere in the pool makes the whole pool
     retried: a release, preemption or resize (a share's usage fell), new or changed capacity
-    (what other shares keep is a share of it), and a borrowed grant (something a waiting request
-    within its guarantee may now reclaim). domain/borrowing.py, domain/reclaim.py."""
+    (what other shares keep is a share of it), a borrowed grant (something a waiting request
+    within its guarantee may now reclaim), and a grant of a share that lends only part of its
+    guarantee (it keeps less now). domain/borrowing.py, domain/reclaim.py."""
     index = state.share_index
     for e in events:
         if isinstance(e, _SHARED_EVENTS):
             pool = e.pool
-        elif isinstance(e, ev.AllocationGranted) and e.borrowed:
+        elif isinstance(e, ev.AllocationGranted) and (e.borrowed or index.keeps(e.share, e.spec.pool)):
             pool = e.spec.pool
         else:
             continue

@@ -87,6 +87,18 @@ class ShareIndex:
         """``share``'s terms in ``pool`` (:data:`NO_TERMS` when it names none there, or is :data:`UNSHARED`)."""
         return self.terms.get(pool, {}).get(share, NO_TERMS)
 
+    def keeps(self, share: str, pool: str) -> bool:
+        """Whether ``share`` or its parent sets a lending limit in ``pool`` (keeps part of its
+        unused guarantee for itself, so its own grants change what others may borrow)."""
+        if not share:
+            return False
+        per_pool = self.terms.get(pool, {})
+        for name in (share, self.parent.get(share, "")):
+            held = per_pool.get(name)
+            if held is not None and held.lending_limit is not None:
+                return True
+        return False
+
     def usage_of(self, share: str, pool: str) -> ShareUsage:
         """``share``'s usage in ``pool`` now (a zero ShareUsage when none; never mutate the result)."""
         return self.usage.get(pool, {}).get(share, _ZERO)
