@@ -290,6 +290,9 @@ class FairDrainEquivalence(RuleBasedStateMachine):
     @invariant()
     def the_order_is_the_brute_force_sort(self) -> None:
         assert fairshare.waiting(self.grouped) == brute_order(self.grouped)
+        reference = ReferenceScheduler()
+        for pool, share in (("p", "sa"), ("p", "sb"), ("p", "dept"), ("p", ""), ("q", None)):
+            assert self.g_sched.rank(self.grouped, pool, share) == reference.rank(self.grouped, pool, share)
         assert fairshare.waiting(self.grouped, lambda pool, share: self.g_sched.rank(self.grouped, pool, share)) \
             == fairshare.waiting(self.grouped)
 
@@ -452,6 +455,7 @@ def test_the_queue_and_why_say_which_share_is_ahead_and_by_how_much() -> None:
     for uid, ns in (("a1", "a"), ("b1", "b"), ("c1", "c")):
         assert isinstance(c.request(a_request(uid, 100, Gi, pool="p", ns=ns)), ev.AllocationQueued)
     assert [a.spec.allocation_id for a in reasons.queued(c.state)] == ["b1", "a1", "c1"]
+    assert reasons.queued(c.state, reasons.explainer()) == reasons.queued(c.state)
     a1 = c.state.allocations["a1"]
     standing = reasons.fair_standing(c.state, a1)
     assert standing is not None and standing.ahead is not None and standing.mine is not None
