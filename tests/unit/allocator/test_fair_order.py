@@ -485,3 +485,28 @@ def test_a_pool_without_shares_says_nothing_of_shares() -> None:
     waiting = c.state.allocations["w"]
     assert reasons.fair_standing(c.state, waiting) is None
     assert "fair_share" not in documents.explanation(c.state, waiting, reasons.current(c.state, waiting.spec))
+
+
+def test_decayed_usage_never_runs_back_and_goes_with_the_half_life_or_the_shares() -> None:
+    c = two_shares(half_life_s=600, gpus=2)
+    c.request(a_request("a1", 100, Gi, pool="p", ns="a"))
+    c.tick(600)
+    c.request(a_request("a2", 100, Gi, pool="p", ns="a"))
+    kept = c.state.decayed["p"]
+    assert kept.at == c.now and abs(kept.shares["sa"].gpus - 0.5) < 1e-12  # 1 GPU held for one half-life
+    c.tick(-300)  # an event stamped earlier (another writer's clock) decays nothing
+    c.release("a2")
+    assert kept.at == T0 + timedelta(seconds=600) and abs(kept.shares["sa"].gpus - 0.5) < 1e-12
+    c.tick(600)
+    c.pool("p", preemption="off", fair_share_half_life_s=0)  # decay off: nothing kept, current usage only
+    assert "p" not in c.state.decayed
+    c.pool("p", preemption="off", fair_share_half_life_s=600)
+    c.request(a_request("a3", 100, Gi, pool="p", ns="a"))
+    assert c.state.decayed["p"].shares == {}  # starts afresh at the first usage event
+    c.tick(60)
+    c.release("a3")
+    assert set(c.state.decayed["p"].shares) == {"sa"}
+    c.remove_share("sa")
+    c.remove_share("sb")  # the pool has no shares any more: its decayed usage goes
+    assert not c.state.decayed
+    assert c.replayed_digest() == digest(c.state)
