@@ -198,6 +198,8 @@ def _reserved_by_others(index: ShareIndex, leaf: str, pool: str) -> tuple[Amount
 def _reserved_block(state: ClusterState, spec: AllocationSpec, leaf: str, add: Amount,
                     without: Sequence[AllocationState]) -> str | None:
     index, pool = state.share_index, spec.pool
+    if pool not in index.lenders:
+        return None
     reserved, names = _reserved_by_others(index, leaf, pool)
     if not names:
         return None

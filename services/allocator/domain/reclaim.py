@@ -102,7 +102,7 @@ def try_take(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler
     (:func:`find`), else a preemption by priority whose grant is marked with its share (and
     refused when the share may not borrow it); elsewhere exactly ``try_preempt``."""
     index = state.share_index
-    if not (index and index.has_shares(spec.pool)):
+    if spec.pool not in index.terms:
         return try_preempt(state, spec, now, scheduler, from_queue=from_queue)
     reclaimed: NoPlan | None = None
     if may_reclaim(state, spec) is None:
@@ -126,7 +126,7 @@ def marked(state: ClusterState, spec: AllocationSpec, events: list[ev.AnyEvent])
     events unchanged in a pool without shares."""
     grant = events[-1]
     assert isinstance(grant, ev.AllocationGranted)
-    if not (state.share_index and state.share_index.has_shares(spec.pool)):
+    if spec.pool not in state.share_index.terms:
         return events
     victims = [state.allocations[e.allocation_id] for e in events if isinstance(e, ev.AllocationPreempted)]
     gpus = [state.gpus[g] for g in grant.gpus]
