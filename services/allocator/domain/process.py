@@ -371,9 +371,8 @@ def process(state: ClusterState, intent: AnyIntent, now: datetime, scheduler: Sc
         if hints:
             drained = drain(state, hints, now, scheduler)
             events.extend(drained)
-            while drained and state.share_index.terms and len(state.queue):  # what the drain granted or
-                again = Hints()  # reclaimed may unblock a request it walked past (shared_hints)
-                shared_hints(state, drained, again)
+            while drained and state.share_index.terms and len(state.queue):  # what the drain granted,
+                again = hints_of(state, drained)  # preempted or reclaimed may unblock a request it walked past
                 if not again:
                     break
                 drained = drain(state, again, now, scheduler)

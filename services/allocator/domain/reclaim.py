@@ -3,10 +3,12 @@
 Rules (docs/allocation.md "Fair share"; Kueue ``reclaimWithinCohort: Any``, KAI's reclaim action,
 Volcano's reclaim; Armada #5071/#5073 for order and rate):
 
-* Who reclaims: a request of a share whose grant would keep the share (and its parent) within its
-  guarantee (domain/borrowing.py: not borrowed), in a pool with shares, whose preemption setting
-  is not ``off``, and that fits nowhere now. A borrowing request, and a namespace in no share,
-  never reclaim; they may still preempt by priority (domain/preemption.py, TensorFusion's rule).
+* Who reclaims: a request of a share whose grant would keep the share within its guarantee, in a
+  pool with shares whose preemption setting is not ``off``, and that fits nowhere now; the grant,
+  with the victims gone, must not be borrowed (domain/borrowing.py), so a parent over its
+  guarantee only because a sibling borrows is reclaimed from that sibling. A borrowing request,
+  and a namespace in no share, never reclaim; they may still preempt by priority
+  (domain/preemption.py, TensorFusion's rule).
 * Victims: granted allocations of the pool that were **borrowed** when granted, of another share
   (or of a namespace in no share), whatever their priority; not under ``eviction-protection``;
   granted at least the pool's ``reclaim_min_runtime_s`` ago. A gang member goes only with every
@@ -87,11 +89,13 @@ def lower_amount(spec: AllocationSpec) -> Amount:
 
 
 def may_reclaim(state: ClusterState, spec: AllocationSpec) -> str | None:
-    """None when ``spec`` may reclaim (its grant keeps its share within its guarantee), else why not."""
+    """None when ``spec`` may reclaim (its grant keeps its leaf share within its guarantee; the
+    parent is judged with the victims gone, in :func:`find`), else why not."""
     leaf = state.share_index.leaf_of(spec.namespace)
     if not leaf:
         return f"namespace {spec.namespace} is in no share, so it has no guarantee to reclaim"
-    if judge(state, spec, lower_amount(spec)).borrowed:
+    index = state.share_index
+    if over(guarantee_of(index, leaf, spec.pool), usage_after(index, leaf, spec.pool, lower_amount(spec), ())):
         return f"share {leaf} would be beyond its guarantee in pool {spec.pool} with this request (borrowing)"
     return None
 
