@@ -10,7 +10,8 @@ After every step:
 * the guarantee property, exactly as far as it holds with fragmentation: no waiting request fits
   now, and no waiting request whose grant would keep its share within its guarantee has a reclaim
   plan (``reclaim.find``: a node where taking borrowed allocations of other shares, within their
-  guarantees, makes it fit) as of the last decision (a protection that runs out is no event).
+  guarantees, makes it fit). Protections here outlast the run: one that runs out is no event, so
+  a request waiting for it reclaims at the next event that retries it (docs/allocation.md).
   A share may still wait below its guarantee while borrowed capacity exists elsewhere when no
   single node can be freed for its request (fragmentation), when the borrowed allocations are
   protected, or under the pool's reclaim churn bounds (this machine leaves those at 0, so every
@@ -104,7 +105,7 @@ class SharesMachine(RuleBasedStateMachine):
 
     @rule(uid=st.sampled_from(UIDS), ns=st.sampled_from(NAMESPACES), tflops=st.sampled_from([20, 50, 100]),
           count=st.integers(1, 2), qos=st.sampled_from(["low", "medium", "high"]),
-          protect=st.sampled_from(["", "", "", "10m"]), whole=st.sampled_from([False, False, True]))
+          protect=st.sampled_from(["", "", "", "1000h"]), whole=st.sampled_from([False, False, True]))
     def request(self, uid: str, ns: str, tflops: int, count: int, qos: str, protect: str, whole: bool) -> None:
         request = Resources(milli_tflops=tf(tflops), vram_bytes=tflops // 10 * Gi)
         spec = AllocationSpec(allocation_id=uid, namespace=ns, pod=uid, pool="p", request=request, limit=request,
@@ -191,7 +192,7 @@ def _check_reclaim(state: ClusterState, event: ev.AllocationPreempted) -> None:
     guarantee in every set resource the victim takes from."""
     index = state.share_index
     victim = state.allocations[event.allocation_id]
-    assert victim.borrowed, event
+    assert victim.borrowed and PROTECTION_KEY not in victim.spec.attributes, event
     share = index.leaf_of(event.namespace)
     assert share != index.leaf_of(event.preemptor_namespace), event
     if not share:
