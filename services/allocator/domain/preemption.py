@@ -21,8 +21,10 @@ node with a plan sets the bound; every other node gets a lower bound (lowest can
 per GPU the fewest victims that could cover the deficit) and only those that could beat the best
 plan are searched, most promising first, up to kube-scheduler's candidate count
 (:data:`MIN_CANDIDATES`, :data:`CANDIDATE_PERCENT`); before a node's dry runs its bound is also
-tightened by the node's CPU (:func:`_cpu_bound`); a failed search is remembered (:class:`Memo`). Pure;
-never mutates the state.
+tightened by the node's CPU (:func:`_cpu_bound`); a node whose lower bound is the lowest key any plan
+can have (one victim of the pool's lowest priority) is searched as the walk reaches it, and the walk
+stops once such a plan is found (:func:`_searched_early`: the same plan); a failed search is
+remembered (:class:`Memo`). Pure; never mutates the state.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import heapq
 import itertools
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import NamedTuple, cast
+from typing import NamedTuple, TypeVar, cast
 
 from events.values import AllocationSpec, Partition, Resources, priority_of
 from services.allocator.domain.framework import Chain
@@ -121,6 +123,9 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     best: tuple[Plan, int] | None = None
     searched: set[str] = set()
     pending: list[tuple[Key, int, str, NodeResult]] = []
+    least = (floor, floor + PRIORITY_OFFSET, 1)  # no plan's key is lower
+    first: Key | None = None  # the first plan's key: which nodes are pending (the best may improve early)
+    counted = 0
     order: Iterable[tuple[int, str]] = enumerate(scheduler.node_order(state, spec.pool, among=touched))
     for at, name in order:
         ranked = scheduler.ranked(state, name)
@@ -129,7 +134,7 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
                 plans.idle.add(name)
                 search.seen.append(name)
             continue
-        if best is not None and (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best[0].key:
+        if first is not None and (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= first:
             continue
         node = search.node(name, ranked, priority, config.preemption, now, refusals)
         if not node.cands:
@@ -138,11 +143,17 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
         if best is None:
             found = search.on_node(name, node, None)
             best = None if found is None else (found, at)
-            if found is not None and found.key == (floor, floor + PRIORITY_OFFSET, 1):
+            first = None if found is None else found.key
+            if found is not None and found.key == least:
                 break  # one victim of the pool's lowest priority: no node can do better
-        elif search.bound(name, node) and (bound := search.lower(name, node)) < best[0].key:
+        elif first is not None and search.bound(name, node) and (bound := search.lower(name, node)) < first:
+            counted += 1
             pending.append((bound, at, name, node))
-            if len(pending) >= limit:
+            if bound == least:  # the heap's next pop: searched now (:func:`_searched_early`)
+                best, done = _searched_early(search, pending, best, least)
+                if done:
+                    break
+            if counted >= limit:
                 break
     heapq.heapify(pending)  # (bound, at) order; ``at`` is unique: names and results never compared
     while pending:
@@ -195,7 +206,8 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
     if best is None:
         plans.settle(search.seen)
         return None
-    if best[0].key == (floor, floor + PRIORITY_OFFSET, 1):  # one victim of the pool's lowest priority
+    least = (floor, floor + PRIORITY_OFFSET, 1)  # no plan's key is lower
+    if best[0].key == least:  # one victim of the pool's lowest priority
         plans.settle(search.seen)
         return best[0]
     pending: list[tuple[Key, SortKey, str, NodeResult]] = []
@@ -213,6 +225,10 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
                 counted += 1
                 if not _kept_loser(result, best_key):
                     pending.append((result.lower, at, name, result))
+                    if result.lower == least:
+                        best, done = _searched_early(search, pending, best, least)
+                        if done:
+                            break
                 if counted >= limit:
                     break
             continue
@@ -221,7 +237,7 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
             plans.idle.add(name)
             search.seen.append(name)
             continue
-        if (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best[0].key:
+        if (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best_key:
             continue
         node = search.node(name, ranked, priority, scope, now, refusals)
         if not node.cands:
@@ -229,6 +245,10 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
         if search.bound(name, node) and (bound := search.lower(name, node)) < best_key:
             counted += 1
             pending.append((bound, at, name, node))
+            if bound == least:
+                best, done = _searched_early(search, pending, best, least)
+                if done:
+                    break
             if counted >= limit:
                 break
     heapq.heapify(pending)  # (bound, at) order; ``at`` is unique: names and results never compared
@@ -241,6 +261,26 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
             best = (found, at)
     plans.settle(search.seen)
     return best[0]
+
+
+_At = TypeVar("_At", int, SortKey)
+
+
+def _searched_early(search: _Search, pending: list[tuple[Key, _At, str, NodeResult]], best: tuple[Plan, _At],
+                    least: Key) -> tuple[tuple[Plan, _At], bool]:
+    """Search now the node just made pending (``pending[-1]``) whose lower bound is ``least``, the
+    lowest key any plan can have, instead of after the walk; True when the best plan then has that
+    key, so the walk can stop. The same searches in the same order as the walk's heap: the heap
+    pops every node bounded by ``least`` first, in node order (``at``), which is the walk's order,
+    each against the best plan at that moment; once the best plan's key is ``least``, the heap
+    stops at its next pop (every other pending node, and every node the walk has not reached, has
+    a higher bound or comes later in node order), so the walk's remaining nodes change nothing."""
+    bound, at, name, node = pending.pop()
+    if (bound, at) < (best[0].key, best[1]):
+        found = search.on_node(name, node, best[0].key, tie_ok=at < best[1])
+        if found is not None:
+            best = (found, at)
+    return best, best[0].key == least
 
 
 def _kept_loser(result: NodeResult, best: Key) -> bool:
