@@ -21,7 +21,8 @@ node with a plan sets the bound; every other node gets a lower bound (lowest can
 per GPU the fewest victims that could cover the deficit) and only those that could beat the best
 plan are searched, most promising first, up to kube-scheduler's candidate count
 (:data:`MIN_CANDIDATES`, :data:`CANDIDATE_PERCENT`); before a node's dry runs its bound is also
-tightened by the node's CPU (:func:`_cpu_bound`); a node whose lower bound is the lowest key any plan
+tightened by the node's CPU (:func:`_cpu_bound`) and given up when only a one-victim plan could win
+and no single candidate makes room (:func:`_no_single_wins`); a node whose lower bound is the lowest key any plan
 can have (one victim of the pool's lowest priority) is searched as the walk reaches it, and the walk
 stops once such a plan is found (:func:`_searched_early`: the same plan); a failed search is
 remembered (:class:`Memo`). Pure; never mutates the state.
@@ -398,6 +399,8 @@ def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_o
         lower = _lower_bound(trial, cands) if lower is None else lower
         if _loses(lower, beat, tie_ok) or _loses(_cpu_bound(trial, cands, lower), beat, tie_ok):
             return None
+        if _no_single_wins(trial, cands, beat, tie_ok):
+            return None
     levels = sorted({priority_of(c.spec) for c in cands})
     allowed: list[AllocationState] = []
     for level in levels:
@@ -418,6 +421,26 @@ def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_o
     ordered = tuple(sorted(victims, key=lambda v: (priority_of(v.spec), v.spec.allocation_id)))
     charges = fit.charges or tuple(charge_on(g, spec) for g in fit.gpus)
     return Plan(trial.node.name, tuple(g.spec.name for g in fit.gpus), charges, ordered, key, fit.partitions)
+
+
+def _no_single_wins(trial: Trial, cands: list[AllocationState], beat: Key, tie_ok: bool) -> bool:
+    """Whether the node surely has no plan that beats ``beat``, by one dry run per candidate: True
+    when every plan of two or more victims loses (the least such key takes the two candidates of
+    the lowest terms) and no single candidate whose one-victim key would win makes the request fit.
+    Exact: the node's plan (:func:`_on_node`) is a set of candidates that fits, so a winning plan
+    would be one of those singles. Saves the reprieve and the exhaustive search on the many nodes
+    of a full pool that one victim's room would clear but its CPU would not (their plans tie or
+    lose)."""
+    if len(cands) >= 2:
+        low = heapq.nsmallest(2, (term(c) for c in cands))
+        second = low[1] - PRIORITY_OFFSET  # term = priority + 2³¹
+        if not _loses((second, low[0] + low[1], 2), beat, tie_ok):
+            return False
+    for cand in cands:
+        single = (priority_of(cand.spec), term(cand), 1)
+        if not _loses(single, beat, tie_ok) and trial.bound((cand,)) and trial.fits((cand,)) is not None:
+            return False
+    return True
 
 
 def _reprieve(trial: Trial, allowed: list[AllocationState]) -> tuple[list[AllocationState], Fit]:
