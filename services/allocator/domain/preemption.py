@@ -285,21 +285,22 @@ def _searched_early(search: _Search, pending: list[tuple[Key, _At, str, NodeResu
 
 
 def _kept_loser(result: NodeResult, best: Key) -> bool:
-    """Whether the node's kept plan (or kept "no plan beats (B, t)" with B worse than ``best``, or
-    no plan at all) loses against ``best`` and every better plan found later in the search, tie or
-    not: such a pending node's dry run would return None, so it counts toward the candidate limit
-    without being queued."""
+    """Whether the node's kept plan (or kept "no plan beats (B, t)" with B no better than ``best``,
+    or no plan at all) loses against ``best`` and every better plan found later in the search: such
+    a pending node's dry run would return None, so it counts toward the candidate limit without
+    being queued. A key equal to ``best`` loses too: the node comes after the best plan's node in
+    node order (no tie goes its way), and a later best plan has a lower key."""
     plan = result.plan
     if isinstance(plan, Plan):
-        return plan.key > best
-    return plan is None and (result.beaten is None or result.beaten[0] > best)
+        return plan.key >= best
+    return plan is None and (result.beaten is None or result.beaten[0] >= best)
 
 
 class _Search:
     """One search's per-node work, read from the Scheduler's :class:`NodePlans` where a node was
     not touched since it was computed (None: nothing kept, as the ReferenceScheduler)."""
 
-    __slots__ = ("chain", "indexed", "need", "plans", "seen", "spec", "state", "strategy", "templates")
+    __slots__ = ("chain", "indexed", "need", "plans", "seen", "spec", "state", "strategy", "templates", "trials")
 
     def __init__(self, state: ClusterState, spec: AllocationSpec, need: Need, chain: Chain, strategy: Strategy,
                  indexed: bool, templates: TemplateTable, plans: NodePlans | None) -> None:
@@ -307,6 +308,7 @@ class _Search:
         self.strategy, self.indexed, self.templates, self.plans = strategy, indexed, templates, plans
         self.seen: list[str] = []
         """The nodes whose results this search read or computed."""
+        self.trials: dict[str, Trial] = {}
 
     def node(self, name: str, ranked: Ranked, priority: int, scope: str, now: datetime,
              refusals: Refusals) -> NodeResult:
@@ -328,8 +330,12 @@ class _Search:
         return found
 
     def _trial(self, name: str) -> Trial:
-        return Trial(self.state, name, self.spec, self.need, self.chain, self.strategy, indexed=self.indexed,
-                     templates=self.templates)
+        """The node's Trial, one per node and search (the state does not change during a search)."""
+        trial = self.trials.get(name)
+        if trial is None:
+            trial = self.trials[name] = Trial(self.state, name, self.spec, self.need, self.chain, self.strategy,
+                                              indexed=self.indexed, templates=self.templates)
+        return trial
 
     def bound(self, name: str, node: NodeResult) -> bool:
         """``Trial.bound`` of every candidate going."""
