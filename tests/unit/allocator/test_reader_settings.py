@@ -16,5 +16,5 @@ def test_the_reader_yields_the_cpu_by_default_and_zero_keeps_the_parents_priorit
 
 @pytest.mark.parametrize("value", ["-1", "20", "five"])
 def test_a_bad_niceness_is_refused_naming_it(value: str) -> None:
-    with pytest.raises(SettingsError, match="(?i)nice"):
+    with pytest.raises(SettingsError, match=r"(?i)nice"):
         load({"GPULEDGER_NICE": value})
