@@ -237,8 +237,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="intents/s offered (requests and releases)")
     parser.add_argument("--live", type=int, default=500, help="requests live before the oldest is released")
     parser.add_argument("--clients", type=int, default=50, help="concurrent HTTP clients on the reader")
-    parser.add_argument("--reader-nice", type=int, default=0,
-                        help="the reader's added niceness (GPULEDGER_NICE; `gpuledger up` uses 5)")
+    parser.add_argument("--reader-nice", type=int, default=5,
+                        help="the reader's added niceness (GPULEDGER_NICE; default 5 as the reader's, 0: none)")
     parser.add_argument("--load-nice", type=int, default=10,
                         help="niceness of the HTTP clients' process (in production they run elsewhere)")
     parser.add_argument("--load", default="", help=argparse.SUPPRESS)  # the load process: the reader's URL

@@ -44,8 +44,10 @@ class ReaderSettings(msgspec.Struct, kw_only=True):
     - ``poll_s``: seconds between two reads of the log when nothing new came (> 0); the reader
       is at most about this far behind the writer's commits.
     - ``pool_size``: PostgreSQL connections of this reader (>= 2: the follower and the History).
-    - ``nice``: added to the process's niceness at start (0-19): on a machine it shares with the
-      writer (``gpuledger up``), reads then yield the CPU to decisions.
+    - ``nice``: added to the process's niceness at start (0-19; default 5, 0 to keep the parent's):
+      on a machine it shares with the writer (``gpuledger up``, a laptop, a shared VM), reads then
+      yield the CPU to decisions (BENCHMARKS.md "Read load": the writer's decision p99 1.59x with
+      the reader at 0, 0.84-0.99x at 5, on 2 cores); in its own pod it changes nothing.
     """
 
     database_url: str = ""
@@ -54,7 +56,7 @@ class ReaderSettings(msgspec.Struct, kw_only=True):
     http_port: int = 8480
     poll_s: float = 0.05
     pool_size: int = 4
-    nice: int = 0
+    nice: int = 5
     log_level: str = "info"
     log_json: bool = False
 

@@ -24,8 +24,6 @@ from pathlib import Path
 from services.shared.natsserver import free_port
 
 LOG_FILE = "api.log"
-NICE = 5
-"""The reader's added niceness: on the one machine of ``up``, decisions get the CPU first."""
 START_TIMEOUT_S = 90.0
 """Longest the reader may take to load its projection and answer ``/readyz``."""
 
@@ -95,7 +93,7 @@ async def start(*, database_url: str, nats_url: str, port: int, data_dir: Path) 
     port = port or free_port()
     log = data_dir / LOG_FILE
     env = {**os.environ, "GPULEDGER_DATABASE_URL": database_url, "GPULEDGER_NATS_URL": nats_url,
-           "GPULEDGER_HTTP_HOST": "127.0.0.1", "GPULEDGER_HTTP_PORT": str(port), "GPULEDGER_NICE": str(NICE)}
+           "GPULEDGER_HTTP_HOST": "127.0.0.1", "GPULEDGER_HTTP_PORT": str(port)}
     with log.open("ab") as out:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "services.allocator.reader", env=env, stdin=asyncio.subprocess.DEVNULL,

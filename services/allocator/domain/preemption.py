@@ -21,8 +21,11 @@ node with a plan sets the bound; every other node gets a lower bound (lowest can
 per GPU the fewest victims that could cover the deficit) and only those that could beat the best
 plan are searched, most promising first, up to kube-scheduler's candidate count
 (:data:`MIN_CANDIDATES`, :data:`CANDIDATE_PERCENT`); before a node's dry runs its bound is also
-tightened by the node's CPU (:func:`_cpu_bound`); a failed search is remembered (:class:`Memo`). Pure;
-never mutates the state.
+tightened by the node's CPU (:func:`_cpu_bound`) and given up when only a one-victim plan could win
+and no single candidate makes room (:func:`_no_single_wins`); a node whose lower bound is the lowest key any plan
+can have (one victim of the pool's lowest priority) is searched as the walk reaches it, and the walk
+stops once such a plan is found (:func:`_searched_early`: the same plan); a failed search is
+remembered (:class:`Memo`). Pure; never mutates the state.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import heapq
 import itertools
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import NamedTuple, cast
+from typing import NamedTuple, TypeVar, cast
 
 from events.values import AllocationSpec, Partition, Resources, priority_of
 from services.allocator.domain.framework import Chain
@@ -121,6 +124,9 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     best: tuple[Plan, int] | None = None
     searched: set[str] = set()
     pending: list[tuple[Key, int, str, NodeResult]] = []
+    least = (floor, floor + PRIORITY_OFFSET, 1)  # no plan's key is lower
+    first: Key | None = None  # the first plan's key: which nodes are pending (the best may improve early)
+    counted = 0
     order: Iterable[tuple[int, str]] = enumerate(scheduler.node_order(state, spec.pool, among=touched))
     for at, name in order:
         ranked = scheduler.ranked(state, name)
@@ -129,7 +135,7 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
                 plans.idle.add(name)
                 search.seen.append(name)
             continue
-        if best is not None and (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best[0].key:
+        if first is not None and (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= first:
             continue
         node = search.node(name, ranked, priority, config.preemption, now, refusals)
         if not node.cands:
@@ -138,11 +144,17 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
         if best is None:
             found = search.on_node(name, node, None)
             best = None if found is None else (found, at)
-            if found is not None and found.key == (floor, floor + PRIORITY_OFFSET, 1):
+            first = None if found is None else found.key
+            if found is not None and found.key == least:
                 break  # one victim of the pool's lowest priority: no node can do better
-        elif search.bound(name, node) and (bound := search.lower(name, node)) < best[0].key:
+        elif first is not None and search.bound(name, node) and (bound := search.lower(name, node)) < first:
+            counted += 1
             pending.append((bound, at, name, node))
-            if len(pending) >= limit:
+            if bound == least:  # the heap's next pop: searched now (:func:`_searched_early`)
+                best, done = _searched_early(search, pending, best, least)
+                if done:
+                    break
+            if counted >= limit:
                 break
     heapq.heapify(pending)  # (bound, at) order; ``at`` is unique: names and results never compared
     while pending:
@@ -195,7 +207,8 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
     if best is None:
         plans.settle(search.seen)
         return None
-    if best[0].key == (floor, floor + PRIORITY_OFFSET, 1):  # one victim of the pool's lowest priority
+    least = (floor, floor + PRIORITY_OFFSET, 1)  # no plan's key is lower
+    if best[0].key == least:  # one victim of the pool's lowest priority
         plans.settle(search.seen)
         return best[0]
     pending: list[tuple[Key, SortKey, str, NodeResult]] = []
@@ -213,6 +226,10 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
                 counted += 1
                 if not _kept_loser(result, best_key):
                     pending.append((result.lower, at, name, result))
+                    if result.lower == least:
+                        best, done = _searched_early(search, pending, best, least)
+                        if done:
+                            break
                 if counted >= limit:
                     break
             continue
@@ -221,7 +238,7 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
             plans.idle.add(name)
             search.seen.append(name)
             continue
-        if (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best[0].key:
+        if (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= best_key:
             continue
         node = search.node(name, ranked, priority, scope, now, refusals)
         if not node.cands:
@@ -229,6 +246,10 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
         if search.bound(name, node) and (bound := search.lower(name, node)) < best_key:
             counted += 1
             pending.append((bound, at, name, node))
+            if bound == least:
+                best, done = _searched_early(search, pending, best, least)
+                if done:
+                    break
             if counted >= limit:
                 break
     heapq.heapify(pending)  # (bound, at) order; ``at`` is unique: names and results never compared
@@ -243,22 +264,43 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
     return best[0]
 
 
+_At = TypeVar("_At", int, SortKey)
+
+
+def _searched_early(search: _Search, pending: list[tuple[Key, _At, str, NodeResult]], best: tuple[Plan, _At],
+                    least: Key) -> tuple[tuple[Plan, _At], bool]:
+    """Search now the node just made pending (``pending[-1]``) whose lower bound is ``least``, the
+    lowest key any plan can have, instead of after the walk; True when the best plan then has that
+    key, so the walk can stop. The same searches in the same order as the walk's heap: the heap
+    pops every node bounded by ``least`` first, in node order (``at``), which is the walk's order,
+    each against the best plan at that moment; once the best plan's key is ``least``, the heap
+    stops at its next pop (every other pending node, and every node the walk has not reached, has
+    a higher bound or comes later in node order), so the walk's remaining nodes change nothing."""
+    bound, at, name, node = pending.pop()
+    if (bound, at) < (best[0].key, best[1]):
+        found = search.on_node(name, node, best[0].key, tie_ok=at < best[1])
+        if found is not None:
+            best = (found, at)
+    return best, best[0].key == least
+
+
 def _kept_loser(result: NodeResult, best: Key) -> bool:
-    """Whether the node's kept plan (or kept "no plan beats (B, t)" with B worse than ``best``, or
-    no plan at all) loses against ``best`` and every better plan found later in the search, tie or
-    not: such a pending node's dry run would return None, so it counts toward the candidate limit
-    without being queued."""
+    """Whether the node's kept plan (or kept "no plan beats (B, t)" with B no better than ``best``,
+    or no plan at all) loses against ``best`` and every better plan found later in the search: such
+    a pending node's dry run would return None, so it counts toward the candidate limit without
+    being queued. A key equal to ``best`` loses too: the node comes after the best plan's node in
+    node order (no tie goes its way), and a later best plan has a lower key."""
     plan = result.plan
     if isinstance(plan, Plan):
-        return plan.key > best
-    return plan is None and (result.beaten is None or result.beaten[0] > best)
+        return plan.key >= best
+    return plan is None and (result.beaten is None or result.beaten[0] >= best)
 
 
 class _Search:
     """One search's per-node work, read from the Scheduler's :class:`NodePlans` where a node was
     not touched since it was computed (None: nothing kept, as the ReferenceScheduler)."""
 
-    __slots__ = ("chain", "indexed", "need", "plans", "seen", "spec", "state", "strategy", "templates")
+    __slots__ = ("chain", "indexed", "need", "plans", "seen", "spec", "state", "strategy", "templates", "trials")
 
     def __init__(self, state: ClusterState, spec: AllocationSpec, need: Need, chain: Chain, strategy: Strategy,
                  indexed: bool, templates: TemplateTable, plans: NodePlans | None) -> None:
@@ -266,6 +308,7 @@ class _Search:
         self.strategy, self.indexed, self.templates, self.plans = strategy, indexed, templates, plans
         self.seen: list[str] = []
         """The nodes whose results this search read or computed."""
+        self.trials: dict[str, Trial] = {}
 
     def node(self, name: str, ranked: Ranked, priority: int, scope: str, now: datetime,
              refusals: Refusals) -> NodeResult:
@@ -287,8 +330,12 @@ class _Search:
         return found
 
     def _trial(self, name: str) -> Trial:
-        return Trial(self.state, name, self.spec, self.need, self.chain, self.strategy, indexed=self.indexed,
-                     templates=self.templates)
+        """The node's Trial, one per node and search (the state does not change during a search)."""
+        trial = self.trials.get(name)
+        if trial is None:
+            trial = self.trials[name] = Trial(self.state, name, self.spec, self.need, self.chain, self.strategy,
+                                              indexed=self.indexed, templates=self.templates)
+        return trial
 
     def bound(self, name: str, node: NodeResult) -> bool:
         """``Trial.bound`` of every candidate going."""
@@ -358,6 +405,8 @@ def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_o
         lower = _lower_bound(trial, cands) if lower is None else lower
         if _loses(lower, beat, tie_ok) or _loses(_cpu_bound(trial, cands, lower), beat, tie_ok):
             return None
+        if _no_single_wins(trial, cands, beat, tie_ok):
+            return None
     levels = sorted({priority_of(c.spec) for c in cands})
     allowed: list[AllocationState] = []
     for level in levels:
@@ -378,6 +427,26 @@ def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_o
     ordered = tuple(sorted(victims, key=lambda v: (priority_of(v.spec), v.spec.allocation_id)))
     charges = fit.charges or tuple(charge_on(g, spec) for g in fit.gpus)
     return Plan(trial.node.name, tuple(g.spec.name for g in fit.gpus), charges, ordered, key, fit.partitions)
+
+
+def _no_single_wins(trial: Trial, cands: list[AllocationState], beat: Key, tie_ok: bool) -> bool:
+    """Whether the node surely has no plan that beats ``beat``, by one dry run per candidate: True
+    when every plan of two or more victims loses (the least such key takes the two candidates of
+    the lowest terms) and no single candidate whose one-victim key would win makes the request fit.
+    Exact: the node's plan (:func:`_on_node`) is a set of candidates that fits, so a winning plan
+    would be one of those singles. Saves the reprieve and the exhaustive search on the many nodes
+    of a full pool that one victim's room would clear but its CPU would not (their plans tie or
+    lose)."""
+    if len(cands) >= 2:
+        low = heapq.nsmallest(2, (term(c) for c in cands))
+        second = low[1] - PRIORITY_OFFSET  # term = priority + 2³¹
+        if not _loses((second, low[0] + low[1], 2), beat, tie_ok):
+            return False
+    for cand in cands:
+        single = (priority_of(cand.spec), term(cand), 1)
+        if not _loses(single, beat, tie_ok) and trial.bound((cand,)) and trial.fits((cand,)) is not None:
+            return False
+    return True
 
 
 def _reprieve(trial: Trial, allowed: list[AllocationState]) -> tuple[list[AllocationState], Fit]:

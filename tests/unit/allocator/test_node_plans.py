@@ -112,8 +112,9 @@ def test_a_request_of_a_kept_search_key_is_decided_as_from_scratch() -> None:
 
 def test_a_kept_result_is_skipped_only_when_it_loses_against_every_better_plan() -> None:
     """The repeated search leaves out of its dry-run queue (but counts toward the candidate limit)
-    exactly the kept results that lose strictly against the best plan: a tie may still win on node
-    order, and an unknown or unbounded result must be searched."""
+    exactly the kept results that cannot beat the best plan: worse or equal keys (the node comes
+    after the best plan's node in node order, so a tie never goes its way, and a later best plan
+    has a lower key); a better, unknown or unbounded result must be searched."""
     best = (5, 2 * (5 + 2**31), 2)
     worse, same, better = (5, 2 * (5 + 2**31), 3), best, (5, 5 + 2**31, 1)
 
@@ -126,10 +127,10 @@ def test_a_kept_result_is_skipped_only_when_it_loses_against_every_better_plan()
         return Plan("n1", ("g1",), (), (), key)
 
     assert _kept_loser(result(plan(worse)), best)
-    assert not _kept_loser(result(plan(same)), best)
+    assert _kept_loser(result(plan(same)), best)
     assert not _kept_loser(result(plan(better)), best)
     assert _kept_loser(result(None), best)  # no plan at all
     assert _kept_loser(result(None, (worse, True)), best)
-    assert not _kept_loser(result(None, (same, False)), best)  # a plan equal to best may win a tie
+    assert _kept_loser(result(None, (same, False)), best)  # no plan below best: a tie cannot win here
     assert not _kept_loser(result(None, (better, False)), best)
     assert not _kept_loser(NodeResult([], 0), best)  # not searched yet

@@ -19,7 +19,17 @@ from events import intents as it
 from events.values import AllocationSpec, PoolConfig, Resources, priority_of
 from services.allocator.domain import Scheduler, digest
 from services.allocator.domain.model import GRANTED
-from services.allocator.domain.preemption import Key, Plan, _cpu_bound, _lower_bound, _on_node, find, key_of
+from services.allocator.domain.preemption import (
+    CANDIDATE_PERCENT,
+    MIN_CANDIDATES,
+    Key,
+    Plan,
+    _cpu_bound,
+    _lower_bound,
+    _on_node,
+    find,
+    key_of,
+)
 from services.allocator.domain.reference import ReferenceScheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.trial import Trial
@@ -244,3 +254,70 @@ def test_the_cpu_bound_gives_a_node_up_only_when_its_plan_loses() -> None:
     assert _on_node(trial, cands, plan.key, tie_ok=True) == plan
     assert _on_node(trial, cands, plan.key, tie_ok=False) is None
     assert _on_node(trial, cands, (0, 3 * 2**31, 3), lower=lower) == plan
+
+
+def by_the_rule(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Scheduler
+                ) -> tuple[str, Key] | None:
+    """kube-scheduler's rule computed plainly: every node's own best plan (an unbounded search per
+    node), in node order; the first node with a plan, then up to max(100, 10 %) further nodes whose
+    candidates could free enough and whose lower bound beats that first plan; the best of those by
+    (key, node order). No kept results, no heap, no early stop."""
+    need, chain = scheduler.prepare(spec)
+    strategy = scheduler.strategy(state, spec.pool)
+    scope = state.pool_config(spec.pool).preemption
+    first: tuple[Key, int, str] | None = None
+    chosen: list[tuple[Key, int, str]] = []
+    order = list(scheduler.node_order(state, spec.pool))
+    limit = max(MIN_CANDIDATES, len(order) * CANDIDATE_PERCENT // 100)
+    for at, name in enumerate(order):
+        cands = candidates_on(state, ranked_on(state, name), priority=priority_of(spec), namespace=spec.namespace,
+                              scope=scope, now=now, refusals=Refusals())
+        if not cands:
+            continue
+        trial = Trial(state, name, spec, need, chain, strategy, indexed=scheduler.indexed(strategy))
+        plan = _on_node(trial, cands, None)
+        if first is None:
+            if plan is not None:
+                first = (plan.key, at, name)
+                chosen.append(first)
+            continue
+        if len(chosen) > limit or not trial.bound(cands) or _lower_bound(trial, cands) >= first[0]:
+            continue
+        chosen.append((first[0], at, name) if plan is None else (plan.key, at, name))  # None: never below first
+    if first is None:
+        return None
+    key, _, name = min(chosen)
+    return name, key
+
+
+@given(victims=st.lists(st.tuples(st.integers(0, 7), st.sampled_from([0, 0, 0, 3]),
+                                  st.sampled_from([20, 40, 50, 60]), st.sampled_from([1000, 2000, 4000])),
+                        min_size=4, max_size=16),
+       need=st.sampled_from([40, 50, 60, 80]), cpu=st.sampled_from([2000, 4000, 6000]),
+       freed=st.lists(st.integers(0, 15), max_size=3))
+@settings(max_examples=150, deadline=None)
+def test_the_chosen_node_is_the_rules_first_and_again_after_releases(
+        victims: list[tuple[int, int, int, int]], need: int, cpu: int, freed: list[int]) -> None:
+    """Eight one-GPU nodes, CPU-bound, crowded with work of the pool's lowest priority: the plan
+    (node and key) is the rule's (:func:`by_the_rule`), on the first whole search and on the
+    repeated searches over kept node results after releases touch some nodes."""
+    c = Cluster()
+    c.send(it.ConfigurePool(intent_id="cfg", pool="p", config=PoolConfig(preemption="cluster")))
+    for node in range(8):  # each node registered, then its work requested (it lands there or earlier)
+        c.send(it.RegisterNode(intent_id=f"reg{node}", node=f"n{node}", pool="p",
+                               gpus=(a_gpu(f"n{node}-g", 100, 10 * Gi),), cpu_milli=8000, memory_bytes=0))
+        for k, (on, priority, size, vcpu) in enumerate(victims):
+            if on == node:
+                c.send(it.RequestAllocation(intent_id=f"r{k}", spec=AllocationSpec(
+                    allocation_id=f"v{k}", namespace="x", pod=f"v{k}", pool="p", priority=priority,
+                    request=Resources(milli_tflops=size * 1000), limit=Resources(milli_tflops=size * 1000),
+                    cpu_milli=vcpu)))
+    for step in range(len(freed) + 1):
+        spec = AllocationSpec(allocation_id=f"crit{step}", namespace="x", pod="crit", pool="p", priority=10,
+                              request=Resources(milli_tflops=need * 1000), limit=Resources(milli_tflops=need * 1000),
+                              cpu_milli=cpu)
+        found = find(c.state, spec, c.now, c.scheduler)
+        expected = by_the_rule(c.state, spec, c.now, Scheduler())
+        assert ((found.node, found.key) if isinstance(found, Plan) else None) == expected
+        if step < len(freed):
+            c.send(it.ReleaseAllocation(intent_id=f"rel{step}", allocation_id=f"v{freed[step]}"))
