@@ -69,12 +69,14 @@ def markdown(path: Path) -> None:
                     s = defrag.summarize(without, with_, strategy=strategy, trace=trace, objective=objective)
                     name = trace.removeprefix("heldout:")
                     budget = f"{s.budget_pct:g} %" + ("" if objective == "fragmentation" else " (nodes)")
+                    per = (f"{s.gain_requests_per_pct_moved:+.1f} / {s.gain_unallocated_points_per_pct_moved:+.3f}"
+                           if s.moves else "— (nothing moved)")
                     print(f"| {name} | {strategy} | {budget} | {s.seeds} | {s.moved_pct:.2f} ({s.moves:.0f}) | "
                           f"{s.frag_before / 1000:.1f} → {s.frag_after / 1000:.1f} | "
                           f"{s.unallocated_pct_without['100']:.2f} | {s.unallocated_pct_without['130']:.2f} → "
                           f"{s.unallocated_pct['130']:.2f} | {s.accepted_without:.0f} → {s.accepted:.0f} "
                           f"({s.requests:.0f}) | {s.gain_requests:+.0f} ({s.gain_accepted_pct:+.3f} %) | "
-                          f"{s.gain_requests_per_pct_moved:+.1f} / {s.gain_unallocated_points_per_pct_moved:+.3f} |")
+                          f"{per} |")
     seconds = [r["seconds"] for r in rows]
     if seconds:
         print(f"\n{len(rows)} rows, {statistics.fmean(seconds):.0f} s per row on average")

@@ -39,7 +39,8 @@ class DefragRun(msgspec.Struct, frozen=True, kw_only=True):
     included); ``moved_pct`` is ``moves`` over ``allocations`` (granted at the consolidation) × 100;
     ``frag_before``/``frag_after`` are F(M) in milli-GPU under the trace's typical workload;
     ``unallocated_pct`` maps arrived % (100/110/130) to unallocated GPU %; seconds are the plan's
-    and the whole branch's (plan, execution and the arrivals after it)."""
+    and the whole branch's (plan, execution and the arrivals after it; without defrag, the fill
+    and every arrival)."""
 
     seed: int
     budget_pct: float
