@@ -64,9 +64,16 @@ def experiment(
     pods: PodsCsv = DEFAULT_PODS,
     seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds 42, 43, … (the paper uses 10).")] = 10,
     plot: Annotated[Path | None, typer.Option("--plot", help="Write the unallocated-vs-arrived PNG here.")] = None,
+    defrag: Annotated[list[str] | None, typer.Option(
+        "--defrag", help="Consolidate once at 100 % arrived, moving at most this share of the allocations "
+        "(e.g. 1%; repeat for several), then arrive on to 130 %; report beside the run without.")] = None,
+    defrag_objective: Annotated[str, typer.Option(
+        "--defrag-objective", help="What the consolidation removes: fragmentation (FGD F(M)) or nodes "
+        "(empties the most nodes).")] = "fragmentation",
     as_json: JsonOut = False,
 ) -> None:
-    """Run the ATC'23 fill-up experiment; print unallocated GPU % at 100/110/130 % arrived."""
+    """Run the ATC'23 fill-up experiment; print unallocated GPU % at 100/110/130 % arrived (with
+    --defrag: also requests accepted with and without one consolidation at 100 % arrived)."""
     import msgspec
 
     from services.allocator.domain import profile
@@ -76,8 +83,12 @@ def experiment(
         if name not in profile.STRATEGIES:
             known = ", ".join(sorted(profile.STRATEGIES))
             fail(f"unknown strategy {name!r}; known: {known}", field="strategy", as_json=as_json)
+    budgets = _budgets(defrag or [], defrag_objective, plot, as_json=as_json)
     node_intents, pod_rows = _load(nodes, pods, as_json=as_json)
     trace = pods.stem.removeprefix("openb_pod_list_")
+    if budgets:
+        _defrag(node_intents, pod_rows, strategy, seeds, trace, budgets, defrag_objective, as_json=as_json)
+        return
     results = [run(node_intents, pod_rows, strategy=name, seeds=seeds, trace=trace)[0]
                for name in strategy]
     if plot is not None:
@@ -94,6 +105,49 @@ def experiment(
         points = "  ".join(f"{x}%: {v:.2f}" for x, v in r.unallocated_pct.items())
         typer.echo(f"{r.strategy:<28} {r.trace}  seeds={r.seeds}  unallocated {points}  "
                    f"({r.decisions_per_s:.0f} decisions/s)")
+
+
+def _budgets(texts: list[str], objective: str, plot: Path | None, *, as_json: bool) -> list[float]:
+    from services.trace.defrag import parse_budget
+
+    if objective not in ("fragmentation", "nodes"):
+        fail(f"unknown defrag objective {objective!r}; known: fragmentation, nodes", field="defrag_objective",
+             as_json=as_json)
+    if texts and plot is not None:
+        fail("--plot draws the run without defrag only; drop --plot or --defrag", field="plot", as_json=as_json)
+    out = []
+    for text in texts:
+        try:
+            out.append(parse_budget(text))
+        except ValueError as exc:
+            fail(str(exc), field="defrag", as_json=as_json)
+    return out
+
+
+def _defrag(nodes: list[RegisterNode], pods: list[TracePod], strategies: list[str], seeds: int, trace: str,
+            budgets: list[float], objective: str, *, as_json: bool) -> None:
+    import math
+
+    import msgspec
+
+    from services.allocator.domain.consolidation import Objective
+    from services.trace import defrag
+
+    chosen: Objective = "nodes" if objective == "nodes" else "fragmentation"
+    results = [r for name in strategies
+               for r in defrag.run(nodes, pods, strategy=name, seeds=seeds, budgets_pct=budgets, trace=trace,
+                                   objective=chosen)]
+    if as_json:
+        out = [msgspec.to_builtins(r) for r in results]
+        typer.echo(json.dumps(out))
+        return
+    for r in results:
+        without, with_ = r.unallocated_pct_without.get("130", math.nan), r.unallocated_pct.get("130", math.nan)
+        typer.echo(f"{r.strategy:<28} {r.trace}  seeds={r.seeds}  defrag {r.budget_pct:g} % ({r.objective}): "
+                   f"moved {r.moved_pct:.2f} % ({r.moves:.0f}), F(M) {r.frag_before / 1000:.1f} -> "
+                   f"{r.frag_after / 1000:.1f} GPUs; unallocated at 130 %: {without:.2f} -> {with_:.2f}; "
+                   f"accepted {r.accepted_without:.0f} -> {r.accepted:.0f} of {r.requests:.0f} "
+                   f"({r.gain_requests:+.0f}, {r.gain_requests_per_pct_moved:+.1f} per % moved)")
 
 
 def replay(

@@ -64,6 +64,46 @@ def check_strategy(name: str) -> None:
         raise KeyError(f"unknown strategy {name!r}; known: {', '.join(sorted(profile.STRATEGIES))}")
 
 
+def prepared(nodes: Sequence[RegisterNode], *, strategy: str, seed: int, target: Workload
+             ) -> tuple[ClusterState, Scheduler]:
+    """A fresh state with pool ``openb`` placed by ``strategy`` (preemption off) and ``nodes``
+    registered in the seed's tie-break order, and its Scheduler with ``target`` fixed."""
+    state = ClusterState.empty()
+    scheduler = Scheduler(target=target)
+    config = PoolConfig(placement=strategy, preemption="off")
+    process(state, ConfigurePool(intent_id="pool", pool=POOL, config=config), NOW, scheduler)
+    for intent in node_order(nodes, seed=seed):
+        process(state, msgspec.structs.replace(intent, pool=POOL), NOW, scheduler)
+    return state, scheduler
+
+
+def arrive(state: ClusterState, scheduler: Scheduler, pods: Sequence[TracePod], *, first: int = 0,
+           before: Callable[[ClusterState, AllocationSpec], None] | None = None) -> list[bool]:
+    """Request ``pods`` in order (the i-th as ``r<first+i>``, allocation ``<first+i>-<name>``);
+    per pod whether it was granted."""
+    out: list[bool] = []
+    for i, pod in enumerate(pods, start=first):
+        spec = pod.spec(pool=POOL, allocation_id=f"{i}-{pod.name}")
+        if before is not None:
+            before(state, spec)
+        events = process(state, RequestAllocation(intent_id=f"r{i}", spec=spec), NOW, scheduler)
+        out.append(isinstance(events[0], AllocationGranted))
+    return out
+
+
+def records(pods: Sequence[TracePod], granted: Sequence[bool]) -> tuple[list[int], list[int]]:
+    """Cumulative milli-GPU arrived and allocated after each attempt of ``pods``."""
+    arrived_total = used_total = 0
+    arrived: list[int] = []
+    used: list[int] = []
+    for pod, ok in zip(pods, granted, strict=True):
+        arrived_total += pod.demand
+        used_total += pod.demand if ok else 0
+        arrived.append(arrived_total)
+        used.append(used_total)
+    return arrived, used
+
+
 def run_seed(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, strategy: str, seed: int,
              target: Workload, before: Callable[[ClusterState, AllocationSpec], None] | None = None) -> SeedRun:
     """One fill-up run through ``process`` with a Scheduler whose target workload is ``target``;
@@ -71,29 +111,14 @@ def run_seed(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, strateg
 
     Preemption is off: the paper's simulator never evicts, and the trace's LS pods (QoS high)
     would otherwise preempt BE pods (medium) once the cluster is full."""
-    state = ClusterState.empty()
-    scheduler = Scheduler(target=target)
-    config = PoolConfig(placement=strategy, preemption="off")
-    process(state, ConfigurePool(intent_id="pool", pool=POOL, config=config), NOW, scheduler)
-    for intent in node_order(nodes, seed=seed):
-        process(state, msgspec.structs.replace(intent, pool=POOL), NOW, scheduler)
+    state, scheduler = prepared(nodes, strategy=strategy, seed=seed, target=target)
     capacity = 1000 * len(state.gpus)
-    arrived_total = used_total = 0
-    arrived: list[int] = []
-    used: list[int] = []
+    tuned = tune(pods, capacity_milli=capacity, seed=seed)
     started = time.perf_counter()
-    for i, pod in enumerate(tune(pods, capacity_milli=capacity, seed=seed)):
-        spec = pod.spec(pool=POOL, allocation_id=f"{i}-{pod.name}")
-        if before is not None:
-            before(state, spec)
-        events = process(state, RequestAllocation(intent_id=f"r{i}", spec=spec), NOW, scheduler)
-        arrived_total += pod.demand
-        if isinstance(events[0], AllocationGranted):
-            used_total += pod.demand
-        arrived.append(arrived_total)
-        used.append(used_total)
-    return SeedRun(seed=seed, capacity_milli=capacity, arrived=arrived, used=used,
-                   seconds=time.perf_counter() - started)
+    granted = arrive(state, scheduler, tuned, before=before)
+    seconds = time.perf_counter() - started
+    arrived, used = records(tuned, granted)
+    return SeedRun(seed=seed, capacity_milli=capacity, arrived=arrived, used=used, seconds=seconds)
 
 
 def run(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, strategy: str, seeds: int,

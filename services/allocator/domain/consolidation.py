@@ -28,6 +28,18 @@ projection, on a copy-on-write scratch state with a forked Scheduler
   the pool that may move, and the milli-TFLOPS in motion; a node whose drain would exceed it is
   skipped with the reason.
 
+**Objective** (:data:`Objective`): ``"nodes"`` (the default, the above) empties the most nodes;
+``"fragmentation"`` removes the most FGD fragmentation instead: the allocations of the pool's
+Ready nodes are candidates, node by node in order of F_n(M), highest first, the largest of a node
+first; each that may move (the rules below, the budget left) is moved alone to the node the
+pool's strategy picks among the pool's other Ready nodes, and kept only when the pool's F(M) falls
+(the source's fall beats the target's change); a node need not be emptied, an allocation moves at
+most once, and the plan stops after trying :data:`TRIES_PER_MOVE` × ``max_moves`` allocations.
+Emptied nodes help the largest (whole-node) requests; a lower F(M) is what the ATC'23 paper ties
+to more requests accepted, and what ``gpuledger trace experiment --defrag``
+measures (docs/placement.md). Under a Scheduler with a fixed target workload (the trace
+experiment's) F(M) is measured under that workload.
+
 Each drained node reports the pool before and after (:class:`PoolMeasure`: busy and idle nodes, and
 the FGD fragmentation F(M) of Weng et al., ATC'23, under the pool's learned workload,
 domain/target.py ``mix_of``; as unallocatable GPU and as TFLOPS). Cost: one scratch copy (O(GPUs +
@@ -67,6 +79,15 @@ an allocation that fits no target; a target that would change an allocation's qu
 
 MAX_MOVES = 1000
 """The largest ``max_moves`` a plan accepts (bounds its cost)."""
+
+Objective = Literal["nodes", "fragmentation"]
+"""What a plan maximises: nodes emptied (the default) or FGD fragmentation F(M) removed."""
+
+TRIES_PER_MOVE = 4
+"""Under the ``fragmentation`` objective, allocations tried per move of the budget (bounds its cost)."""
+
+_EPSILON_MILLI_GPU = 1e-6
+"""A move must lower F(M) by more than this (float noise is no gain)."""
 
 
 class Budget(msgspec.Struct, frozen=True, kw_only=True):
@@ -158,7 +179,8 @@ class Skip(msgspec.Struct, frozen=True, kw_only=True):
 class ConsolidationPlan(msgspec.Struct, frozen=True, kw_only=True):
     """The plan for ``pool`` under ``budget``: the nodes it empties in order (``drains``), the nodes
     it tried or could not try and why (``skipped``), the pool ``before`` and ``after`` every move,
-    and ``stopped``: why it ended before trying every busy node ("" when it tried them all)."""
+    and ``stopped``: why it ended before trying every busy node ("" when it tried them all). Under
+    the ``fragmentation`` objective ``drains`` is empty and ``moved`` holds the single moves."""
 
     pool: str
     budget: Budget
@@ -167,11 +189,13 @@ class ConsolidationPlan(msgspec.Struct, frozen=True, kw_only=True):
     before: PoolMeasure
     after: PoolMeasure
     stopped: str = ""
+    objective: Objective = "nodes"
+    moved: tuple[Move, ...] = ()
 
     @property
     def moves(self) -> tuple[Move, ...]:
         """Every move, in plan order."""
-        return tuple(m for d in self.drains for m in d.moves)
+        return tuple(m for d in self.drains for m in d.moves) + self.moved
 
     @property
     def nodes_emptied(self) -> tuple[str, ...]:
@@ -243,7 +267,7 @@ class _Planner:
     def __init__(self, state: ClusterState, pool: str, budget: Budget, now: datetime, scheduler: Scheduler) -> None:
         self.state, self.pool, self.budget, self.now = state, pool, budget, now
         self.scratch = _Scratch(state, scheduler)
-        self.workload = mix_of(state, pool)
+        self.workload = scheduler.target or mix_of(state, pool)
         names = sorted(state.pool_nodes.get(pool, ()))
         self.parts = {n: node_measure(state, state.nodes[n], self.workload) for n in names}
         self.busy = {n for n in names if state.nodes[n].workers}
@@ -335,6 +359,41 @@ class _Planner:
                      target_node=g.node, target_gpus=g.gpus, charges=g.charges, partitions=g.partitions,
                      frees=_charged(a)) for a, g in done]
 
+    def movable(self, allocation: AllocationState) -> bool:
+        """Whether ``allocation`` may move alone now: not under eviction protection, not a gang
+        member, and within the budget left (moves, TFLOPS in motion, its namespace's share)."""
+        spec = allocation.spec
+        until = protected_until(allocation)
+        if (until is not None and until > self.now) or spec.gang is not None:
+            return False
+        cap = self.budget.max_milli_tflops
+        if cap is not None and self.milli_tflops + _charged(allocation).milli_tflops > cap:
+            return False
+        allowed = math.floor(self.per_namespace[spec.namespace] * self.budget.max_share_of_namespace_pct / 100)
+        return self.moves < self.budget.max_moves and self.moved_namespace[spec.namespace] < allowed
+
+    def move_one(self, allocation: AllocationState, targets: list[str]) -> Move | None:
+        """Move ``allocation`` alone to the node the pool's strategy picks among ``targets`` on the
+        scratch state when that lowers the pool's F(M); else undo and None."""
+        s, source = self.scratch, allocation.node
+        s.release(allocation, self.now)
+        outcome = attempt(s.state, allocation.spec, s.scheduler, restrict=self.keeping_charges(allocation, targets))
+        if isinstance(outcome, Grant) and outcome.usage == allocation.usage:
+            s.apply(granted(allocation.spec, outcome, now=self.now, from_queue=True))
+            after = {n: node_measure(s.state, s.state.nodes[n], self.workload) for n in (source, outcome.node)}
+            if sum(after[n][0] - self.parts[n][0] for n in after) < -_EPSILON_MILLI_GPU:
+                self.parts.update(after)
+                self.moves += 1
+                self.milli_tflops += _charged(allocation).milli_tflops
+                self.moved_namespace[allocation.spec.namespace] += 1
+                return Move(allocation_id=allocation.spec.allocation_id, namespace=allocation.spec.namespace,
+                            pod=allocation.spec.pod, priority=priority_of(allocation.spec), source_node=source,
+                            source_gpus=tuple(allocation.gpus), target_node=outcome.node, target_gpus=outcome.gpus,
+                            charges=outcome.charges, partitions=outcome.partitions, frees=_charged(allocation))
+            s.release(s.state.allocations[allocation.spec.allocation_id], self.now)
+        s.regrant(allocation, self.now)
+        return None
+
     def commit(self, node: str, moves: list[Move]) -> Drain:
         """Account ``moves`` (which emptied ``node``) and measure the pool before and after."""
         before = _summed(self.parts, len(self.busy))
@@ -350,22 +409,30 @@ class _Planner:
         return Drain(node=node, moves=tuple(moves), before=before, after=_summed(self.parts, len(self.busy)))
 
 
-def plan(state: ClusterState, pool: str, budget: Budget, now: datetime, scheduler: Scheduler) -> ConsolidationPlan:
-    """The consolidation plan of ``pool`` within ``budget`` at ``now`` (the rules: module docstring).
+def plan(state: ClusterState, pool: str, budget: Budget, now: datetime, scheduler: Scheduler, *,
+         objective: Objective = "nodes") -> ConsolidationPlan:
+    """The consolidation plan of ``pool`` within ``budget`` at ``now`` for ``objective`` (the rules:
+    module docstring).
 
     Never mutates ``state``; ``scheduler`` is the Scheduler of ``state`` (forked for the scratch
     copy, its own caches untouched). Raises KeyError for a pool with no node."""
-    return planned(state, pool, budget, now, scheduler)[0]
+    return planned(state, pool, budget, now, scheduler, objective=objective)[0]
 
 
-def planned(state: ClusterState, pool: str, budget: Budget, now: datetime, scheduler: Scheduler
-            ) -> tuple[ConsolidationPlan, ClusterState]:
+def planned(state: ClusterState, pool: str, budget: Budget, now: datetime, scheduler: Scheduler, *,
+            objective: Objective = "nodes") -> tuple[ConsolidationPlan, ClusterState]:
     """:func:`plan` and its predicted end state: the scratch copy the moves were folded into (it
     shares the records no move touched with ``state``: read it, never mutate it)."""
     if pool not in state.pool_nodes:
         raise KeyError(pool)
     planner = _Planner(state, pool, budget, now, scheduler)
     start = _summed(planner.parts, len(planner.busy))
+    if objective == "fragmentation":
+        moved, why = _defragmented(planner, state)
+        busy = sum(1 for n in planner.parts if planner.scratch.state.nodes[n].workers)
+        return ConsolidationPlan(pool=pool, budget=budget, drains=(), skipped=(), before=start,
+                                 after=_summed(planner.parts, busy), stopped=why, objective=objective,
+                                 moved=tuple(moved)), planner.scratch.state
     drains: list[Drain] = []
     skipped: list[Skip] = []
     stopped = ""
@@ -386,6 +453,32 @@ def planned(state: ClusterState, pool: str, budget: Budget, now: datetime, sched
     result = ConsolidationPlan(pool=pool, budget=budget, drains=tuple(drains), skipped=tuple(skipped),
                                before=start, after=end, stopped=stopped)
     return result, planner.scratch.state
+
+
+def _defragmented(planner: _Planner, state: ClusterState) -> tuple[list[Move], str]:
+    """The ``fragmentation`` objective's moves (module docstring) and why it stopped ("" when it
+    tried every candidate)."""
+    budget, s = planner.budget, planner.scratch
+    ready = [n for n in sorted(planner.parts) if state.nodes[n].phase == READY and state.nodes[n].schedulable]
+    sources = sorted((n for n in ready if state.nodes[n].workers), key=lambda n: (-planner.parts[n][0], n))
+    candidates = [a.spec.allocation_id for n in sources for a in sorted(
+        (state.allocations[a] for a in state.nodes[n].workers),
+        key=lambda a: (-a.spec.gpu_count, -_charged(a).milli_tflops, a.spec.allocation_id))]
+    tries = TRIES_PER_MOVE * budget.max_moves
+    moves: list[Move] = []
+    for allocation_id in candidates:
+        if planner.moves >= budget.max_moves:
+            return moves, f"the budget of {budget.max_moves} move(s) is used"
+        if tries <= 0:
+            return moves, f"{TRIES_PER_MOVE * budget.max_moves} allocation(s) tried (the bound)"
+        allocation = s.state.allocations[allocation_id]
+        if not planner.movable(allocation):
+            continue
+        tries -= 1
+        move = planner.move_one(allocation, [n for n in ready if n != allocation.node])
+        if move is not None:
+            moves.append(move)
+    return moves, ""
 
 
 def execution(state: ClusterState, plan_: ConsolidationPlan, now: datetime) -> list[ev.AnyEvent]:

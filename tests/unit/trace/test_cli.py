@@ -74,3 +74,31 @@ def test_bad_input_names_the_field(args: list[str], field: str) -> None:
     result = runner.invoke(app, ["trace", "experiment", *merged, "--json"])
     assert result.exit_code == 2
     assert json.loads(result.output)["field"] == field
+
+
+def test_defrag_json_on_a_12_node_slice(tmp_path: Path) -> None:
+    nodes = _slice(tmp_path, 12)
+    result = runner.invoke(app, ["trace", "experiment", "--nodes", str(nodes), "--pods", str(openb.PODS_CSV),
+                                 "--seeds", "1", "--strategy", "fgd", "--defrag", "5%", "--defrag", "50", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert [(r["strategy"], r["budget_pct"], r["objective"]) for r in out] == [
+        ("fgd", 5.0, "fragmentation"), ("fgd", 50.0, "fragmentation")]
+    for r in out:
+        assert set(r["unallocated_pct"]) == set(r["unallocated_pct_without"])
+        assert r["unallocated_pct"] and set(r["unallocated_pct"]) <= {"100", "110", "130"}
+        assert r["frag_after"] <= r["frag_before"]
+        (run,) = r["runs"]
+        assert run["seed"] == 42 and run["allocations"] > 0
+        assert run["moves"] <= max(1, run["allocations"] * r["budget_pct"] // 100)
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (["--defrag", "0%"], "defrag"), (["--defrag", "lots"], "defrag"), (["--defrag", "200%"], "defrag"),
+    (["--defrag", "1%", "--defrag-objective", "speed"], "defrag_objective"),
+    (["--defrag", "1%", "--plot", "x.png"], "plot"),
+])
+def test_bad_defrag_input_names_the_field(args: list[str], field: str) -> None:
+    result = runner.invoke(app, ["trace", "experiment", "--strategy", "fgd", *args, "--json"])
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.output)["field"] == field
