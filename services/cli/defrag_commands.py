@@ -24,6 +24,7 @@ import typer
 from services.cli import client, output
 from services.cli.admin_commands import known_pool
 from services.cli.exits import DataDir, JsonOut, guarded
+from services.cli.output import BadInput
 
 
 def defrag_plan(
@@ -35,6 +36,9 @@ def defrag_plan(
         help="Percent of each namespace's allocations in the pool that may move (0-100).")] = 100.0,
     max_tflops: Annotated[str | None, typer.Option(
         "--max-tflops", help="TFLOPS of allocations in motion at most (e.g. 250).")] = None,
+    objective: Annotated[str, typer.Option(
+        "--objective", help="nodes (empty the most nodes, what `defrag run` executes) or fragmentation "
+        "(remove the most FGD fragmentation, one allocation at a time; shown only).")] = "nodes",
     data_dir: DataDir = None, as_json: JsonOut = False) -> None:
     """Plan a consolidation (dry run).
 
@@ -43,10 +47,12 @@ def defrag_plan(
     nodes cannot be emptied; the pool's busy nodes and fragmentation before and after. Nothing moves."""
 
     def body() -> None:
+        if objective not in ("nodes", "fragmentation"):
+            raise BadInput(f"--objective must be nodes or fragmentation, got {objective!r}", field="objective")
         api = client.connect(data_dir)
         known_pool(api, pool)
         plan = api.get(f"/api/v1/pools/{client.quoted(pool)}/defrag-plan", max_moves=max_moves,
-                       max_share_of_namespace=f"{max_share:g}", max_tflops=max_tflops)
+                       max_share_of_namespace=f"{max_share:g}", max_tflops=max_tflops, objective=objective)
         if as_json:
             output.emit_json(plan)
             return

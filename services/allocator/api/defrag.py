@@ -7,7 +7,10 @@ intent: services.allocator.domain.defrag_campaign), ``GET`` shows the running or
 Query: ``max_moves`` (1-1000, default 10), ``max_share_of_namespace`` (percent 0-100 of each
 namespace's granted allocations in the pool that may move, default 100) and ``max_tflops`` (the
 TFLOPS of charges in motion at most, a positive quantity such as ``250`` or ``12.5``; default
-unbounded). A bad value is 400 naming the parameter; a pool with no node is 404.
+unbounded); the plan alone also takes ``objective``: ``nodes`` (default: empty the most nodes) or
+``fragmentation`` (remove the most FGD fragmentation, one allocation at a time; a dry run only, since
+its later moves may land where earlier ones left, which a campaign's reservations, all taken at
+once, cannot). A bad value is 400 naming the parameter; a pool with no node is 404.
 """
 
 from __future__ import annotations
@@ -24,13 +27,37 @@ from events.quantity import QuantityError, format_milli, to_milli
 from services.allocator.api import bodies, bounds, paging, views, writes
 from services.allocator.api.context import state_of
 from services.allocator.domain.campaign_records import Campaign
-from services.allocator.domain.consolidation import MAX_MOVES, Budget, ConsolidationPlan, Drain, Move, PoolMeasure, plan
+from services.allocator.domain.consolidation import (
+    MAX_MOVES,
+    OBJECTIVES,
+    Budget,
+    ConsolidationPlan,
+    Drain,
+    Move,
+    Objective,
+    PoolMeasure,
+    plan,
+)
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.strategies.fragmentation import MILLI_GPU
 
 DEFAULT_MOVES = 10
 NOT_YET = ("dry run: nothing was moved; `gpuledger defrag run POOL` (POST /api/v1/pools/{pool}/defrag) executes "
            "a plan, reserving each target before its source is evicted (docs/allocation.md)")
+
+
+FRAGMENTATION_DRY = ("dry run: nothing was moved; a plan of the fragmentation objective is shown, not executed "
+                     "(`defrag run` executes the nodes objective; docs/allocation.md)")
+
+
+def objective_of(params: dict[str, str]) -> Objective:
+    """The ``objective`` query parameter (default ``nodes``); raises ApiError(400) naming it."""
+    text = params.get("objective", "nodes")
+    for known in OBJECTIVES:
+        if text == known:
+            return known
+    raise bounds.ApiError(400, f"objective must be one of {', '.join(OBJECTIVES)}, got {text[:64]!r}",
+                          field="objective")
 
 
 def budget_of(params: dict[str, str]) -> Budget:
@@ -91,7 +118,8 @@ def drain_doc(drain: Drain) -> dict[str, Any]:
 def plan_doc(result: ConsolidationPlan) -> dict[str, Any]:
     """The whole plan as the API and ``gpuledger defrag plan --json`` show it."""
     b = result.budget
-    return {"pool": result.pool, "dry_run": True, "execution": NOT_YET,
+    return {"pool": result.pool, "dry_run": True, "objective": result.objective,
+            "execution": NOT_YET if result.objective == "nodes" else FRAGMENTATION_DRY,
             "budget": {"max_moves": b.max_moves, "max_share_of_namespace": b.max_share_of_namespace_pct,
                        "max_tflops": None if b.max_milli_tflops is None else format_milli(b.max_milli_tflops)},
             "nodes_emptied": list(result.nodes_emptied),
@@ -103,16 +131,17 @@ def plan_doc(result: ConsolidationPlan) -> dict[str, Any]:
 
 
 async def defrag_plan(request: web.Request) -> web.Response:
-    """GET /api/v1/pools/{pool}/defrag-plan?max_moves=&max_share_of_namespace=&max_tflops=: the
+    """GET /api/v1/pools/{pool}/defrag-plan?max_moves=&max_share_of_namespace=&max_tflops=&objective=: the
     consolidation plan (:func:`plan_doc`), computed now on this reader's projection with a fresh
     Scheduler (its cost: services.allocator.domain.consolidation); 404 for a pool with no node."""
-    params = paging.query(request, allowed=("max_moves", "max_share_of_namespace", "max_tflops"))
-    budget = budget_of(params)
+    params = paging.query(request, allowed=("max_moves", "max_share_of_namespace", "max_tflops", "objective"))
+    budget, objective = budget_of(params), objective_of(params)
     state = state_of(request)
     pool = request.match_info["pool"]
     if pool not in state.pool_nodes:
         raise bounds.ApiError(404, f"pool {pool!r} has no nodes", field="pool")
-    return web.json_response(plan_doc(plan(state, pool, budget, datetime.now(UTC), Scheduler())))
+    return web.json_response(plan_doc(plan(state, pool, budget, datetime.now(UTC), Scheduler(),
+                                              objective=objective)))
 
 
 def duration_of(text: str, *, field: str = "max_duration") -> int:

@@ -81,6 +81,8 @@ MAX_MOVES = 1000
 """The largest ``max_moves`` a plan accepts (bounds its cost)."""
 
 Objective = Literal["nodes", "fragmentation"]
+OBJECTIVES: tuple[Objective, ...] = ("nodes", "fragmentation")
+"""The plan's objectives, the default first."""
 """What a plan maximises: nodes emptied (the default) or FGD fragmentation F(M) removed."""
 
 TRIES_PER_MOVE = 4

@@ -82,9 +82,13 @@ async def test_defrag_plan_empties_nodes_explains_and_changes_nothing(api: Api) 
                           ({"max_share_of_namespace": "150"}, "max_share_of_namespace"),
                           ({"max_share_of_namespace": "nan"}, "max_share_of_namespace"),
                           ({"max_tflops": "-5"}, "max_tflops"), ({"max_tflops": "lots"}, "max_tflops"),
-                          ({"budget": "1"}, "budget")):
+                          ({"budget": "1"}, "budget"), ({"objective": "tidy"}, "objective")):
         status, error = await api.get("/api/v1/pools/default/defrag-plan", **params)
         assert status == 400 and error["field"] == field, (params, error)
+    status, frag = await api.get("/api/v1/pools/default/defrag-plan", max_moves="5", objective="fragmentation")
+    assert status == 200 and frag["objective"] == "fragmentation" and frag["drains"] == []
+    assert "not executed" in frag["execution"] and body["objective"] == "nodes"
+    assert all(m["from"]["node"] != m["to"]["node"] for m in frag["moves"]) and len(frag["moves"]) <= 5
     status, missing = await api.get("/api/v1/pools/nosuch/defrag-plan")
     assert status == 404 and missing["field"] == "pool"
     assert await api.replica.allocator.store.last_position() == head  # a dry run appends nothing

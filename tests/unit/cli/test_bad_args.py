@@ -30,3 +30,10 @@ def test_a_reader_that_leaves_the_pipe_ends_the_command_quietly() -> None:
         errors = proc.stderr.read()
         assert proc.wait(timeout=60) == 141
     assert errors == b""
+
+
+def test_defrag_plan_of_an_unknown_objective_is_bad_input(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["defrag", "plan", "default", "--max-moves", "5", "--objective", "tidy",
+                                      "--json", "--data-dir", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert json.loads(result.output)["field"] == "objective"
