@@ -188,6 +188,11 @@ def why(target: Target, data_dir: DataDir = None, as_json: JsonOut = False) -> N
     guarded(as_json, body)
 
 
+def _share_text(allocation: dict[str, Any]) -> str:
+    """``research (borrowed)``: the share a grant charged and whether it borrowed (docs/shares.md)."""
+    return f"{allocation['share']} ({'borrowed' if allocation.get('borrowed') else 'within its guarantee'})"
+
+
 def _print_why(allocation: dict[str, Any]) -> None:
     output.lines([("allocation", allocation.get("allocation_id", "")),
                   ("pod", f"{allocation.get('namespace', '')}/{allocation.get('pod', '')}"),
@@ -195,6 +200,7 @@ def _print_why(allocation: dict[str, Any]) -> None:
                   ("request", output.request_text(allocation.get("request"))),
                   ("limit", output.request_text(allocation.get("limit"), unset=True)),
                   ("node", allocation.get("node") or "-"), ("GPUs", ", ".join(allocation.get("gpus") or []) or "-"),
+                  *((("share", _share_text(allocation)),) if allocation.get("share") else ()),
                   ("reason", allocation.get("reason") or "-")])
     for line in output.device_lines(allocation.get("device")):
         typer.echo(line)

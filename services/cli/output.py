@@ -204,7 +204,7 @@ def device_lines(plan: Any) -> list[str]:
         return []
     if plan.get("enforcement") == "tensor-fusion":
         return ["device: enforcement tensor-fusion (TensorFusion's runtime reads the pod's annotations)"]
-    note = " (each GPU is seen whole: a share is not enforced)" if plan.get("enforcement") == "none" else ""
+    note = " (each GPU is seen whole: its fraction is not enforced)" if plan.get("enforcement") == "none" else ""
     out = [f"device: enforcement {plan.get('enforcement')}, runtimeClassName {plan.get('runtime_class') or '-'}{note}"]
     for group in plan.get("containers") or []:
         env = group.get("env") or {}

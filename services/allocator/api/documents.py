@@ -82,8 +82,9 @@ def node_detail(state: ClusterState, node: NodeState) -> dict[str, Any]:
 
 
 def allocation_doc(allocation: AllocationState) -> dict[str, Any]:
-    """One live allocation: the composed request, status, node, GPUs, reason, times, and for a
-    partitioned one its partitions (GPU, template, profile id, slots)."""
+    """One live allocation: the composed request, status, node, GPUs, reason, times, for a
+    partitioned one its partitions (GPU, template, profile id, slots), and for a grant in a pool with
+    shares the ``share`` charged and whether it ``borrowed``."""
     view = views.spec_view(allocation.spec)
     view.update(status=allocation.status, node=allocation.node, gpus=list(allocation.gpus),
                 reason=allocation.reason, code=allocation.code,
@@ -92,6 +93,8 @@ def allocation_doc(allocation: AllocationState) -> dict[str, Any]:
     if allocation.partitions:
         view["partitions"] = [{"gpu": gpu, **views.partition_view(p)}
                               for gpu, p in zip(allocation.gpus, allocation.partitions, strict=True)]
+    if allocation.share:  # granted in a pool with shares (docs/shares.md)
+        view.update(share=allocation.share, borrowed=allocation.borrowed)
     return view
 
 

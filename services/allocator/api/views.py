@@ -46,7 +46,8 @@ def spec_view(spec: AllocationSpec) -> dict[str, Any]:
 
 
 def outcome_view(event: decisions.AnyEvent, *, position: int | None) -> dict[str, Any]:
-    """The ``submit --json`` shape of an outcome event (``position`` None: not written, simulate)."""
+    """The ``submit --json`` shape of an outcome event (``position`` None: not written, simulate); a
+    grant in a pool with shares adds ``share`` and ``borrowed`` (docs/shares.md)."""
     view: dict[str, Any] = {"type": codec.tag_of(event), "allocation_id": "", "namespace": "", "pod": "",
                             "pool": "", "node": "", "gpus": [], "gpu_count": 0, "qos": "",
                             "request": resources_view(Resources()), "limit": resources_view(Resources()),
@@ -58,6 +59,8 @@ def outcome_view(event: decisions.AnyEvent, *, position: int | None) -> dict[str
         view.update(node=event.node, gpus=list(event.gpus))
         if event.preempted:
             view["preempted"] = list(event.preempted)
+        if event.share:  # a pool with shares: the share charged, and whether the grant borrowed
+            view.update(share=event.share, borrowed=event.borrowed)
     elif isinstance(event, decisions.AllocationQueued | decisions.AllocationRejected):
         view["reason"] = event.reason
     elif isinstance(event, decisions.IntentRejected):
