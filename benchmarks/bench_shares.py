@@ -2,14 +2,16 @@
 
 The openb pods are spread round-robin over four namespaces ``team-0`` .. ``team-3``; the same
 seeded run is timed twice in one process: without shares, then with four shares (one per
-namespace) each guaranteed a quarter of the pool's GPUs (no TFLOPS or VRAM set), so that grants
-beyond a quarter are borrowed and a team below its quarter reclaims. Each run fills the pool
+namespace) guaranteed ``--guarantees`` percent of the pool's GPUs each (default a quarter; no
+TFLOPS or VRAM set), so that grants beyond a guarantee are borrowed and a team below its
+guarantee reclaims. Each run fills the pool
 (untimed, bench_decide's Driver) to the target utilisation, or saturates it (``--saturated N``:
 full, N requests waiting, then releases and requests alternate), then times the decisions on
 the thread's CPU clock. Prints p50/p99 microseconds, decisions/s, the outcome counts (reclaims
 among the preemptions) and ``ratio_to_no_shares``.
 
     python3 benchmarks/bench_shares.py [--decisions 3000] [--target 0.6] [--saturated 500]
+        [--guarantees 25,25,25,25]
 """
 
 from __future__ import annotations
@@ -51,13 +53,13 @@ class TeamDriver(Driver):
             self.account(process(self.state, intent, NOW, self.scheduler))
 
 
-def run(decisions: int, target: float, *, shares: bool, waiting: int, saturated: bool) -> dict[str, float]:
+def run(decisions: int, target: float, *, shares: bool, waiting: int, saturated: bool,
+        percents: tuple[int, ...] = (25, 25, 25, 25)) -> dict[str, float]:
     scheduler = Scheduler()
     state = build(1, profile.DEFAULT_STRATEGY, scheduler)
     if shares:
-        quarter = len(state.gpus) // TEAMS
         for team in range(TEAMS):
-            terms = SharePool(pool=POOL, guaranteed=ShareAmount(gpus=quarter))
+            terms = SharePool(pool=POOL, guaranteed=ShareAmount(gpus=len(state.gpus) * percents[team] // 100))
             process(state, it.SetShare(intent_id=f"share-{team}", name=f"team-{team}",
                                        spec=ShareSpec(namespaces=(f"team-{team}",), pools=(terms,))), NOW, scheduler)
     driver = TeamDriver(state, scheduler, target, 7, waiting, saturated)
@@ -88,14 +90,19 @@ def main() -> None:
     parser.add_argument("--decisions", type=int, default=3000)
     parser.add_argument("--target", type=float, default=0.6, help="GPU TFLOPS utilisation to hold")
     parser.add_argument("--saturated", type=int, default=0, help="requests waiting in a full pool (0: --target)")
+    parser.add_argument("--guarantees", default="25,25,25,25",
+                        help="each team's guarantee, percent of the pool's GPUs (e.g. 45,45,5,5: two teams reclaim)")
     args = parser.parse_args()
+    percents = tuple(int(p) for p in args.guarantees.split(","))
+    if len(percents) != TEAMS or sum(percents) > 100 or min(percents) < 0:
+        parser.error(f"--guarantees: {TEAMS} percentages from 0 to 100 summing to at most 100")
     print(f"# bench_shares on {platform.node()} ({platform.processor() or platform.machine()}), "
           f"Python {platform.python_version()}, " + (f"saturated +{args.saturated}" if args.saturated
                                                       else f"target {args.target:.0%}"))
     base = None
     for shares in (False, True):
         result = run(args.decisions, args.target, shares=shares, waiting=args.saturated or 500,
-                     saturated=bool(args.saturated))
+                     saturated=bool(args.saturated), percents=percents)
         base = base or result["decisions_per_s"]
         result["ratio_to_no_shares"] = result["decisions_per_s"] / base
         label = "4 shares " if shares else "no shares"

@@ -260,6 +260,7 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     strategy = scheduler.strategy(state, pool)
     indexed = scheduler.indexed(strategy)
     best: ReclaimPlan | None = None
+    floor = units[0].priority  # units are sorted lowest priority first
     limited = 0
     for name in scheduler.node_order(state, pool):
         here = [u for u in units if any(m.node == name for m in u.members)]
@@ -281,6 +282,8 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
                sum(priority_of(v.spec) + PRIORITY_OFFSET for v in victims))
         if best is None or key < best.key:
             best = ReclaimPlan(name, fit, victims, key, leaf)
+            if key == (floor, 1, floor + PRIORITY_OFFSET):
+                break  # one victim of the lowest priority there is: no later node can do better
     if best is not None:
         return best
     if limited:
