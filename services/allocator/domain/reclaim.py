@@ -20,7 +20,10 @@ Volcano's reclaim; Armada #5071/#5073 for order and rate):
   victims are taken in that order until the request fits (the same dry run as a preemption:
   domain/trial.py), then each is given back, most important first, when the request still fits
   without it (kube-scheduler's reprieve). Nodes are compared by (highest victim priority, number
-  of victims, Σ priority) and then node order.
+  of victims, Σ priority) and then node order, among the first nodes in node order that have a plan,
+  up to kube-scheduler's candidate count (max(100, 10 % of the pool's nodes): DefaultPreemption's
+  minCandidateNodesAbsolute / minCandidateNodesPercentage, as the priority search,
+  domain/preemption.py); a node holding no reclaimable allocation is never dry-run.
 * Rate: at most the pool's ``reclaim_max_per_minute`` reclaimed allocations per minute (0: no bound).
 
 One decision records it all: AllocationPreempted (``reclaim`` true, a reason naming both shares
@@ -50,7 +53,7 @@ from services.allocator.domain.model import GRANTED, AllocationState
 from services.allocator.domain.partition import usage as partition_usage
 from services.allocator.domain.placement import charge_on, usage_on
 from services.allocator.domain.preempting import try_preempt
-from services.allocator.domain.preemption import NoPlan
+from services.allocator.domain.preemption import CANDIDATE_PERCENT, MIN_CANDIDATES, NoPlan
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.shares import ShareIndex, allocation_amount
 from services.allocator.domain.state import ClusterState
@@ -262,10 +265,18 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     best: ReclaimPlan | None = None
     floor = units[0].priority  # units are sorted lowest priority first
     limited = 0
+    by_node: dict[str, list[Unit]] = {}
+    for unit in units:  # in reclaim order; a gang's unit under each node that holds a member
+        for node in dict.fromkeys(m.node for m in unit.members):
+            by_node.setdefault(node, []).append(unit)
+    limit = max(MIN_CANDIDATES, len(state.pool_nodes.get(pool, ())) * CANDIDATE_PERCENT // 100)
+    candidates = 0
     for name in scheduler.node_order(state, pool):
-        here = [u for u in units if any(m.node == name for m in u.members)]
+        here = by_node.get(name)
         if not here:
             continue
+        if candidates >= limit:
+            break  # kube-scheduler's candidate count, as the priority search (domain/preemption.py)
         trial = Trial(state, name, spec, need, chain, strategy, indexed=indexed, templates=scheduler.profile.templates)
         found = _on_node(trial, name, here, index, pool, leaf)
         if found is None:
@@ -278,6 +289,7 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
             continue
         if judge(state, spec, grant_amount(fit.usage, len(fit.gpus)), without=victims).borrowed:
             continue  # the exact charge (percent on the chosen GPUs) goes beyond the guarantee
+        candidates += 1
         key = (max(priority_of(v.spec) for v in victims), len(victims),
                sum(priority_of(v.spec) + PRIORITY_OFFSET for v in victims))
         if best is None or key < best.key:
