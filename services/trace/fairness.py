@@ -1,0 +1,471 @@
+"""``trace fairness``: the multi-tenant share experiment over gpuledger's pure domain, one run per
+(policy, seed), on a simulated clock.
+
+Per run: a fresh ClusterState and Scheduler, pool ``openb`` configured for the policy, the trace's
+nodes registered, the policy's quotas or shares set, then the tenants' arrivals
+(:mod:`services.trace.tenants`) and the releases of granted pods in time order (at equal times a
+release goes first). Every arrival and every release is one intent through ``process`` (decide,
+evolve, drain the waiting queue): one **decision batch**. A granted pod is released
+``duration_s`` after its grant; a preempted pod is resubmitted at once under a new allocation id
+(its controller recreates it) and runs its whole duration again. All requests have one priority
+(QoS ``medium``), so every preemption is a reclaim, never a priority preemption.
+
+Policies (:data:`POLICIES`):
+- ``no-quotas``: no quota, no share: one pool for all (the utilisation reference).
+- ``hard-quotas``: each namespace capped at its guarantee (GPUResourceQuota total requests
+  milli-TFLOPS, TensorFusion's only tool): no borrowing.
+
+Measured in [``warmup_s``, ``horizon_s``) (:mod:`services.trace.share_metric`): utilisation
+(allocated milli-GPU / capacity), per share the time below its guarantee while a request of it
+waited that its guarantee covers, the time to restore it (per such request: decision batches and
+seconds from the batch that made it covered to its grant; 0 batches = in the same batch),
+preemptions per hour, and Jain's index of weighted dominant shares among the shares with a waiting
+request (when at least two have one).
+
+A request is *covered by its guarantee* when it is in the longest prefix of its share's waiting
+requests (in queue order) whose asks, added to the share's usage, stay within the guarantee; a
+waiting request's ask in milli-TFLOPS is taken on the largest GPU it may use (its grant converts
+its percent with the chosen GPU's capacity), so a covered request fits its guarantee wherever it
+is placed.
+"""
+
+from __future__ import annotations
+
+import heapq
+import statistics
+import time
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Literal, get_args
+
+import msgspec
+
+from events import decisions as ev
+from events.intents import AnyIntent, ConfigurePool, RegisterNode, ReleaseAllocation, RequestAllocation, SetQuota
+from events.values import PoolConfig, QuotaAmount, QuotaSpec
+from services.allocator.domain import ClusterState, Scheduler, process
+from services.trace.openb import TracePod
+from services.trace.share_metric import Timeline, jain_index, percentile, weighted_dominant_shares
+from services.trace.tenants import TENANTS, Arrival, Bursts, Tenant, arrivals
+
+POOL = "openb"
+START = datetime(2026, 1, 1, tzinfo=UTC)
+SEEDS_FROM = 42
+
+Policy = Literal["no-quotas", "hard-quotas"]
+POLICIES: tuple[Policy, ...] = get_args(Policy)
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """A run's settings: simulated seconds, the unmeasured warm-up, placement strategy, the
+    tenants' arrival process, and the fraction of the trace's nodes used (every k-th node,
+    k = round(1 / scale), so the GPU model mix is kept)."""
+
+    horizon_s: float = 12 * 3600.0
+    warmup_s: float = 3600.0
+    strategy: str = "node-compact-gpu-low-load"
+    bursts: Bursts = Bursts()
+    scale: float = 1.0
+
+
+class ShareFigures(msgspec.Struct, kw_only=True):
+    """One share in one run: its guarantee (percent of milli-TFLOPS), time below it while a
+    covered request waited (seconds and percent of the measured time), time-mean usage in percent
+    of the pool's milli-TFLOPS, pods granted (resubmissions included) and pods preempted."""
+
+    share: str
+    guarantee_pct: int
+    below_guarantee_s: float
+    below_guarantee_pct: float
+    mean_usage_pct: float
+    granted: int
+    preempted: int
+
+
+class PolicyRun(msgspec.Struct, kw_only=True):
+    """One (policy, seed) run's figures (see the module docstring for the definitions).
+
+    ``restore_batches``/``restore_s``: p50, p99 and max over the covered requests granted in the
+    window (NaN when none); ``restore_open``: covered requests still waiting at the end;
+    ``preemptions_per_hour``: all preemptions in the window per simulated hour; ``batches``:
+    decision batches (intents processed); ``wall_s``: seconds the run took.
+    """
+
+    policy: str
+    seed: int
+    utilisation_pct: float
+    jain: float
+    jain_time_pct: float
+    restore_batches: dict[str, float]
+    restore_s: dict[str, float]
+    restored: int
+    restore_open: int
+    preemptions: int
+    preemptions_per_hour: float
+    arrivals: int
+    rejected: int
+    batches: int
+    wall_s: float
+    shares: list[ShareFigures]
+
+
+class _Job:
+    """A pod's life in the run: tenant, pod, duration, the estimated ask (milli-TFLOPS), and,
+    once granted, its charges (milli-GPU, milli-TFLOPS, VRAM bytes, GPUs)."""
+
+    __slots__ = (
+        "ask",
+        "covered_at",
+        "duration_s",
+        "gpus",
+        "granted",
+        "milli_gpu",
+        "pod",
+        "tenant",
+        "tflops",
+        "vram",
+    )
+
+    def __init__(self, tenant: str, pod: TracePod, duration_s: int, ask: int) -> None:
+        self.tenant, self.pod, self.duration_s, self.ask = tenant, pod, duration_s, ask
+        self.covered_at: tuple[int, float] | None = None
+        self.granted = False
+        self.milli_gpu = self.tflops = self.vram = self.gpus = 0
+
+
+class _Usage:
+    """A share's usage: milli-GPU, milli-TFLOPS, VRAM bytes, GPUs held, and the time integral of
+    milli-TFLOPS over the window."""
+
+    __slots__ = ("gpus", "milli_gpu", "tflops", "vram")
+
+    def __init__(self) -> None:
+        self.milli_gpu = self.tflops = self.vram = self.gpus = 0
+
+
+def check_policy(name: str) -> Policy:
+    """``name`` as a Policy; raises KeyError naming the known ones."""
+    if name not in POLICIES:
+        raise KeyError(f"unknown policy {name!r}; known: {', '.join(POLICIES)}")
+    return name  # type: ignore[return-value]
+
+
+def sample_nodes(nodes: Sequence[RegisterNode], scale: float) -> list[RegisterNode]:
+    """Every k-th node of ``nodes`` (k = round(1 / scale)), moved into pool ``openb``.
+
+    Raises ValueError when ``scale`` is not in (0, 1] or leaves no node.
+    """
+    if not 0 < scale <= 1:
+        raise ValueError(f"scale: {scale} is not in (0, 1]")
+    step = max(1, round(1 / scale))
+    chosen = [msgspec.structs.replace(n, pool=POOL) for n in list(nodes)[::step]]
+    if not chosen:
+        raise ValueError(f"scale: {scale} leaves no node of {len(nodes)}")
+    return chosen
+
+
+def policy_intents(policy: Policy, tenants: Sequence[Tenant], *, pool_milli_tflops: int,
+                   strategy: str) -> list[AnyIntent]:
+    """The pool's configuration and the quotas (or shares) ``policy`` sets before any arrival."""
+    out: list[AnyIntent] = [ConfigurePool(intent_id="pool", pool=POOL, config=PoolConfig(placement=strategy))]
+    if policy == "hard-quotas":
+        for t in tenants:
+            cap = QuotaAmount(milli_tflops=pool_milli_tflops * t.guarantee_pct // 100)
+            out.append(SetQuota(intent_id=f"quota-{t.namespace}", namespace=t.namespace,
+                                spec=QuotaSpec(total_requests=cap)))
+    return out
+
+
+class _Run:
+    """One run's simulation state: the domain's state, the jobs, the shares' usage and waiting
+    requests, the timeline and the counters."""
+
+    def __init__(self, nodes: Sequence[RegisterNode], policy: Policy, tenants: Sequence[Tenant],
+                 settings: Settings) -> None:
+        self.state = ClusterState.empty()
+        self.scheduler = Scheduler()
+        self.settings = settings
+        self.tenants = {t.share: t for t in tenants}
+        for intent in nodes:
+            process(self.state, intent, START, self.scheduler)
+        gpus = list(self.state.gpus.values())
+        self.capacity_milli = 1000 * len(gpus)
+        self.capacity = (sum(g.spec.capacity.milli_tflops for g in gpus),
+                         sum(g.spec.capacity.vram_bytes for g in gpus), len(gpus))
+        self.guarantee = {t.share: self.capacity[0] * t.guarantee_pct // 100 for t in tenants}
+        self._largest: dict[tuple[str, ...], int] = {}
+        for setup in policy_intents(policy, tenants, pool_milli_tflops=self.capacity[0],
+                                    strategy=settings.strategy):
+            process(self.state, setup, START, self.scheduler)
+        self.jobs: dict[str, _Job] = {}
+        self.usage = {t.share: _Usage() for t in tenants}
+        self.waiting: dict[str, dict[str, _Job]] = {t.share: {} for t in tenants}
+        self.covered: dict[str, int] = dict.fromkeys(self.tenants, 0)  # covered prefix length
+        self.heap: list[tuple[float, int, int, str]] = []
+        self.seq = 0
+        self.batch = 0
+        self.timeline = Timeline(start=settings.warmup_s, end=settings.horizon_s,
+                                 capacity_milli=self.capacity_milli, shares=list(self.tenants))
+        self.used_milli = 0
+        self.restore_batches: list[int] = []
+        self.restore_s: list[float] = []
+        self.preemptions = 0
+        self.rejected = 0
+        self.granted = dict.fromkeys(self.tenants, 0)
+        self.preempted = dict.fromkeys(self.tenants, 0)
+        self.usage_area = dict.fromkeys(self.tenants, 0.0)
+        self._last_t = 0.0
+
+    def largest_tflops(self, models: tuple[str, ...]) -> int:
+        """milli-TFLOPS of the largest GPU of the pool a request allowing ``models`` may use."""
+        if models not in self._largest:
+            caps = [g.spec.capacity.milli_tflops for g in self.state.gpus.values()
+                    if not models or g.spec.model in models]
+            self._largest[models] = max(caps, default=0)
+        return self._largest[models]
+
+    def push(self, at: float, order: int, aid: str) -> None:
+        """Schedule a release (order 0) or an arrival (order 1) of ``aid`` at ``at`` seconds."""
+        self.seq += 1
+        heapq.heappush(self.heap, (at, order, self.seq, aid))
+
+    def add(self, arrival: Arrival, aid: str) -> None:
+        """Register ``arrival`` as job ``aid`` and schedule its arrival."""
+        pod = arrival.pod
+        ask = pod.count * pod.milli * self.largest_tflops(pod.models) // 1000
+        self.jobs[aid] = _Job(arrival.tenant, pod, arrival.duration_s, ask)
+        self.push(arrival.at, 1, aid)
+
+    def intent(self, order: int, aid: str) -> AnyIntent:
+        job = self.jobs[aid]
+        ns = self.tenants[job.tenant].namespace
+        if order == 0:
+            return ReleaseAllocation(intent_id=f"rel-{aid}", allocation_id=aid, namespace=ns, pod=aid, pool=POOL,
+                                     reason="finished")
+        spec = msgspec.structs.replace(job.pod.spec(pool=POOL, allocation_id=aid, namespace=ns), qos="medium")
+        return RequestAllocation(intent_id=f"req-{aid}", spec=spec)
+
+    def step(self, at: float, order: int, aid: str) -> None:
+        """One decision batch: the arrival or release of ``aid`` at ``at`` through ``process``."""
+        job = self.jobs[aid]
+        if order == 0 and not job.granted:
+            return  # preempted before its end: its resubmission has its own release
+        self._integrate(at)
+        self.batch += 1
+        if order == 1:
+            self._cover_on_arrival(aid, job, at)
+        events = process(self.state, self.intent(order, aid), START + timedelta(seconds=at), self.scheduler)
+        touched: set[str] = {job.tenant}
+        for e in events:
+            self._apply(e, at, touched)
+        for share in touched:
+            self._cover(share, at)
+        self.timeline.record(at, used_milli=self.used_milli, below=self._below(), jain=self._jain())
+
+    def _integrate(self, at: float) -> None:
+        lo, hi = max(self._last_t, self.settings.warmup_s), min(at, self.settings.horizon_s)
+        if hi > lo:
+            for share, usage in self.usage.items():
+                self.usage_area[share] += usage.tflops * (hi - lo)
+        self._last_t = max(self._last_t, at)
+
+    def _cover_on_arrival(self, aid: str, job: _Job, at: float) -> None:
+        """Mark an arriving request covered when every waiting request of its share is and its ask
+        still fits the guarantee after theirs."""
+        waiting = self.waiting[job.tenant]
+        if self.covered[job.tenant] < len(waiting):
+            return
+        asked = sum(w.ask for w in waiting.values())
+        if self.usage[job.tenant].tflops + asked + job.ask <= self.guarantee[job.tenant]:
+            job.covered_at = (self.batch, at)
+
+    def _apply(self, e: ev.AnyEvent, at: float, touched: set[str]) -> None:
+        match e:
+            case ev.AllocationGranted():
+                job = self.jobs[e.spec.allocation_id]
+                self.waiting[job.tenant].pop(e.spec.allocation_id, None)
+                job.granted = True
+                job.milli_gpu, job.gpus = job.pod.demand, len(e.gpus)
+                job.tflops = sum(c.milli_tflops for c in e.charges)
+                job.vram = sum(c.vram_bytes for c in e.charges)
+                self._charge(job, +1)
+                self.granted[job.tenant] += 1
+                if job.covered_at is not None:
+                    batch, since = job.covered_at
+                    if self.settings.warmup_s <= at < self.settings.horizon_s:
+                        self.restore_batches.append(self.batch - batch)
+                        self.restore_s.append(at - since)
+                    job.covered_at = None
+                self.push(at + job.duration_s, 0, e.spec.allocation_id)
+                touched.add(job.tenant)
+            case ev.AllocationQueued():
+                job = self.jobs[e.spec.allocation_id]
+                self.waiting[job.tenant][e.spec.allocation_id] = job
+                touched.add(job.tenant)
+            case ev.AllocationRejected():
+                job = self.jobs[e.spec.allocation_id]
+                job.covered_at = None
+                self.rejected += 1
+            case ev.AllocationPreempted():
+                job = self.jobs[e.allocation_id]
+                self._charge(job, -1)
+                job.granted = False
+                self.preempted[job.tenant] += 1
+                if self.settings.warmup_s <= at < self.settings.horizon_s:
+                    self.preemptions += 1
+                again = f"{e.allocation_id.split('~')[0]}~{self.seq}"
+                self.jobs[again] = _Job(job.tenant, job.pod, job.duration_s, job.ask)
+                self.push(at, 1, again)
+                touched.add(job.tenant)
+            case ev.AllocationReleased():
+                job = self.jobs[e.allocation_id]
+                if job.granted:
+                    self._charge(job, -1)
+                    job.granted = False
+                else:
+                    self.waiting[job.tenant].pop(e.allocation_id, None)
+                touched.add(job.tenant)
+            case _:
+                pass
+
+    def _charge(self, job: _Job, sign: int) -> None:
+        usage = self.usage[job.tenant]
+        usage.milli_gpu += sign * job.milli_gpu
+        usage.tflops += sign * job.tflops
+        usage.vram += sign * job.vram
+        usage.gpus += sign * job.gpus
+        self.used_milli += sign * job.milli_gpu
+
+    def _cover(self, share: str, at: float) -> None:
+        """Recompute ``share``'s covered prefix; newly covered requests start their clock now,
+        requests that left it stop theirs."""
+        headroom = self.guarantee[share] - self.usage[share].tflops
+        before = self.covered[share]
+        waiting = self.waiting[share]
+        n = 0
+        for i, job in enumerate(waiting.values()):
+            if n == i and job.ask <= headroom:
+                headroom -= job.ask
+                n += 1
+                if job.covered_at is None:
+                    job.covered_at = (self.batch, at)
+            elif i < before:
+                job.covered_at = None
+            else:
+                break
+        if len(waiting) > n:  # the newest request may have been covered on arrival
+            next(reversed(waiting.values())).covered_at = None
+        self.covered[share] = n
+
+    def _below(self) -> frozenset[str]:
+        return frozenset(s for s, n in self.covered.items() if n)
+
+    def _jain(self) -> float | None:
+        backlogged = [s for s, w in self.waiting.items() if w]
+        if len(backlogged) < 2:
+            return None
+        usage = {s: (self.usage[s].tflops, self.usage[s].vram, self.usage[s].gpus) for s in backlogged}
+        shares = weighted_dominant_shares(usage, self.capacity, {s: self.tenants[s].weight for s in backlogged})
+        return jain_index(list(shares.values()))
+
+
+def run_policy(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, policy: Policy, seed: int,
+               tenants: Sequence[Tenant] = TENANTS, settings: Settings = Settings()) -> PolicyRun:
+    """One run of ``policy`` with ``seed`` (see the module docstring). Deterministic per seed.
+
+    Raises ValueError on bad settings (scale, horizon, tenants) and KeyError on an unknown policy.
+    """
+    check_policy(policy)
+    if not 0 <= settings.warmup_s < settings.horizon_s:
+        raise ValueError(f"warmup_s: {settings.warmup_s} is not in [0, horizon_s {settings.horizon_s})")
+    started = time.perf_counter()
+    run = _Run(sample_nodes(nodes, settings.scale), policy, tenants, settings)
+    drawn = arrivals(tenants, pods, capacity_milli=run.capacity_milli, horizon_s=settings.horizon_s, seed=seed,
+                     bursts=settings.bursts)
+    for i, arrival in enumerate(drawn):
+        run.add(arrival, f"{arrival.tenant}-{i}")
+    while run.heap and run.heap[0][0] < settings.horizon_s:
+        at, order, _, aid = heapq.heappop(run.heap)
+        run.step(at, order, aid)
+    run._integrate(settings.horizon_s)
+    figures = run.timeline.finish()
+    hours = figures.seconds / 3600
+    shares = [ShareFigures(
+        share=t.share, guarantee_pct=t.guarantee_pct, below_guarantee_s=round(figures.below_guarantee_s[t.share], 1),
+        below_guarantee_pct=round(100 * figures.below_guarantee_s[t.share] / figures.seconds, 3),
+        mean_usage_pct=round(100 * run.usage_area[t.share] / (figures.seconds * run.capacity[0]), 3),
+        granted=run.granted[t.share], preempted=run.preempted[t.share]) for t in tenants]
+    return PolicyRun(
+        policy=policy, seed=seed, utilisation_pct=round(figures.utilisation_pct, 3), jain=round(figures.jain, 4),
+        jain_time_pct=round(100 * figures.jain_seconds / figures.seconds, 2),
+        restore_batches=_spread(run.restore_batches), restore_s=_spread(run.restore_s),
+        restored=len(run.restore_s),
+        restore_open=sum(1 for w in run.waiting.values() for j in w.values() if j.covered_at is not None),
+        preemptions=run.preemptions, preemptions_per_hour=round(run.preemptions / hours, 2), arrivals=len(drawn),
+        rejected=run.rejected, batches=run.batch, wall_s=round(time.perf_counter() - started, 2), shares=shares,
+    )
+
+
+def _spread(values: Sequence[float]) -> dict[str, float]:
+    return {"p50": percentile(values, 50), "p99": percentile(values, 99), "max": max(values, default=float("nan"))}
+
+
+class PolicySummary(msgspec.Struct, kw_only=True):
+    """A policy's means over seeds (``by_seed`` keeps every run)."""
+
+    policy: str
+    seeds: int
+    utilisation_pct: float
+    utilisation_gap_pts: float
+    jain: float
+    below_guarantee_pct: dict[str, float]
+    restore_batches_p50: float
+    restore_batches_p99: float
+    restore_batches_max: float
+    restore_s_p50: float
+    restore_s_p99: float
+    restore_open: int
+    preemptions_per_hour: float
+    by_seed: list[PolicyRun]
+
+
+def summarize(runs: Sequence[PolicyRun], *, reference: float | None) -> PolicySummary:
+    """Means over the seeds of one policy's runs; ``utilisation_gap_pts`` is the reference's
+    utilisation (no quotas) minus this one's, in points (NaN without a reference)."""
+    def mean(values: Iterable[float]) -> float:
+        kept = [v for v in values if v == v]  # NaN: no value that seed
+        return round(statistics.fmean(kept), 4) if kept else float("nan")
+
+    utilisation = mean(r.utilisation_pct for r in runs)
+    return PolicySummary(
+        policy=runs[0].policy, seeds=len(runs), utilisation_pct=utilisation,
+        utilisation_gap_pts=round(reference - utilisation, 3) if reference is not None else float("nan"),
+        jain=mean(r.jain for r in runs),
+        below_guarantee_pct={s.share: mean(r.shares[i].below_guarantee_pct for r in runs)
+                             for i, s in enumerate(runs[0].shares)},
+        restore_batches_p50=mean(r.restore_batches["p50"] for r in runs),
+        restore_batches_p99=mean(r.restore_batches["p99"] for r in runs),
+        restore_batches_max=max((r.restore_batches["max"] for r in runs), default=float("nan")),
+        restore_s_p50=mean(r.restore_s["p50"] for r in runs), restore_s_p99=mean(r.restore_s["p99"] for r in runs),
+        restore_open=sum(r.restore_open for r in runs),
+        preemptions_per_hour=mean(r.preemptions_per_hour for r in runs), by_seed=list(runs),
+    )
+
+
+def run(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, policies: Sequence[str], seeds: int,
+        tenants: Sequence[Tenant] = TENANTS, settings: Settings = Settings(),
+        first_seed: int = SEEDS_FROM) -> list[PolicySummary]:
+    """Every policy of ``policies`` over seeds first_seed…; the no-quotas reference is run too
+    (first) when it is not asked for, to give the utilisation gap. Raises KeyError on an unknown policy."""
+    chosen = [check_policy(p) for p in policies]
+    order: list[Policy] = (["no-quotas"] if "no-quotas" not in chosen else []) + chosen
+    out: dict[str, PolicySummary] = {}
+    reference: float | None = None
+    for policy in dict.fromkeys(order):
+        runs = [run_policy(nodes, pods, policy=policy, seed=s, tenants=tenants, settings=settings)
+                for s in range(first_seed, first_seed + seeds)]
+        out[policy] = summarize(runs, reference=reference)
+        if policy == "no-quotas":
+            reference = out[policy].utilisation_pct
+            out[policy].utilisation_gap_pts = 0.0
+    return [out[p] for p in dict.fromkeys(chosen)]
