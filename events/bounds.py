@@ -135,6 +135,8 @@ MAX_ATTRIBUTES_BYTES = 16 * 1024
 """UTF-8 bytes of all ``attributes`` keys and values together."""
 
 MAX_LIST = 256
+MAX_SHARE_WEIGHT = 1000
+"""The largest share weight (a share of weight 1000 counts its usage a thousandth)."""
 """Short lists: GPU models, node affinity terms, match expressions and their values."""
 
 MAX_PARTITION_SLOTS = 64
@@ -199,6 +201,9 @@ GangTimeout = Annotated[int, msgspec.Meta(ge=0, le=MAX_GANG_TIMEOUT_S)]
 SchemaVersion = Annotated[int, msgspec.Meta(ge=0, le=2**15)]
 HeartbeatTtl = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_HEARTBEAT_TTL_S)]
 Weight = Annotated[float, msgspec.Meta(ge=0.0, le=MAX_WEIGHT)]
+ShareWeight = Annotated[int, msgspec.Meta(ge=1, le=MAX_SHARE_WEIGHT)]
+"""A share's weight for the surplus: an integer 1..:data:`MAX_SHARE_WEIGHT` (Kueue
+``fairSharing.weight``, KAI ``overQuotaWeight``)."""
 Id = Annotated[str, _text(MAX_ID_LENGTH)]
 Name = Annotated[str, _text(MAX_NAME_LENGTH)]
 Token = Annotated[str, _text(MAX_LABEL_VALUE_LENGTH)]

@@ -14,7 +14,16 @@ from events.base import Event
 from events.gangs import GangDegraded as GangDegraded
 from events.gangs import GangPlaced as GangPlaced
 from events.gangs import GangTimedOut as GangTimedOut
-from events.values import AllocationSpec, FilterCount, GpuSpec, Partition, PoolConfig, QuotaSpec, Resources
+from events.values import (
+    AllocationSpec,
+    FilterCount,
+    GpuSpec,
+    Partition,
+    PoolConfig,
+    QuotaSpec,
+    Resources,
+    ShareSpec,
+)
 
 
 class AllocationGranted(Event, frozen=True, tag="allocation_granted"):
@@ -25,6 +34,9 @@ class AllocationGranted(Event, frozen=True, tag="allocation_granted"):
     come first in the same decision); the binder lifts the pod's gate once their pods are gone.
     ``partitions[i]`` is the partition taken on ``gpus[i]`` (isolation ``partitioned`` only, else
     empty): template and slots are recorded so a replay never chooses them again.
+    ``share`` is the leaf share charged ("" when the pool has no shares, or the namespace is in
+    none); ``borrowed`` is true when, with this grant, the share's usage in the pool exceeds its
+    guarantee in some resource (docs/allocation.md "Fair share"; Kueue: admitted while borrowing).
     """
 
     spec: AllocationSpec
@@ -34,14 +46,17 @@ class AllocationGranted(Event, frozen=True, tag="allocation_granted"):
     from_queue: bool = False
     preempted: tuple[str, ...] = ()
     partitions: tuple[Partition, ...] = ()
+    share: str = ""
+    borrowed: bool = False
 
 
 class AllocationPreempted(Event, frozen=True, tag="allocation_preempted"):
-    """A granted allocation lost its GPUs to a higher-priority request (``preemptor``).
+    """A granted allocation lost its GPUs to a higher-priority request (``preemptor``), or, with
+    ``reclaim``, a borrowed allocation was taken back for a share below its guarantee.
 
     Folds like a release (its charges go back exactly); the AllocationGranted of the preemptor
     follows in the same decision. ``priority``/``preemptor_priority`` are the effective
-    priorities that allowed it; ``reason`` says why in words.
+    priorities that allowed it (a reclaim ignores them); ``reason`` says why in words.
     """
 
     allocation_id: str
@@ -56,6 +71,7 @@ class AllocationPreempted(Event, frozen=True, tag="allocation_preempted"):
     priority: int
     preemptor_priority: int
     reason: str = ""
+    reclaim: bool = False
 
 
 class AllocationQueued(Event, frozen=True, tag="allocation_queued"):
@@ -198,6 +214,19 @@ class QuotaRemoved(Event, frozen=True, tag="quota_removed"):
     namespace: str
 
 
+class ShareSet(Event, frozen=True, tag="share_set"):
+    """A share was created or replaced; its usage is always derived from live allocations."""
+
+    name: str
+    spec: ShareSpec
+
+
+class ShareRemoved(Event, frozen=True, tag="share_removed"):
+    """A share was deleted (it was no share's parent)."""
+
+    name: str
+
+
 class PoolConfigured(Event, frozen=True, tag="pool_configured"):
     """A pool's scheduling settings were set."""
 
@@ -250,6 +279,8 @@ AnyEvent = Union[
     GangPlaced,
     GangTimedOut,
     GangDegraded,
+    ShareSet,
+    ShareRemoved,
 ]
 """Every event type; the tagged union the codec decodes."""
 
@@ -276,4 +307,6 @@ EVENT_TYPES: tuple[type[Event], ...] = (
     GangPlaced,
     GangTimedOut,
     GangDegraded,
+    ShareSet,
+    ShareRemoved,
 )

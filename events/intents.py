@@ -22,7 +22,7 @@ from events.bounds import (
     Text,
     Token,
 )
-from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaSpec, Resources
+from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaSpec, Resources, ShareSpec
 
 
 class RequestAllocation(Intent, frozen=True, tag="request_allocation"):
@@ -89,6 +89,19 @@ class RemoveQuota(Intent, frozen=True, tag="remove_quota"):
     namespace: Token
 
 
+class SetShare(Intent, frozen=True, tag="set_share"):
+    """Create or replace a share (a GPUShare): its namespaces, parent, weight and terms per pool."""
+
+    name: Name
+    spec: ShareSpec
+
+
+class RemoveShare(Intent, frozen=True, tag="remove_share"):
+    """Delete a share: its namespaces are in no share any more. Refused while it is a parent."""
+
+    name: Name
+
+
 class ConfigurePool(Intent, frozen=True, tag="configure_pool"):
     """Set a pool's placement strategy, score weights and max workers per node."""
 
@@ -121,6 +134,8 @@ AnyIntent = Union[
     ConfigurePool,
     RemovePool,
     CheckHeartbeats,
+    SetShare,
+    RemoveShare,
 ]
 """Every intent type; the tagged union the codec decodes."""
 
@@ -135,4 +150,6 @@ INTENT_TYPES: tuple[type[Intent], ...] = (
     ConfigurePool,
     RemovePool,
     CheckHeartbeats,
+    SetShare,
+    RemoveShare,
 )

@@ -18,8 +18,9 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-NameKind = Literal["namespace", "pod", "pool"]
-"""Which Kubernetes rule a name follows: ``namespace`` a DNS label, ``pod`` and ``pool`` DNS subdomains."""
+NameKind = Literal["namespace", "pod", "pool", "share"]
+"""Which Kubernetes rule a name follows: ``namespace`` a DNS label, ``pod``, ``pool`` and ``share`` (a
+GPUShare object) DNS subdomains."""
 
 MAX_LABEL = 63
 """Characters of a DNS label (RFC 1123)."""
@@ -36,10 +37,13 @@ _RULES: dict[NameKind, str] = {
            "ending with a letter or digit",
     "pool": "lowercase letters, digits, '-' and '.', at most 253 characters, each '.'-separated part starting and "
             "ending with a letter or digit",
+    "share": "lowercase letters, digits, '-' and '.', at most 253 characters, each '.'-separated part starting and "
+             "ending with a letter or digit",
 }
 _WHAT: dict[NameKind, str] = {"namespace": "namespace name (an RFC 1123 DNS label)",
                               "pod": "pod name (an RFC 1123 DNS subdomain)",
-                              "pool": "pool name (an RFC 1123 DNS subdomain)"}
+                              "pool": "pool name (an RFC 1123 DNS subdomain)",
+                              "share": "share name (an RFC 1123 DNS subdomain)"}
 
 
 class InvalidName(ValueError):

@@ -32,6 +32,7 @@ from events.bounds import (
     Priority,
     QuotaMilliTflops,
     QuotaVramBytes,
+    ShareWeight,
     Slot,
     Token,
     VramBytes,
@@ -266,6 +267,13 @@ class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     default). ``topology`` is one of :data:`TOPOLOGY_MODES` (default ``soft``) and
     ``max_topology_tier`` (0-:data:`MAX_TOPOLOGY_TIER`, default 3) the worst tier a multi-GPU
     placement may have under ``hard`` (TensorFusion maxAllowedTier). docs/allocation.md.
+
+    Fair share (pools some share names; docs/allocation.md "Fair share"): ``fair_share_half_life_s``
+    seconds over which a share's past usage decays when ordering waiting requests (0: the current
+    usage only; KAI usage decay ``halfLifePeriod``); ``reclaim_min_runtime_s`` seconds a borrowed
+    allocation runs before it may be reclaimed (0: at once); ``reclaim_max_per_minute`` reclaims
+    per pool per minute (0: unbounded; Armada #5073). All default to 0, so older events decode
+    unchanged.
     """
 
     placement: Name = "node-compact-gpu-low-load"
@@ -277,6 +285,50 @@ class PoolConfig(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     topology: Token = "soft"
     max_topology_tier: Count = MAX_TOPOLOGY_TIER
     enforcement: Enforcement = "none"
+    fair_share_half_life_s: Count = 0
+    reclaim_min_runtime_s: Count = 0
+    reclaim_max_per_minute: Count = 0
+
+
+class ShareAmount(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """An amount per resource in one pool: milli-TFLOPS, bytes of VRAM, whole GPUs (count of GPUs held).
+
+    ``None`` = this resource is not set (as a guarantee: 0; as a limit: it does not bound)."""
+
+    milli_tflops: QuotaMilliTflops | None = None
+    vram_bytes: QuotaVramBytes | None = None
+    gpus: Count | None = None
+
+
+SHARE_RESOURCES: tuple[str, ...] = ("milli_tflops", "vram_bytes", "gpus")
+"""The resources a :class:`ShareAmount` sets, in the order reasons name them."""
+
+
+class SharePool(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """A share's terms in one pool (Kueue ResourceGroup flavor quotas: nominalQuota, borrowingLimit,
+    lendingLimit; KAI deserved / limit).
+
+    ``guaranteed``: what the share may always get back (reclaim); ``borrowing_limit``: the most it
+    may use beyond its guarantee (None: unbounded); ``lending_limit``: the most of its unused
+    guarantee others may borrow (None: all of it)."""
+
+    pool: Name
+    guaranteed: ShareAmount = ShareAmount()
+    borrowing_limit: ShareAmount | None = None
+    lending_limit: ShareAmount | None = None
+
+
+class ShareSpec(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, gc=False):
+    """A share: a named group of namespaces with guarantees per pool, and a weight for the surplus.
+
+    ``parent``: one level of nesting (department -> team): a parent has no namespaces and no parent.
+    ``weight``: 1..1000 (Kueue ``fairSharing.weight``, KAI ``overQuotaWeight``). The object of KAI's
+    Queue, Kueue's ClusterQueue in a cohort and Volcano's Queue (docs/allocation.md "Fair share")."""
+
+    namespaces: Annotated[tuple[Token, ...], msgspec.Meta(max_length=MAX_LIST)] = ()
+    parent: Name = ""
+    weight: ShareWeight = 1
+    pools: Annotated[tuple[SharePool, ...], msgspec.Meta(max_length=MAX_LIST)] = ()
 
 
 class Partition(msgspec.Struct, frozen=True, kw_only=True, gc=False):

@@ -18,7 +18,7 @@ from services.allocator.domain.partition import OutOfContract
 from services.allocator.domain.resize import decide_resize
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
-from services.allocator.domain.validation import check_name, check_pool, check_quota
+from services.allocator.domain.validation import check_name, check_pool, check_quota, check_remove_share, check_share
 
 
 def _rejected(intent: Intent, tag: str, problem: tuple[str, str, str], now: datetime) -> list[ev.AnyEvent]:
@@ -51,6 +51,22 @@ def _configure_pool(state: ClusterState, intent: it.ConfigurePool, now: datetime
     if problem:
         return _rejected(intent, "configure_pool", problem, now)
     return [ev.PoolConfigured(at=now, pool=intent.pool, config=intent.config)]
+
+
+def _set_share(state: ClusterState, intent: it.SetShare, now: datetime) -> list[ev.AnyEvent]:
+    """ShareSet, or IntentRejected naming the field and value (validation.check_share)."""
+    problem = check_share(state.shares, intent.name, intent.spec)
+    if problem:
+        return _rejected(intent, "set_share", problem, now)
+    return [ev.ShareSet(at=now, name=intent.name, spec=intent.spec)]
+
+
+def _remove_share(state: ClusterState, intent: it.RemoveShare, now: datetime) -> list[ev.AnyEvent]:
+    """ShareRemoved, or IntentRejected (unknown share, or some share's parent)."""
+    problem = check_remove_share(state.shares, intent.name)
+    if problem:
+        return _rejected(intent, "remove_share", problem, now)
+    return [ev.ShareRemoved(at=now, name=intent.name)]
 
 
 _NAMED = 5
@@ -118,4 +134,8 @@ def _decide(state: ClusterState, intent: it.AnyIntent, now: datetime, scheduler:
             return _configure_pool(state, intent, now)
         case it.RemovePool():
             return _remove_pool(state, intent, now)
+        case it.SetShare():
+            return _set_share(state, intent, now)
+        case it.RemoveShare():
+            return _remove_share(state, intent, now)
     raise TypeError(f"not an intent: {intent!r}")  # pragma: no cover - the union is exhaustive

@@ -71,10 +71,13 @@ def _granted(state: ClusterState, e: ev.AllocationGranted) -> None:
     node.used_cpu_milli += spec.cpu_milli
     node.used_memory_bytes += spec.memory_bytes
     _add_usage(state, spec.namespace, usage, sign=1)
-    state.allocations[aid] = AllocationState(
+    allocation = state.allocations[aid] = AllocationState(
         spec=spec, status=GRANTED, requested_at=previous.requested_at if previous else e.at, node=e.node,
         gpus=list(e.gpus), charges=list(e.charges), granted_at=e.at, usage=usage, partitions=list(e.partitions),
+        share=e.share, borrowed=e.borrowed,
     )
+    if state.share_index:
+        state.share_index.charge(allocation, 1)
     state.gangs.granted(spec)
     state.changes.touch(e.node)
 
@@ -130,6 +133,8 @@ def _released(state: ClusterState, e: ev.AllocationReleased | ev.AllocationPreem
     node.used_cpu_milli -= allocation.spec.cpu_milli
     node.used_memory_bytes -= allocation.spec.memory_bytes
     _add_usage(state, allocation.spec.namespace, allocation.usage or _EMPTY_USAGE, sign=-1)
+    if state.share_index:
+        state.share_index.charge(allocation, -1)
     state.changes.touch(node.name)
 
 
@@ -144,8 +149,12 @@ def _resized(state: ClusterState, e: ev.AllocationResized) -> None:
     usage = usage_on(gpus, allocation.spec)
     _add_usage(state, allocation.spec.namespace, allocation.usage or _EMPTY_USAGE, sign=-1)
     _add_usage(state, allocation.spec.namespace, usage, sign=1)
+    if state.share_index:
+        state.share_index.charge(allocation, -1)
     allocation.charges = list(e.charges)
     allocation.usage = usage
+    if state.share_index:
+        state.share_index.charge(allocation, 1)
     state.changes.touch(allocation.node)
 
 
@@ -226,6 +235,26 @@ def _quota_removed(state: ClusterState, e: ev.QuotaRemoved) -> None:
     state.quotas.pop(e.namespace, None)
 
 
+def _share_set(state: ClusterState, e: ev.ShareSet) -> None:
+    state.shares[e.name] = e.spec
+    _shares_changed(state)
+
+
+def _share_removed(state: ClusterState, e: ev.ShareRemoved) -> None:
+    state.shares.pop(e.name, None)
+    _shares_changed(state)
+
+
+def _shares_changed(state: ClusterState) -> None:
+    """Rebuild the share lookups and usage, and mark every node of the pools with shares before or
+    after as touched (what may be borrowed or reclaimed there changed)."""
+    before = set(state.share_index.terms)
+    state.share_index.rebuild(state.shares, state.allocations.values())
+    for pool in sorted(before | set(state.share_index.terms)):
+        for name in sorted(state.pool_nodes.get(pool, ())):
+            state.changes.touch(name)
+
+
 def _pool_configured(state: ClusterState, e: ev.PoolConfigured) -> None:
     state.pools[e.pool] = e.config
     state.changes.inventory += 1  # pool settings (isolation policy, hard topology) change what could ever fit
@@ -252,6 +281,8 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None]] = {
     ev.GpuPhaseChanged: _gpu_phase,
     ev.QuotaSet: _quota_set,
     ev.QuotaRemoved: _quota_removed,
+    ev.ShareSet: _share_set,
+    ev.ShareRemoved: _share_removed,
     ev.PoolConfigured: _pool_configured,
     ev.PoolRemoved: _pool_removed,
 }

@@ -43,6 +43,7 @@ class Scratch:
         s.gpus, s.nodes, s.allocations = dict(state.gpus), dict(state.nodes), dict(state.allocations)
         s.usage = dict(state.usage)
         s.quotas, s.pools, s.recent, s.pool_nodes = state.quotas, state.pools, state.recent, state.pool_nodes
+        s.shares, s.share_index = state.shares, state.share_index.copy()
         s.changes.continuing(state.changes)
         self.state = s
         self.scheduler = scheduler.fork(state, s)

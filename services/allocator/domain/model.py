@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import msgspec
 
-from events.values import AllocationSpec, GpuSpec, Partition, PoolConfig, QuotaSpec, Resources
+from events.values import AllocationSpec, GpuSpec, Partition, PoolConfig, QuotaSpec, Resources, ShareSpec
 from services.allocator.domain.taskclass import TaskClass
 
 GRANTED = "granted"
@@ -162,7 +162,9 @@ class AllocationState(msgspec.Struct, kw_only=True):
 
     ``queue_seq`` orders queued requests FIFO within a QoS class; ``reason``/``code`` say why
     a queued request waits; ``usage`` is what a granted allocation adds to its namespace's usage;
-    ``partitions[i]`` is the partition held on ``gpus[i]`` (isolation ``partitioned`` only).
+    ``partitions[i]`` is the partition held on ``gpus[i]`` (isolation ``partitioned`` only);
+    ``share``/``borrowed``: the leaf share its grant charged and whether it was borrowed then
+    (AllocationGranted; "" and False in a pool without shares).
     """
 
     spec: AllocationSpec
@@ -177,6 +179,22 @@ class AllocationState(msgspec.Struct, kw_only=True):
     code: str = ""
     usage: QuotaUsage | None = None
     partitions: list[Partition] = []
+    share: str = ""
+    borrowed: bool = False
+
+
+class ShareUsage(msgspec.Struct, kw_only=True):
+    """A share's usage in one pool: Σ request milli-TFLOPS × GPUs (percent converted with each GPU's
+    capacity, as quota usage), Σ request VRAM bytes × GPUs, and the GPUs held, over the granted
+    allocations of its namespaces there (a parent's: its children's sum). docs/allocation.md."""
+
+    milli_tflops: int = 0
+    vram_bytes: int = 0
+    gpus: int = 0
+
+    def is_zero(self) -> bool:
+        """True when nothing is used."""
+        return not (self.milli_tflops or self.vram_bytes or self.gpus)
 
 
 class RequestShape(msgspec.Struct, frozen=True, array_like=True):
@@ -219,3 +237,4 @@ class StateSnapshot(msgspec.Struct, kw_only=True):
     pools: dict[str, PoolConfig] = {}
     queue_seq: int = 0
     recent: dict[str, RecentRequests] = {}
+    shares: dict[str, ShareSpec] = {}

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import msgspec
 
-from events.values import PoolConfig, QuotaSpec
+from events.values import PoolConfig, QuotaSpec, ShareSpec
 from services.allocator.domain.gang_index import GangIndex
 from services.allocator.domain.model import (
     AllocationState,
@@ -25,16 +25,18 @@ from services.allocator.domain.model import (
     StateSnapshot,
 )
 from services.allocator.domain.queue import RequestQueue
+from services.allocator.domain.shares import ShareIndex
 
 _snapshot_encoder = msgspec.msgpack.Encoder()
 _snapshot_decoder = msgspec.msgpack.Decoder(StateSnapshot)
 _digest_encoder = msgspec.json.Encoder(order="sorted")
 
-PROJECTION_VERSION = 2
+PROJECTION_VERSION = 3
 """The version of what a snapshot holds for a given log prefix. Bump it whenever ``evolve`` folds
 the same events into a different state, or the snapshot gains a field whose value old snapshots
 cannot supply (1: request shapes record VRAM and whole-GPU isolation; 2: nodes record
-``idle_since``). A snapshot of another
+``idle_since``; 3: shares, and allocations record their share and whether they borrowed). A snapshot
+of another
 version is never resumed from: the state is rebuilt from the log (:func:`resume_from`)."""
 
 
@@ -108,10 +110,14 @@ class ClusterState:
     ``recent`` pool -> its recent request shapes, ``pool_nodes`` pool -> node names, ``queue`` the
     queued allocations in grant order, ``changes`` what evolve touched, ``gangs`` the live members
     of each gang (derived like the queue; not in the snapshot).
+
+    Shares (docs/allocation.md "Fair share"): ``shares`` name -> ShareSpec (in the snapshot), and
+    ``share_index`` what is derived from it and the allocations (namespace -> leaf share, terms and
+    usage per pool and share; domain/shares.py ShareIndex; not in the snapshot).
     """
 
     __slots__ = ("allocations", "changes", "gangs", "gpus", "nodes", "pool_nodes", "pools", "position", "queue",
-                 "quotas", "recent", "usage")
+                 "quotas", "recent", "share_index", "shares", "usage")
 
     def __init__(self) -> None:
         self.position = 0
@@ -126,6 +132,8 @@ class ClusterState:
         self.queue = RequestQueue()
         self.changes = Changes()
         self.gangs = GangIndex()
+        self.shares: dict[str, ShareSpec] = {}
+        self.share_index = ShareIndex()
 
     @classmethod
     def empty(cls) -> ClusterState:
@@ -149,6 +157,7 @@ class ClusterState:
             pools=self.pools,
             queue_seq=self.queue.next_seq,
             recent=self.recent,
+            shares=self.shares,
         )
 
     @classmethod
@@ -167,6 +176,8 @@ class ClusterState:
             state.pool_nodes.setdefault(node.pool, set()).add(node.name)
         state.queue.rebuild(state.allocations.values(), next_seq=snapshot.queue_seq)
         state.gangs.rebuild(state.allocations.values())
+        state.shares = dict(snapshot.shares)
+        state.share_index.rebuild(state.shares, state.allocations.values())
         return state
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from events import names
+from events.bounds import MAX_SHARE_WEIGHT
 from events.quantity import percent_text, tflops_text, vram_text
 from events.values import (
     ISOLATION_MODES,
@@ -17,12 +18,16 @@ from events.values import (
     MAX_TOPOLOGY_TIER,
     PREEMPTION_SCOPES,
     QOS_LEVELS,
+    SHARE_RESOURCES,
     TOPOLOGY_MODES,
     AllocationSpec,
     PoolConfig,
     QuotaAmount,
     QuotaSpec,
     Resources,
+    ShareAmount,
+    SharePool,
+    ShareSpec,
 )
 from services.allocator.domain.units import PERCENT_SCALE
 
@@ -146,6 +151,10 @@ def check_pool(config: PoolConfig, strategies: frozenset[str]) -> Problem | None
     if config.preemption not in PREEMPTION_SCOPES:
         scopes = ", ".join(PREEMPTION_SCOPES)
         return "config.preemption", config.preemption, f"preemption must be one of {scopes}"
+    for name in ("fair_share_half_life_s", "reclaim_min_runtime_s", "reclaim_max_per_minute"):
+        value = getattr(config, name)
+        if value < 0:
+            return f"config.{name}", str(value), f"config.{name} cannot be negative, got {value}"
     return check_isolation_topology(config)
 
 
@@ -160,4 +169,135 @@ def check_isolation_topology(config: PoolConfig) -> Problem | None:
     if not 0 <= config.max_topology_tier <= MAX_TOPOLOGY_TIER:
         value = str(config.max_topology_tier)
         return "config.max_topology_tier", value, f"max topology tier must be between 0 and {MAX_TOPOLOGY_TIER}"
+    return None
+
+
+def _share_amount(value: ShareAmount | None, field: str) -> Problem | None:
+    if value is None:
+        return None
+    for resource in SHARE_RESOURCES:
+        got = getattr(value, resource)
+        if got is not None and got < 0:
+            return f"{field}.{resource}", str(got), f"{field}.{resource} cannot be negative, got {got}"
+    return None
+
+
+def _at_most(small: ShareAmount, large: ShareAmount, field: str, what: str) -> Problem | None:
+    """Every resource of ``small`` (unset: 0) within ``large``'s (unset: 0)."""
+    for resource in SHARE_RESOURCES:
+        got, bound = getattr(small, resource) or 0, getattr(large, resource) or 0
+        if got > bound:
+            return f"{field}.{resource}", str(got), f"{field}.{resource} {got} is above {what} ({bound})"
+    return None
+
+
+def _share_pool(held: SharePool, field: str) -> Problem | None:
+    problem = (check_name("pool", held.pool, field=f"{field}.pool")
+               or _share_amount(held.guaranteed, f"{field}.guaranteed")
+               or _share_amount(held.borrowing_limit, f"{field}.borrowing_limit")
+               or _share_amount(held.lending_limit, f"{field}.lending_limit"))
+    if problem or held.lending_limit is None:
+        return problem
+    return _at_most(held.lending_limit, held.guaranteed, f"{field}.lending_limit",
+                    "the guarantee it lends from (Kueue: lendingLimit <= nominalQuota)")
+
+
+def check_share(shares: dict[str, ShareSpec], name: str, spec: ShareSpec) -> Problem | None:
+    """SetShare against the shares there are (docs/allocation.md "Fair share"): a valid name; valid,
+    distinct namespaces that are in no other share; a weight 1..1000; valid, distinct pools; limits
+    and guarantees not negative, a lending limit within the guarantee; one level of nesting: a
+    parent exists, is not the share itself, has no namespaces and no parent of its own, and a share
+    that is some share's parent takes no namespaces and no parent; a child's guarantee per pool and
+    resource within its parent's (checked from both sides). Returns the first problem or None."""
+    problem = check_name("share", name, field="name")
+    if problem:
+        return problem
+    seen: set[str] = set()
+    owner = {ns: other for other, held in shares.items() if other != name for ns in held.namespaces}
+    for ns in spec.namespaces:
+        problem = check_name("namespace", ns, field="spec.namespaces")
+        if problem:
+            return problem
+        if ns in seen:
+            return "spec.namespaces", ns, f"namespace {ns} is listed twice"
+        seen.add(ns)
+        if ns in owner:
+            return "spec.namespaces", ns, (f"namespace {ns} is already in share {owner[ns]} (a namespace is in at "
+                                           f"most one share)")
+    if not 1 <= spec.weight <= MAX_SHARE_WEIGHT:
+        value = spec.weight
+        return "spec.weight", str(value), f"spec.weight must be between 1 and {MAX_SHARE_WEIGHT}, got {value}"
+    pools: set[str] = set()
+    for i, held in enumerate(spec.pools):
+        problem = _share_pool(held, f"spec.pools[{i}]")
+        if problem:
+            return problem
+        if held.pool in pools:
+            return f"spec.pools[{i}].pool", held.pool, f"pool {held.pool} is listed twice"
+        pools.add(held.pool)
+    return _check_nesting(shares, name, spec)
+
+
+def _check_nesting(shares: dict[str, ShareSpec], name: str, spec: ShareSpec) -> Problem | None:
+    kids = sorted(other for other, held in shares.items() if held.parent == name and other != name)
+    if spec.parent:
+        parent = shares.get(spec.parent)
+        if spec.parent == name:
+            return "spec.parent", spec.parent, f"share {name} cannot be its own parent"
+        if parent is None:
+            return "spec.parent", spec.parent, f"parent share {spec.parent} does not exist; create it first"
+        if parent.namespaces:
+            return "spec.parent", spec.parent, (f"share {spec.parent} has namespaces, so it cannot be a parent "
+                                                f"(a parent groups shares only)")
+        if parent.parent:
+            return "spec.parent", spec.parent, (f"share {spec.parent} has a parent of its own ({parent.parent}); "
+                                                f"shares nest one level only")
+        if kids:
+            return "spec.parent", spec.parent, (f"share {name} is the parent of {', '.join(kids)}, so it cannot "
+                                                f"have a parent (shares nest one level only)")
+        problem = _within_parent(spec, parent, spec.parent)
+        if problem:
+            return problem
+    if kids and spec.namespaces:
+        return "spec.namespaces", spec.namespaces[0], (f"share {name} is the parent of {', '.join(kids)}, so it "
+                                                       f"cannot have namespaces")
+    return _covers_children(spec, kids, shares) if kids else None
+
+
+def _within_parent(child: ShareSpec, parent: ShareSpec, parent_name: str) -> Problem | None:
+    """The new child's guarantee per pool and resource within its parent's (a pool the parent does
+    not name guarantees 0)."""
+    theirs = {held.pool: held.guaranteed for held in parent.pools}
+    for i, held in enumerate(child.pools):
+        problem = _at_most(held.guaranteed, theirs.get(held.pool, ShareAmount()), f"spec.pools[{i}].guaranteed",
+                           f"parent {parent_name}'s guarantee in pool {held.pool}")
+        if problem:
+            return problem
+    return None
+
+
+def _covers_children(parent: ShareSpec, kids: list[str], shares: dict[str, ShareSpec]) -> Problem | None:
+    """The new parent's guarantee per pool and resource at least each existing child's."""
+    mine = {held.pool: (i, held.guaranteed) for i, held in enumerate(parent.pools)}
+    for kid in kids:
+        for held in shares[kid].pools:
+            index, bound = mine.get(held.pool, (None, ShareAmount()))
+            for resource in SHARE_RESOURCES:
+                have, need = getattr(bound, resource) or 0, getattr(held.guaranteed, resource) or 0
+                if need > have:
+                    field = "spec.pools" if index is None else f"spec.pools[{index}].guaranteed.{resource}"
+                    return field, str(have), (f"the guarantee of {resource} in pool {held.pool} ({have}) is below "
+                                              f"child share {kid}'s ({need}); a child's guarantee is within its "
+                                              f"parent's")
+    return None
+
+
+def check_remove_share(shares: dict[str, ShareSpec], name: str) -> Problem | None:
+    """RemoveShare: the share exists and is no share's parent."""
+    if name not in shares:
+        known = ", ".join(sorted(shares)[:5]) or "none"
+        return "name", name, f"share {name} does not exist (shares: {known})"
+    kids = sorted(other for other, held in shares.items() if held.parent == name)
+    if kids:
+        return "name", name, f"share {name} is the parent of {', '.join(kids)}; remove or re-parent them first"
     return None

@@ -6,7 +6,17 @@ from datetime import UTC, datetime, timedelta
 
 from events import decisions as ev
 from events import intents as it
-from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaAmount, QuotaSpec, Resources
+from events.values import (
+    AllocationSpec,
+    GpuSpec,
+    PoolConfig,
+    QuotaAmount,
+    QuotaSpec,
+    Resources,
+    ShareAmount,
+    SharePool,
+    ShareSpec,
+)
 from services.allocator.domain import ClusterState, Scheduler, digest, evolve, explain, process
 
 Gi = 2**30
@@ -48,6 +58,16 @@ def a_quota(*, req: tuple[float, int] | None = None, lim: tuple[float, int] | No
     return QuotaSpec(total_requests=total_req, total_limits=total_lim, max_workers=workers, **kw)  # type: ignore[arg-type]
 
 
+def a_share(*namespaces: str, pool: str = "test-pool", gpus: int | None = None, tflops: float | None = None,
+            vram: int | None = None, borrow: ShareAmount | None = None, lend: ShareAmount | None = None,
+            parent: str = "", weight: int = 1) -> ShareSpec:
+    """A share of ``namespaces`` guaranteed ``gpus`` GPUs, ``tflops`` TFLOPS and ``vram`` bytes in
+    ``pool`` (None: unset), with optional borrowing and lending limits."""
+    guaranteed = ShareAmount(gpus=gpus, milli_tflops=None if tflops is None else tf(tflops), vram_bytes=vram)
+    terms = SharePool(pool=pool, guaranteed=guaranteed, borrowing_limit=borrow, lending_limit=lend)
+    return ShareSpec(namespaces=namespaces, parent=parent, weight=weight, pools=(terms,))
+
+
 class Cluster:
     """Drives ``process`` like the allocator does (one long-lived Scheduler) and keeps every
     emitted event for replay checks."""
@@ -84,6 +104,14 @@ class Cluster:
     def quota(self, ns: str, spec: QuotaSpec) -> list[ev.AnyEvent]:
         """Set a namespace quota."""
         return self.send(it.SetQuota(intent_id=self._id(), namespace=ns, spec=spec))
+
+    def share(self, name: str, spec: ShareSpec) -> list[ev.AnyEvent]:
+        """Create or replace a share."""
+        return self.send(it.SetShare(intent_id=self._id(), name=name, spec=spec))
+
+    def remove_share(self, name: str) -> list[ev.AnyEvent]:
+        """Remove a share."""
+        return self.send(it.RemoveShare(intent_id=self._id(), name=name))
 
     def request(self, spec: AllocationSpec) -> ev.AnyEvent:
         """Request an allocation; returns the outcome event (the first one)."""

@@ -11,8 +11,8 @@ intent's own events first, then the grants of the queue drain). From that group:
 - AllocationResized / ResizeRejected: ResizeAllocation with the asked request and limit;
 - NodeRegistered: RegisterNode with the full description it records; NodeHeartbeat: RegisterNode
   with the node's last description (:class:`Descriptions`);
-- HeartbeatsChecked: CheckHeartbeats; QuotaSet / QuotaRemoved / PoolConfigured / PoolRemoved: the
-  intent of the same name.
+- HeartbeatsChecked: CheckHeartbeats; QuotaSet / QuotaRemoved / PoolConfigured / PoolRemoved /
+  ShareSet / ShareRemoved: the intent of the same name.
 
 An IntentRejected outcome (malformed or invalid input) changed nothing and is not replayed (None).
 """
@@ -94,4 +94,8 @@ def reconstruct(intent_id: str, events: Sequence[ev.AnyEvent], known: Descriptio
             return it.ConfigurePool(intent_id=intent_id, pool=first.pool, config=first.config)
         case ev.PoolRemoved():
             return it.RemovePool(intent_id=intent_id, pool=first.pool)
+        case ev.ShareSet():
+            return it.SetShare(intent_id=intent_id, name=first.name, spec=first.spec)
+        case ev.ShareRemoved():
+            return it.RemoveShare(intent_id=intent_id, name=first.name)
     return None
