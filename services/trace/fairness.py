@@ -14,6 +14,17 @@ Policies (:data:`POLICIES`):
 - ``no-quotas``: no quota, no share: one pool for all (the utilisation reference).
 - ``hard-quotas``: each namespace capped at its guarantee (GPUResourceQuota total requests
   milli-TFLOPS, TensorFusion's only tool): no borrowing.
+- ``borrow``: one share per tenant (guaranteed milli-TFLOPS, weight), borrowing idle capacity,
+  never reclaimed: the pool's ``reclaim_min_runtime_s`` is longer than any pod runs.
+- ``reclaim``: shares, borrowing, and reclaim of borrowed allocations for a share below its
+  guarantee (the domain's reclaim: only what is needed, in its victim order).
+- ``fair-share``: ``reclaim`` with the pool's ``fair_share_half_life_s`` set
+  (``Settings.half_life_s``): waiting requests ordered by decayed weighted dominant share.
+- ``reclaim-all``: the reclaim-everything baseline: shares and borrowing, the domain's own reclaim
+  off (as ``borrow``), and after any decision batch that leaves a share with a covered request
+  waiting, every borrowed allocation of the other shares is released at once (whatever its
+  runtime, priority or how much is needed) and resubmitted, the releases counted as preemptions
+  and as part of that batch.
 
 Measured in [``warmup_s``, ``horizon_s``) (:mod:`services.trace.share_metric`): utilisation
 (allocated milli-GPU / capacity), per share the time below its guarantee while a request of it
@@ -41,8 +52,16 @@ from typing import Literal, get_args
 import msgspec
 
 from events import decisions as ev
-from events.intents import AnyIntent, ConfigurePool, RegisterNode, ReleaseAllocation, RequestAllocation, SetQuota
-from events.values import PoolConfig, QuotaAmount, QuotaSpec
+from events.intents import (
+    AnyIntent,
+    ConfigurePool,
+    RegisterNode,
+    ReleaseAllocation,
+    RequestAllocation,
+    SetQuota,
+    SetShare,
+)
+from events.values import PoolConfig, QuotaAmount, QuotaSpec, ShareAmount, SharePool, ShareSpec
 from services.allocator.domain import ClusterState, Scheduler, process
 from services.trace.openb import TracePod
 from services.trace.share_metric import Timeline, jain_index, percentile, weighted_dominant_shares
@@ -52,7 +71,9 @@ POOL = "openb"
 START = datetime(2026, 1, 1, tzinfo=UTC)
 SEEDS_FROM = 42
 
-Policy = Literal["no-quotas", "hard-quotas"]
+Policy = Literal["no-quotas", "hard-quotas", "borrow", "reclaim", "fair-share", "reclaim-all"]
+SHARED: frozenset[str] = frozenset({"borrow", "reclaim", "fair-share", "reclaim-all"})
+"""The policies that set shares."""
 POLICIES: tuple[Policy, ...] = get_args(Policy)
 
 
@@ -66,6 +87,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     strategy: str = "node-compact-gpu-low-load"
     bursts: Bursts = Bursts()
     scale: float = 1.0
+    half_life_s: int = 1800
 
 
 class ShareFigures(msgspec.Struct, kw_only=True):
@@ -87,7 +109,8 @@ class PolicyRun(msgspec.Struct, kw_only=True):
 
     ``restore_batches``/``restore_s``: p50, p99 and max over the covered requests granted in the
     window (NaN when none); ``restore_open``: covered requests still waiting at the end;
-    ``preemptions_per_hour``: all preemptions in the window per simulated hour; ``batches``:
+    ``preemptions_per_hour``: all preemptions in the window per simulated hour (``reclaims``: those
+    made to give a share back its guarantee); ``batches``:
     decision batches (intents processed); ``wall_s``: seconds the run took.
     """
 
@@ -101,6 +124,7 @@ class PolicyRun(msgspec.Struct, kw_only=True):
     restored: int
     restore_open: int
     preemptions: int
+    reclaims: int
     preemptions_per_hour: float
     arrivals: int
     rejected: int
@@ -165,14 +189,24 @@ def sample_nodes(nodes: Sequence[RegisterNode], scale: float) -> list[RegisterNo
 
 
 def policy_intents(policy: Policy, tenants: Sequence[Tenant], *, pool_milli_tflops: int,
-                   strategy: str) -> list[AnyIntent]:
-    """The pool's configuration and the quotas (or shares) ``policy`` sets before any arrival."""
-    out: list[AnyIntent] = [ConfigurePool(intent_id="pool", pool=POOL, config=PoolConfig(placement=strategy))]
-    if policy == "hard-quotas":
-        for t in tenants:
-            cap = QuotaAmount(milli_tflops=pool_milli_tflops * t.guarantee_pct // 100)
+                   settings: Settings) -> list[AnyIntent]:
+    """The pool's configuration and the quotas or shares ``policy`` sets before any arrival
+    (guarantees: percent of ``pool_milli_tflops``, rounded down)."""
+    config = PoolConfig(placement=settings.strategy)
+    if policy in ("borrow", "reclaim-all"):  # no borrowed pod ever runs long enough to be reclaimed
+        config = msgspec.structs.replace(config, reclaim_min_runtime_s=settings.bursts.max_duration_s + 1)
+    elif policy == "fair-share":
+        config = msgspec.structs.replace(config, fair_share_half_life_s=settings.half_life_s)
+    out: list[AnyIntent] = [ConfigurePool(intent_id="pool", pool=POOL, config=config)]
+    for t in tenants:
+        guarantee = pool_milli_tflops * t.guarantee_pct // 100
+        if policy == "hard-quotas":
             out.append(SetQuota(intent_id=f"quota-{t.namespace}", namespace=t.namespace,
-                                spec=QuotaSpec(total_requests=cap)))
+                                spec=QuotaSpec(total_requests=QuotaAmount(milli_tflops=guarantee))))
+        elif policy in SHARED:
+            terms = SharePool(pool=POOL, guaranteed=ShareAmount(milli_tflops=guarantee))
+            out.append(SetShare(intent_id=f"share-{t.share}", name=t.share,
+                                spec=ShareSpec(namespaces=(t.namespace,), weight=t.weight, pools=(terms,))))
     return out
 
 
@@ -185,6 +219,7 @@ class _Run:
         self.state = ClusterState.empty()
         self.scheduler = Scheduler()
         self.settings = settings
+        self.policy = policy
         self.tenants = {t.share: t for t in tenants}
         for intent in nodes:
             process(self.state, intent, START, self.scheduler)
@@ -194,8 +229,7 @@ class _Run:
                          sum(g.spec.capacity.vram_bytes for g in gpus), len(gpus))
         self.guarantee = {t.share: self.capacity[0] * t.guarantee_pct // 100 for t in tenants}
         self._largest: dict[tuple[str, ...], int] = {}
-        for setup in policy_intents(policy, tenants, pool_milli_tflops=self.capacity[0],
-                                    strategy=settings.strategy):
+        for setup in policy_intents(policy, tenants, pool_milli_tflops=self.capacity[0], settings=settings):
             process(self.state, setup, START, self.scheduler)
         self.jobs: dict[str, _Job] = {}
         self.usage = {t.share: _Usage() for t in tenants}
@@ -210,6 +244,8 @@ class _Run:
         self.restore_batches: list[int] = []
         self.restore_s: list[float] = []
         self.preemptions = 0
+        self.reclaims = 0
+        self.borrowed: dict[str, None] = {}  # granted borrowed allocations, in grant order
         self.rejected = 0
         self.granted = dict.fromkeys(self.tenants, 0)
         self.preempted = dict.fromkeys(self.tenants, 0)
@@ -260,7 +296,36 @@ class _Run:
             self._apply(e, at, touched)
         for share in touched:
             self._cover(share, at)
+        if self.policy == "reclaim-all" and (owed := self._below()):
+            self._reclaim_all(owed, at)
         self.timeline.record(at, used_milli=self.used_milli, below=self._below(), jain=self._jain())
+
+    def _reclaim_all(self, owed: frozenset[str], at: float) -> None:
+        """Release every borrowed allocation of the shares not in ``owed`` and resubmit each (the
+        reclaim-everything baseline), within the current batch."""
+        victims = [aid for aid in self.borrowed if self.jobs[aid].tenant not in owed]
+        touched: set[str] = set()
+        for aid in victims:
+            job = self.jobs[aid]
+            intent = ReleaseAllocation(intent_id=f"reclaim-{aid}", allocation_id=aid,
+                                       namespace=self.tenants[job.tenant].namespace, pod=aid, pool=POOL,
+                                       reason="reclaim-all")
+            for e in process(self.state, intent, START + timedelta(seconds=at), self.scheduler):
+                self._apply(e, at, touched)
+            self._lost(aid, job, at, reclaim=True)
+            touched.add(job.tenant)
+        for share in touched:
+            self._cover(share, at)
+
+    def _lost(self, aid: str, job: _Job, at: float, *, reclaim: bool) -> None:
+        """Count ``aid``'s preemption and resubmit its pod under a new id at ``at``."""
+        self.preempted[job.tenant] += 1
+        if self.settings.warmup_s <= at < self.settings.horizon_s:
+            self.preemptions += 1
+            self.reclaims += reclaim
+        again = f"{aid.split('~')[0]}~{self.seq}"
+        self.jobs[again] = _Job(job.tenant, job.pod, job.duration_s, job.ask)
+        self.push(at, 1, again)
 
     def _integrate(self, at: float) -> None:
         lo, hi = max(self._last_t, self.settings.warmup_s), min(at, self.settings.horizon_s)
@@ -285,10 +350,12 @@ class _Run:
                 job = self.jobs[e.spec.allocation_id]
                 self.waiting[job.tenant].pop(e.spec.allocation_id, None)
                 job.granted = True
+                if e.borrowed:
+                    self.borrowed[e.spec.allocation_id] = None
                 job.milli_gpu, job.gpus = job.pod.demand, len(e.gpus)
                 job.tflops = sum(c.milli_tflops for c in e.charges)
                 job.vram = sum(c.vram_bytes for c in e.charges)
-                self._charge(job, +1)
+                self._charge(e.spec.allocation_id, job, +1)
                 self.granted[job.tenant] += 1
                 if job.covered_at is not None:
                     batch, since = job.covered_at
@@ -308,27 +375,24 @@ class _Run:
                 self.rejected += 1
             case ev.AllocationPreempted():
                 job = self.jobs[e.allocation_id]
-                self._charge(job, -1)
-                job.granted = False
-                self.preempted[job.tenant] += 1
-                if self.settings.warmup_s <= at < self.settings.horizon_s:
-                    self.preemptions += 1
-                again = f"{e.allocation_id.split('~')[0]}~{self.seq}"
-                self.jobs[again] = _Job(job.tenant, job.pod, job.duration_s, job.ask)
-                self.push(at, 1, again)
+                self._charge(e.allocation_id, job, -1)
+                self._lost(e.allocation_id, job, at, reclaim=e.reclaim)
                 touched.add(job.tenant)
             case ev.AllocationReleased():
                 job = self.jobs[e.allocation_id]
                 if job.granted:
-                    self._charge(job, -1)
-                    job.granted = False
+                    self._charge(e.allocation_id, job, -1)
                 else:
                     self.waiting[job.tenant].pop(e.allocation_id, None)
                 touched.add(job.tenant)
             case _:
                 pass
 
-    def _charge(self, job: _Job, sign: int) -> None:
+    def _charge(self, aid: str, job: _Job, sign: int) -> None:
+        """Add (+1) a granted job's charges to its share's usage and the pool's, or take them back (-1)."""
+        if sign < 0:
+            job.granted = False
+            self.borrowed.pop(aid, None)
         usage = self.usage[job.tenant]
         usage.milli_gpu += sign * job.milli_gpu
         usage.tflops += sign * job.tflops
@@ -401,7 +465,7 @@ def run_policy(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, polic
         restore_batches=_spread(run.restore_batches), restore_s=_spread(run.restore_s),
         restored=len(run.restore_s),
         restore_open=sum(1 for w in run.waiting.values() for j in w.values() if j.covered_at is not None),
-        preemptions=run.preemptions, preemptions_per_hour=round(run.preemptions / hours, 2), arrivals=len(drawn),
+        preemptions=run.preemptions, reclaims=run.reclaims, preemptions_per_hour=round(run.preemptions / hours, 2), arrivals=len(drawn),
         rejected=run.rejected, batches=run.batch, wall_s=round(time.perf_counter() - started, 2), shares=shares,
     )
 
@@ -458,7 +522,8 @@ def run(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, policies: Se
     """Every policy of ``policies`` over seeds first_seed…; the no-quotas reference is run too
     (first) when it is not asked for, to give the utilisation gap. Raises KeyError on an unknown policy."""
     chosen = [check_policy(p) for p in policies]
-    order: list[Policy] = (["no-quotas"] if "no-quotas" not in chosen else []) + chosen
+    reference_first: list[Policy] = ["no-quotas"] if "no-quotas" not in chosen else []
+    order = reference_first + chosen
     out: dict[str, PolicySummary] = {}
     reference: float | None = None
     for policy in dict.fromkeys(order):
