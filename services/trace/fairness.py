@@ -28,7 +28,8 @@ Policies (:data:`POLICIES`):
 
 Measured in [``warmup_s``, ``horizon_s``) (:mod:`services.trace.share_metric`): utilisation
 (allocated milli-GPU / capacity), per share the time below its guarantee while a request of it
-waited that its guarantee covers, the time to restore it (per such request: decision batches and
+waited that its guarantee covers, the time to restore it (per covered request that could not be
+granted from free capacity at once, i.e. that waited or whose grant preempted: decision batches and
 seconds from the batch that made it covered to its grant; 0 batches = in the same batch),
 preemptions per hour, and Jain's index of weighted dominant shares among the shares with a waiting
 request (when at least two have one).
@@ -43,6 +44,7 @@ is placed.
 from __future__ import annotations
 
 import heapq
+import math
 import statistics
 import time
 from collections.abc import Iterable, Sequence
@@ -108,10 +110,10 @@ class PolicyRun(msgspec.Struct, kw_only=True):
     """One (policy, seed) run's figures (see the module docstring for the definitions).
 
     ``restore_batches``/``restore_s``: p50, p99 and max over the covered requests granted in the
-    window (NaN when none); ``restore_open``: covered requests still waiting at the end;
-    ``preemptions_per_hour``: all preemptions in the window per simulated hour (``reclaims``: those
-    made to give a share back its guarantee); ``batches``:
-    decision batches (intents processed); ``wall_s``: seconds the run took.
+    window after waiting or by preempting (NaN when none; ``restored`` counts them);
+    ``restore_open``: covered requests still waiting at the end; ``preemptions_per_hour``: all
+    preemptions in the window per simulated hour (``reclaims``: those made to give a share back its
+    guarantee); ``batches``: decision batches (intents processed); ``wall_s``: seconds the run took.
     """
 
     policy: str
@@ -145,6 +147,7 @@ class _Job:
         "granted",
         "milli_gpu",
         "pod",
+        "queued",
         "tenant",
         "tflops",
         "vram",
@@ -153,7 +156,7 @@ class _Job:
     def __init__(self, tenant: str, pod: TracePod, duration_s: int, ask: int) -> None:
         self.tenant, self.pod, self.duration_s, self.ask = tenant, pod, duration_s, ask
         self.covered_at: tuple[int, float] | None = None
-        self.granted = False
+        self.granted = self.queued = False
         self.milli_gpu = self.tflops = self.vram = self.gpus = 0
 
 
@@ -222,7 +225,7 @@ class _Run:
         self.policy = policy
         self.tenants = {t.share: t for t in tenants}
         for intent in nodes:
-            process(self.state, intent, START, self.scheduler)
+            process(self.state, msgspec.structs.replace(intent, pool=POOL), START, self.scheduler)
         gpus = list(self.state.gpus.values())
         self.capacity_milli = 1000 * len(gpus)
         self.capacity = (sum(g.spec.capacity.milli_tflops for g in gpus),
@@ -359,7 +362,7 @@ class _Run:
                 self.granted[job.tenant] += 1
                 if job.covered_at is not None:
                     batch, since = job.covered_at
-                    if self.settings.warmup_s <= at < self.settings.horizon_s:
+                    if (job.queued or e.preempted) and self.settings.warmup_s <= at < self.settings.horizon_s:
                         self.restore_batches.append(self.batch - batch)
                         self.restore_s.append(at - since)
                     job.covered_at = None
@@ -368,6 +371,7 @@ class _Run:
             case ev.AllocationQueued():
                 job = self.jobs[e.spec.allocation_id]
                 self.waiting[job.tenant][e.spec.allocation_id] = job
+                job.queued = True
                 touched.add(job.tenant)
             case ev.AllocationRejected():
                 job = self.jobs[e.spec.allocation_id]
@@ -435,17 +439,30 @@ class _Run:
 
 def run_policy(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, policy: Policy, seed: int,
                tenants: Sequence[Tenant] = TENANTS, settings: Settings = Settings()) -> PolicyRun:
-    """One run of ``policy`` with ``seed`` (see the module docstring). Deterministic per seed.
+    """One run of ``policy`` with ``seed`` (see the module docstring): the tenants' arrivals drawn
+    from ``pods`` for the sampled nodes' capacity, then :func:`simulate`. Deterministic per seed.
 
     Raises ValueError on bad settings (scale, horizon, tenants) and KeyError on an unknown policy.
+    """
+    chosen = sample_nodes(nodes, settings.scale)
+    capacity_milli = 1000 * sum(len(n.gpus) for n in chosen)
+    drawn = arrivals(tenants, pods, capacity_milli=capacity_milli, horizon_s=settings.horizon_s, seed=seed,
+                     bursts=settings.bursts)
+    return simulate(chosen, drawn, policy=policy, seed=seed, tenants=tenants, settings=settings)
+
+
+def simulate(nodes: Sequence[RegisterNode], drawn: Sequence[Arrival], *, policy: Policy, seed: int = 0,
+             tenants: Sequence[Tenant] = TENANTS, settings: Settings = Settings()) -> PolicyRun:
+    """Run ``policy`` on ``nodes`` (pool ``openb``) with the arrivals ``drawn`` (ids
+    ``<share>-<i>``); ``seed`` is only recorded. ``settings.scale`` is not applied here.
+
+    Raises ValueError when the warm-up is not in [0, horizon) and KeyError on an unknown policy.
     """
     check_policy(policy)
     if not 0 <= settings.warmup_s < settings.horizon_s:
         raise ValueError(f"warmup_s: {settings.warmup_s} is not in [0, horizon_s {settings.horizon_s})")
     started = time.perf_counter()
-    run = _Run(sample_nodes(nodes, settings.scale), policy, tenants, settings)
-    drawn = arrivals(tenants, pods, capacity_milli=run.capacity_milli, horizon_s=settings.horizon_s, seed=seed,
-                     bursts=settings.bursts)
+    run = _Run(nodes, policy, tenants, settings)
     for i, arrival in enumerate(drawn):
         run.add(arrival, f"{arrival.tenant}-{i}")
     while run.heap and run.heap[0][0] < settings.horizon_s:
@@ -465,7 +482,8 @@ def run_policy(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, polic
         restore_batches=_spread(run.restore_batches), restore_s=_spread(run.restore_s),
         restored=len(run.restore_s),
         restore_open=sum(1 for w in run.waiting.values() for j in w.values() if j.covered_at is not None),
-        preemptions=run.preemptions, reclaims=run.reclaims, preemptions_per_hour=round(run.preemptions / hours, 2), arrivals=len(drawn),
+        preemptions=run.preemptions, reclaims=run.reclaims, preemptions_per_hour=round(run.preemptions / hours, 2),
+        arrivals=len(drawn),
         rejected=run.rejected, batches=run.batch, wall_s=round(time.perf_counter() - started, 2), shares=shares,
     )
 
@@ -534,3 +552,42 @@ def run(nodes: Sequence[RegisterNode], pods: Sequence[TracePod], *, policies: Se
             reference = out[policy].utilisation_pct
             out[policy].utilisation_gap_pts = 0.0
     return [out[p] for p in dict.fromkeys(chosen)]
+
+
+def _finite(value: object) -> object:
+    """``value`` (builtins) with every NaN float replaced by None, for strict JSON."""
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def to_json(results: Sequence[PolicySummary]) -> list[object]:
+    """The summaries as JSON-ready builtins (NaN, "no value", as null)."""
+    return [_finite(msgspec.to_builtins(r)) for r in results]
+
+
+def _cell(value: float, digits: int = 1) -> str:
+    return "-" if math.isnan(value) else f"{value:.{digits}f}"
+
+
+def table(results: Sequence[PolicySummary]) -> str:
+    """A text table, one row per policy: utilisation and its gap to no-quotas (points), per share the
+    percent of time below guarantee with a covered request waiting, restore latency (batches
+    p50/p99/max, seconds p50/p99), preemptions per hour, Jain's index."""
+    shares = list(results[0].below_guarantee_pct) if results else []
+    head = (f"{'policy':<12} {'util %':>7} {'gap':>5}  {'below guarantee % (' + '/'.join(shares) + ')':<30}"
+            f" {'restore batches p50/p99/max':>27} {'restore s p50/p99':>17} {'preempt/h':>9} {'Jain':>5}")
+    lines = [head]
+    for r in results:
+        below = "/".join(_cell(v) for v in r.below_guarantee_pct.values())
+        batches = "/".join(_cell(v, 0) for v in (r.restore_batches_p50, r.restore_batches_p99, r.restore_batches_max))
+        seconds = "/".join(_cell(v, 0) for v in (r.restore_s_p50, r.restore_s_p99))
+        lines.append(f"{r.policy:<12} {_cell(r.utilisation_pct):>7} {_cell(r.utilisation_gap_pts):>5}  {below:<30}"
+                     f" {batches:>27} {seconds:>17} {_cell(r.preemptions_per_hour):>9} {_cell(r.jain, 3):>5}")
+    seeds = results[0].seeds if results else 0
+    lines.append(f"(means over {seeds} seed(s); gap: no-quotas utilisation minus this policy's, in points)")
+    return "\n".join(lines)
