@@ -14,11 +14,11 @@ from datetime import datetime
 from events import decisions as ev
 from events.intents import ReleaseAllocation, RequestAllocation
 from events.values import AllocationSpec, FilterCount
-from services.allocator.domain import partition
+from services.allocator.domain import borrowing, partition, reclaim
 from services.allocator.domain.model import QuotaUsage
 from services.allocator.domain.partition_explain import describe
 from services.allocator.domain.placement import Blocked, Grant, charge_on, exact_quota, lower_bound_usage, usage_on
-from services.allocator.domain.preempting import explained, try_preempt
+from services.allocator.domain.preempting import explained
 from services.allocator.domain.preemption import NoPlan
 from services.allocator.domain.quota import check_single, check_totals
 from services.allocator.domain.scheduler import Scheduler
@@ -28,7 +28,16 @@ from services.allocator.domain.validation import check_spec
 
 def attempt(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler, *,
             restrict: Iterable[str] | None = None) -> Grant | Blocked:
-    """Admit ``spec`` now if it fits (quota, filters, strategy, exact quota); never mutates ``state``."""
+    """Admit ``spec`` now if it fits (quota, filters, strategy, exact quota, and in a pool with
+    shares its share's borrowing: domain/borrowing.py); never mutates ``state``."""
+    outcome = _attempt(state, spec, scheduler, restrict)
+    if state.share_index and isinstance(outcome, Grant) and state.share_index.has_shares(spec.pool):
+        return borrowing.judged(state, spec, outcome)
+    return outcome
+
+
+def _attempt(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler, restrict: Iterable[str] | None
+             ) -> Grant | Blocked:
     quota = state.quotas.get(spec.namespace)
     usage = state.usage.get(spec.namespace) or QuotaUsage()
     partitioned = spec.isolation == "partitioned"
@@ -85,7 +94,7 @@ def granted(spec: AllocationSpec, grant: Grant, *, now: datetime, from_queue: bo
     """The event for a successful attempt."""
     return ev.AllocationGranted(
         at=now, spec=spec, node=grant.node, gpus=grant.gpus, charges=grant.charges, from_queue=from_queue,
-        partitions=grant.partitions,
+        partitions=grant.partitions, share=grant.share, borrowed=grant.borrowed,
     )
 
 
@@ -124,7 +133,7 @@ def decide_request(state: ClusterState, intent: RequestAllocation, now: datetime
     outcome = attempt(state, spec, scheduler)
     if isinstance(outcome, Grant):
         return [granted(spec, outcome, now=now, from_queue=False)]
-    preempting = try_preempt(state, spec, now, scheduler, from_queue=False)
+    preempting = reclaim.try_take(state, spec, now, scheduler, from_queue=False)
     if isinstance(preempting, list):
         return preempting
     return [_not_now(state, spec, outcome, now, scheduler, preempting)]

@@ -195,7 +195,8 @@ class _Scratch(Scratch):
         """Put ``allocation`` back where it was (undo of a tried move)."""
         self.apply(ev.AllocationGranted(at=now, spec=allocation.spec, node=allocation.node,
                                         gpus=tuple(allocation.gpus), charges=tuple(allocation.charges),
-                                        partitions=tuple(allocation.partitions)))
+                                        partitions=tuple(allocation.partitions), share=allocation.share,
+                                        borrowed=allocation.borrowed))
 
 
 def node_measure(state: ClusterState, node: NodeState, workload: Workload) -> tuple[float, float, int]:
@@ -399,5 +400,6 @@ def execution(state: ClusterState, plan_: ConsolidationPlan, now: datetime) -> l
             at=now, allocation_id=spec.allocation_id, namespace=spec.namespace, pod=spec.pod, pool=spec.pool,
             node=move.source_node, gpus=move.source_gpus, reason="consolidation: moved"))
         out.append(ev.AllocationGranted(at=now, spec=spec, node=move.target_node, gpus=move.target_gpus,
-                                        charges=move.charges, partitions=move.partitions))
+                                        charges=move.charges, partitions=move.partitions, share=allocation.share,
+                                        borrowed=allocation.borrowed))
     return out

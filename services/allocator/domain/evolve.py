@@ -13,6 +13,7 @@ registration with none, its last release or preemption) and None while one is gr
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import msgspec
@@ -136,6 +137,21 @@ def _released(state: ClusterState, e: ev.AllocationReleased | ev.AllocationPreem
     if state.share_index:
         state.share_index.charge(allocation, -1)
     state.changes.touch(node.name)
+
+
+RECLAIM_WINDOW = timedelta(minutes=1)
+"""How far back ``ClusterState.reclaims`` remembers (PoolConfig ``reclaim_max_per_minute``)."""
+
+
+def _preempted(state: ClusterState, e: ev.AllocationPreempted) -> None:
+    """A preemption folds as a release; a reclaim's time is also kept for its pool's rate bound."""
+    _released(state, e)
+    if e.reclaim:
+        times = state.reclaims.setdefault(e.pool, [])
+        times.append(e.at)
+        start = e.at - RECLAIM_WINDOW
+        while times[0] <= start:
+            del times[0]
 
 
 def _resized(state: ClusterState, e: ev.AllocationResized) -> None:
@@ -271,7 +287,7 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None]] = {
     ev.AllocationGranted: _granted,
     ev.AllocationQueued: _queued,
     ev.AllocationReleased: _released,
-    ev.AllocationPreempted: _released,
+    ev.AllocationPreempted: _preempted,
     ev.AllocationResized: _resized,
     ev.NodeRegistered: _registered,
     ev.NodeHeartbeat: _heartbeat,

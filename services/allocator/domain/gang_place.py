@@ -26,6 +26,7 @@ from services.allocator.domain.placement import Blocked, Grant, lower_bound_usag
 from services.allocator.domain.preempting import explained, plan_events
 from services.allocator.domain.preemption import NoPlan, find
 from services.allocator.domain.quota import check_totals
+from services.allocator.domain.reclaim import marked
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
 
@@ -154,7 +155,7 @@ def _preempt(scratch: Scratch, spec: AllocationSpec, now: datetime, *, from_queu
     key = spec.gang.key if spec.gang else ""
     if any(v.spec.gang is not None and v.spec.gang.key == key for v in found.victims):
         return NoPlan("gang", f"the only plan preempts members of gang {key} itself")
-    return plan_events(spec, found, now, from_queue=from_queue)
+    return marked(scratch.state, spec, plan_events(spec, found, now, from_queue=from_queue))
 
 
 def _may_preempt(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler) -> bool:

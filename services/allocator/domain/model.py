@@ -238,3 +238,4 @@ class StateSnapshot(msgspec.Struct, kw_only=True):
     queue_seq: int = 0
     recent: dict[str, RecentRequests] = {}
     shares: dict[str, ShareSpec] = {}
+    reclaims: dict[str, list[datetime]] = {}

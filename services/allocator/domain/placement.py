@@ -6,7 +6,7 @@ and GPUs is the Scheduler's (services.allocator.domain.scheduler).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import NamedTuple
+from typing import Literal, NamedTuple
 
 from events.values import AllocationSpec, Partition, QuotaSpec, Resources
 from services.allocator.domain.model import GpuState, QuotaUsage
@@ -16,19 +16,28 @@ from services.allocator.domain.units import tflops_on
 
 class Grant(NamedTuple):
     """A placement that passed every check: node, GPUs (in pick order), per-GPU charges, quota
-    usage, and per-GPU partitions (isolation ``partitioned`` only)."""
+    usage, per-GPU partitions (isolation ``partitioned`` only), and in a pool with shares the leaf
+    share charged and whether the grant is borrowed (domain/borrowing.py)."""
 
     node: str
     gpus: tuple[str, ...]
     charges: tuple[Resources, ...]
     usage: QuotaUsage
     partitions: tuple[Partition, ...] = ()
+    share: str = ""
+    borrowed: bool = False
+
+
+BlockCode = Literal["capacity", "quota", "share"]
+"""Why a request does not fit now (AllocationQueued.code, besides a gang's ``gang``): no node has
+room, its namespace quota, or its share's borrowing (a borrowing limit, or capacity other shares
+keep for themselves; docs/allocation.md "Fair share")."""
 
 
 class Blocked(NamedTuple):
-    """Why a request does not fit now: ``code`` is ``capacity`` or ``quota``."""
+    """Why a request does not fit now: ``code`` is one of :data:`BlockCode`."""
 
-    code: str
+    code: BlockCode
     reason: str
     quota: QuotaBlock | None = None
 

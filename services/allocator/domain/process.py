@@ -30,8 +30,8 @@ from services.allocator.domain.filters.liveness import READY
 from services.allocator.domain.model import QUEUED, AllocationState
 from services.allocator.domain.need import ShapeKey, shape_key
 from services.allocator.domain.placement import Grant
-from services.allocator.domain.preempting import try_preempt
 from services.allocator.domain.queue import GroupKey, OrderKey
+from services.allocator.domain.reclaim import try_take
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
 
@@ -74,7 +74,32 @@ def hints_of(state: ClusterState, events: Sequence[ev.AnyEvent]) -> Hints:
                 hints.namespaces.add(e.namespace)
             case ev.PoolConfigured():
                 hints.pools.add(e.pool)
+            case ev.ShareSet() | ev.ShareRemoved():
+                hints.pools.update(state.pool_nodes)  # limits, guarantees and members may have changed anywhere
+    if state.share_index:
+        shared_hints(state, events, hints)
     return hints
+
+
+_SHARED_EVENTS = (ev.AllocationReleased, ev.AllocationPreempted, ev.AllocationResized, ev.NodeRegistered,
+                  ev.GpuCapacityChanged, ev.GpuPhaseChanged, ev.NodePhaseChanged)
+
+
+def shared_hints(state: ClusterState, events: Sequence[ev.AnyEvent], hints: Hints) -> None:
+    """In a pool with shares, what may unblock a request anywhere in the pool makes the whole pool
+    retried: a release, preemption or resize (a share's usage fell), new or changed capacity
+    (what other shares keep is a share of it), and a borrowed grant (something a waiting request
+    within its guarantee may now reclaim). domain/borrowing.py, domain/reclaim.py."""
+    index = state.share_index
+    for e in events:
+        if isinstance(e, _SHARED_EVENTS):
+            pool = e.pool
+        elif isinstance(e, ev.AllocationGranted) and e.borrowed:
+            pool = e.spec.pool
+        else:
+            continue
+        if index.has_shares(pool):
+            hints.pools.add(pool)
 
 
 def drain(state: ClusterState, hints: Hints, now: datetime, scheduler: Scheduler) -> list[ev.AnyEvent]:
@@ -199,7 +224,7 @@ def _one(state: ClusterState, allocation: AllocationState, hints: Hints, now: da
     tried = (shape, priority_of(spec), spec.namespace)
     if tried in memo.no_plan:
         return _NOTHING
-    preempting = try_preempt(state, spec, now, scheduler, from_queue=True)
+    preempting = try_take(state, spec, now, scheduler, from_queue=True)
     if isinstance(preempting, list):
         for change in preempting:
             evolve(state, change)
@@ -227,5 +252,13 @@ def process(state: ClusterState, intent: AnyIntent, now: datetime, scheduler: Sc
     if len(state.queue):
         hints = hints_of(state, events)
         if hints:
-            events.extend(drain(state, hints, now, scheduler))
+            drained = drain(state, hints, now, scheduler)
+            events.extend(drained)
+            while drained and state.share_index and len(state.queue):  # a borrowed grant of the drain
+                again = Hints()  # may be what a request it walked past could reclaim
+                shared_hints(state, [e for e in drained if isinstance(e, ev.AllocationGranted)], again)
+                if not again:
+                    break
+                drained = drain(state, again, now, scheduler)
+                events.extend(drained)
     return events

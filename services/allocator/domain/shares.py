@@ -61,13 +61,15 @@ class ShareIndex:
     :data:`UNSHARED`; a zero usage is absent, so equal states have equal indexes).
     """
 
-    __slots__ = ("of", "parent", "terms", "usage")
+    __slots__ = ("of", "parent", "terms", "total", "usage")
 
     def __init__(self) -> None:
         self.of: dict[str, str] = {}
         self.parent: dict[str, str] = {}
         self.terms: dict[str, dict[str, SharePool]] = {}
         self.usage: dict[str, dict[str, ShareUsage]] = {}
+        self.total: dict[str, ShareUsage] = {}
+        """pool -> the usage of every namespace there (leaf shares and :data:`UNSHARED` summed)."""
 
     def __bool__(self) -> bool:
         """True when some pool has shares."""
@@ -107,14 +109,16 @@ class ShareIndex:
             _add(per_pool, parent, sign * tflops, sign * vram, sign * gpus)
         if not per_pool:
             del self.usage[pool]
+        _add(self.total, pool, sign * tflops, sign * vram, sign * gpus)
 
     def copy(self) -> ShareIndex:
         """An index a hypothetical state may change (the usage copied, the lookups shared: only
         :meth:`rebuild` replaces them). O(share usages); nothing when no pool has shares."""
         other = ShareIndex()
         other.of, other.parent, other.terms = self.of, self.parent, self.terms
-        other.usage = {pool: {share: ShareUsage(milli_tflops=u.milli_tflops, vram_bytes=u.vram_bytes, gpus=u.gpus)
-                              for share, u in per_pool.items()} for pool, per_pool in self.usage.items()}
+        other.usage = {pool: {share: _copy(u) for share, u in per_pool.items()}
+                       for pool, per_pool in self.usage.items()}
+        other.total = {pool: _copy(u) for pool, u in self.total.items()}
         return other
 
     def rebuild(self, shares: Mapping[str, ShareSpec], allocations: Iterable[AllocationState]) -> None:
@@ -128,10 +132,15 @@ class ShareIndex:
                 by_pool.setdefault(held.pool, {})[name] = held
         self.terms = by_pool
         self.usage = {}
+        self.total = {}
         if by_pool:
             for allocation in allocations:
                 if allocation.status == GRANTED:
                     self.charge(allocation, 1)
+
+
+def _copy(value: ShareUsage) -> ShareUsage:
+    return ShareUsage(milli_tflops=value.milli_tflops, vram_bytes=value.vram_bytes, gpus=value.gpus)
 
 
 def _add(per_pool: dict[str, ShareUsage], share: str, tflops: int, vram: int, gpus: int) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
+from datetime import datetime
 
 import msgspec
 
@@ -113,11 +114,13 @@ class ClusterState:
 
     Shares (docs/allocation.md "Fair share"): ``shares`` name -> ShareSpec (in the snapshot), and
     ``share_index`` what is derived from it and the allocations (namespace -> leaf share, terms and
-    usage per pool and share; domain/shares.py ShareIndex; not in the snapshot).
+    usage per pool and share; domain/shares.py ShareIndex; not in the snapshot); ``reclaims`` pool
+    -> the times of its reclaims in the last minute before the latest one (PoolConfig
+    ``reclaim_max_per_minute``; in the snapshot).
     """
 
     __slots__ = ("allocations", "changes", "gangs", "gpus", "nodes", "pool_nodes", "pools", "position", "queue",
-                 "quotas", "recent", "share_index", "shares", "usage")
+                 "quotas", "recent", "reclaims", "share_index", "shares", "usage")
 
     def __init__(self) -> None:
         self.position = 0
@@ -134,6 +137,7 @@ class ClusterState:
         self.gangs = GangIndex()
         self.shares: dict[str, ShareSpec] = {}
         self.share_index = ShareIndex()
+        self.reclaims: dict[str, list[datetime]] = {}
 
     @classmethod
     def empty(cls) -> ClusterState:
@@ -158,6 +162,7 @@ class ClusterState:
             queue_seq=self.queue.next_seq,
             recent=self.recent,
             shares=self.shares,
+            reclaims=self.reclaims,
         )
 
     @classmethod
@@ -177,6 +182,7 @@ class ClusterState:
         state.queue.rebuild(state.allocations.values(), next_seq=snapshot.queue_seq)
         state.gangs.rebuild(state.allocations.values())
         state.shares = dict(snapshot.shares)
+        state.reclaims = {pool: list(times) for pool, times in snapshot.reclaims.items()}
         state.share_index.rebuild(state.shares, state.allocations.values())
         return state
 
