@@ -326,7 +326,7 @@ class _Run:
         if self.settings.warmup_s <= at < self.settings.horizon_s:
             self.preemptions += 1
             self.reclaims += reclaim
-        again = f"{aid.split('~')[0]}~{self.seq}"
+        again = f"{aid.split('.')[0]}.{self.seq}"  # a pod name: lowercase, digits, '-' and '.'
         self.jobs[again] = _Job(job.tenant, job.pod, job.duration_s, job.ask)
         self.push(at, 1, again)
 

@@ -170,3 +170,24 @@ def test_unknown_policy_and_bad_window_are_refused() -> None:
 
 def test_tflops_of_the_test_gpu() -> None:
     assert TFLOPS == 18_700  # the guarantees above are in whole GPUs of this size
+
+
+def test_borrow_lends_a_the_idle_gpu_and_b_waits_for_it() -> None:
+    got = _run("borrow")
+    assert {s.share: s.below_guarantee_s for s in got.shares} == {"a": 0.0, "b": 90.0}
+    assert got.preemptions == 0
+    assert got.restore_batches["max"] == 1
+
+
+@pytest.mark.parametrize("policy", ["reclaim", "fair-share", "reclaim-all"])
+def test_reclaim_gives_b_its_gpu_back_in_its_own_batch(policy: fairness.Policy) -> None:
+    got = _run(policy)
+    assert {s.share: s.below_guarantee_s for s in got.shares} == {"a": 0.0, "b": 0.0}
+    assert got.preemptions == got.reclaims == 1  # a's borrowed GPU, once
+    assert got.rejected == 0  # the resubmission is a valid pod
+    assert {s.share: s.preempted for s in got.shares} == {"a": 1, "b": 0}
+    assert got.restored == 1
+    assert got.restore_batches == {"p50": 0, "p99": 0, "max": 0}
+    assert got.restore_s["max"] == 0.0
+    # a's preempted pod is resubmitted at 10 s and runs 100-200 s after a's first pod ends
+    assert got.utilisation_pct == pytest.approx(100 * (2 * 110 + 1 * 90) / (2 * 300), abs=1e-3)
