@@ -131,7 +131,8 @@ def queue(pool: Annotated[str | None, typer.Option("--pool", help="Only this poo
           data_dir: DataDir = None, as_json: JsonOut = False) -> None:
     """List waiting requests.
 
-    In the order they would be granted, each with its current reason."""
+    In the order they would be granted, each with its current reason; in a pool
+    with shares, also which share is ahead of it and by how much."""
 
     def body() -> None:
         from services.cli.admin_commands import known_pool
@@ -146,10 +147,17 @@ def queue(pool: Annotated[str | None, typer.Option("--pool", help="Only this poo
                      [[str(r.get("rank", i - 1) + 1), r.get("namespace", ""), r.get("pod", ""), r.get("pool", ""),
                        r.get("qos", ""),
                        output.request_text(r.get("request")), (r.get("requested_at") or "")[:19].replace("T", " "),
-                       r.get("reason", "")] for i, r in enumerate(rows, 1)],
+                       _with_fair_share(r)] for i, r in enumerate(rows, 1)],
                      title=f"queue ({len(rows)} waiting)")
 
     guarded(as_json, body)
+
+
+def _with_fair_share(row: dict[str, Any]) -> str:
+    """A waiting request's reason, and in a pool with shares which share is ahead of it."""
+    standing = row.get("fair_share")
+    text = standing.get("text") if isinstance(standing, dict) else None
+    return f"{row.get('reason', '')}; {text}" if text else str(row.get("reason", ""))
 
 
 def why(target: Target, data_dir: DataDir = None, as_json: JsonOut = False) -> None:

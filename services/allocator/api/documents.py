@@ -18,6 +18,7 @@ from events.values import QOS_LEVELS, QuotaAmount, Resources
 from services.allocator import domain
 from services.allocator.api import reasons, views
 from services.allocator.api.quota_status import QuotaStatus, quota_status
+from services.allocator.domain import fairshare
 from services.allocator.domain.model import GRANTED, QUEUED, AllocationState, GpuState, NodeState, capacity_totals
 from services.allocator.domain.state import ClusterState
 from services.podspec.device_plan import device_plan, enforcement_of, plan_view
@@ -140,6 +141,9 @@ def explanation(state: ClusterState, allocation: AllocationState, reason: reason
     if allocation.status == QUEUED and reason is not None:
         doc = {**reason_doc(reason), "queued_reason": allocation.reason,
                "would_need": _need(state, allocation, reason)}
+        standing = reasons.fair_standing(state, allocation, scheduler)
+        if standing is not None:
+            doc["fair_share"] = fair_share_doc(standing)
         if now is not None:
             doc["preemption"] = views.preemption_view(reasons.preemption_now(state, allocation.spec, now, scheduler))
         return doc
@@ -162,10 +166,31 @@ def _partitions_text(allocation: AllocationState) -> str:
     return "; partitions: " + ", ".join(held)
 
 
-def queue_entry(allocation: AllocationState, rank: int, reason: reasons.Reason) -> dict[str, Any]:
-    """A waiting request: its place in grant order (0 first), the request and its current reason."""
-    return {**allocation_doc(allocation), "rank": rank, "queued_reason": allocation.reason,
-            "current": reason_doc(reason), "reason": reason.reason, "code": reason.code}
+def queue_entry(allocation: AllocationState, rank: int, reason: reasons.Reason,
+                standing: fairshare.Standing | None = None) -> dict[str, Any]:
+    """A waiting request: its place in grant order (0 first), the request and its current reason;
+    in a pool with shares, ``fair_share``: where its share stands (:func:`fair_share_doc`)."""
+    doc = {**allocation_doc(allocation), "rank": rank, "queued_reason": allocation.reason,
+           "current": reason_doc(reason), "reason": reason.reason, "code": reason.code}
+    if standing is not None:
+        doc["fair_share"] = fair_share_doc(standing)
+    return doc
+
+
+def _dominant_doc(found: fairshare.Dominant | None) -> dict[str, Any] | None:
+    if found is None:
+        return None
+    return {"share": found.share, "dominant_share": round(found.value, 6), "resource": found.resource,
+            "weight": found.weight, "weighted": round(found.weighted, 6)}
+
+
+def fair_share_doc(standing: fairshare.Standing) -> dict[str, Any]:
+    """A request's fair-share standing: ``share`` ("" for none), ``mine`` and ``ahead`` (``{"share",
+    "dominant_share", "resource", "weight", "weighted"}`` or null), ``shares_ahead``, ``level``
+    ("share" or "parent": whose dominant shares decided) and ``text`` (docs/allocation.md
+    "Fair-share ordering")."""
+    return {"share": standing.share, "mine": _dominant_doc(standing.mine), "ahead": _dominant_doc(standing.ahead),
+            "shares_ahead": standing.shares_ahead, "level": standing.level, "text": standing.text}
 
 
 def _amount(amount: QuotaAmount | None) -> dict[str, str | None] | None:

@@ -8,6 +8,7 @@ single resource that does not exist is 404 ``{"error", "field"}``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -159,9 +160,14 @@ async def queue(request: web.Request) -> web.Response:
                if params.get("pool", a.spec.pool) == a.spec.pool
                and params.get("namespace", a.spec.namespace) == a.spec.namespace
                and params.get("qos", a.spec.qos) == a.spec.qos]
+    # with shares the order moves with the shares' usage: pages follow the place in it
+    key: Callable[[tuple[int, AllocationState]], tuple[int | str, ...]] = (
+        (lambda item: (item[0],)) if state.share_index else (lambda item: grant_order(item[1])))
+    explaining = explainer_of(request)
     return _json(paging.page(
-        waiting, key=lambda item: grant_order(item[1]), params=params,
-        render=lambda item: documents.queue_entry(item[1], item[0], reason_of(request, item[1]))))
+        waiting, key=key, params=params,
+        render=lambda item: documents.queue_entry(item[1], item[0], reason_of(request, item[1]),
+                                                  reasons.fair_standing(state, item[1], explaining))))
 
 
 async def quotas(request: web.Request) -> web.Response:

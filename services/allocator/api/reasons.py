@@ -23,7 +23,9 @@ from events import decisions as ev
 from events import intents
 from events.values import AllocationSpec, FilterCount
 from services.allocator import domain
+from services.allocator.domain import fairshare
 from services.allocator.domain.model import QUEUED, AllocationState
+from services.allocator.domain.queue import grant_order
 from services.allocator.domain.state import ClusterState
 
 PROBE_ID = "~current-reason~"
@@ -104,13 +106,24 @@ def filters_now(state: ClusterState, spec: AllocationSpec,
 
 
 def queued(state: ClusterState) -> list[AllocationState]:
-    """The queued allocations in grant order (QoS class, then arrival)."""
+    """The queued allocations in grant order (priority, QoS, in a pool with shares the share's
+    weighted dominant share, then arrival: domain/fairshare.py ``waiting``)."""
     out = []
-    for allocation_id in state.queue:
+    for allocation_id in fairshare.waiting(state):
         allocation = state.allocations.get(allocation_id)
         if allocation is not None and allocation.status == QUEUED:
             out.append(allocation)
     return out
+
+
+def fair_standing(state: ClusterState, allocation: AllocationState,
+                  scheduler: domain.Scheduler | None = None) -> fairshare.Standing | None:
+    """Where a queued request's share stands in its pool's fair-share order: which share is ahead
+    and by how much (None in a pool without shares). Cost: O(queue groups)."""
+    spec = allocation.spec
+    scheduler = scheduler or explainer()
+    return fairshare.standing(state, spec.pool, spec.namespace, grant_order(allocation),
+                              scheduler.capacity(state, spec.pool), state.share_index.usage_of)
 
 
 def all_current(state: ClusterState) -> dict[str, Reason]:

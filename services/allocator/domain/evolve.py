@@ -20,6 +20,7 @@ import msgspec
 
 from events import decisions as ev
 from events.values import AllocationSpec
+from services.allocator.domain.fairshare import advance, advance_all, forget_unshared
 from services.allocator.domain.model import (
     GRANTED,
     QUEUED,
@@ -78,6 +79,7 @@ def _granted(state: ClusterState, e: ev.AllocationGranted) -> None:
         share=e.share, borrowed=e.borrowed,
     )
     if state.share_index:
+        advance(state, spec.pool, e.at)
         state.share_index.charge(allocation, 1)
     state.gangs.granted(spec)
     state.changes.touch(e.node)
@@ -135,6 +137,7 @@ def _released(state: ClusterState, e: ev.AllocationReleased | ev.AllocationPreem
     node.used_memory_bytes -= allocation.spec.memory_bytes
     _add_usage(state, allocation.spec.namespace, allocation.usage or _EMPTY_USAGE, sign=-1)
     if state.share_index:
+        advance(state, allocation.spec.pool, e.at)
         state.share_index.charge(allocation, -1)
     state.changes.touch(node.name)
 
@@ -166,6 +169,7 @@ def _resized(state: ClusterState, e: ev.AllocationResized) -> None:
     _add_usage(state, allocation.spec.namespace, allocation.usage or _EMPTY_USAGE, sign=-1)
     _add_usage(state, allocation.spec.namespace, usage, sign=1)
     if state.share_index:
+        advance(state, allocation.spec.pool, e.at)
         state.share_index.charge(allocation, -1)
     allocation.charges = list(e.charges)
     allocation.usage = usage
@@ -252,13 +256,17 @@ def _quota_removed(state: ClusterState, e: ev.QuotaRemoved) -> None:
 
 
 def _share_set(state: ClusterState, e: ev.ShareSet) -> None:
+    advance_all(state, e.at)
     state.shares[e.name] = e.spec
     _shares_changed(state)
+    forget_unshared(state)
 
 
 def _share_removed(state: ClusterState, e: ev.ShareRemoved) -> None:
+    advance_all(state, e.at)
     state.shares.pop(e.name, None)
     _shares_changed(state)
+    forget_unshared(state)
 
 
 def _shares_changed(state: ClusterState) -> None:
@@ -272,7 +280,10 @@ def _shares_changed(state: ClusterState) -> None:
 
 
 def _pool_configured(state: ClusterState, e: ev.PoolConfigured) -> None:
+    advance(state, e.pool, e.at)  # decayed under the old half-life up to now
     state.pools[e.pool] = e.config
+    if e.config.fair_share_half_life_s <= 0:
+        state.decayed.pop(e.pool, None)
     state.changes.inventory += 1  # pool settings (isolation policy, hard topology) change what could ever fit
     for name in sorted(state.pool_nodes.get(e.pool, ())):
         state.changes.touch(name)
@@ -280,6 +291,7 @@ def _pool_configured(state: ClusterState, e: ev.PoolConfigured) -> None:
 
 def _pool_removed(state: ClusterState, e: ev.PoolRemoved) -> None:
     state.pools.pop(e.pool, None)  # decide removes only a pool without nodes or live allocations
+    state.decayed.pop(e.pool, None)
     state.changes.inventory += 1
 
 

@@ -221,6 +221,23 @@ class RecentRequests(msgspec.Struct, kw_only=True):
     mix: tuple[TaskClass, ...] | None = None
 
 
+class DecayedUsage(msgspec.Struct, kw_only=True, gc=False):
+    """A share's exponentially decayed average usage in a pool: milli-TFLOPS, VRAM bytes, GPUs
+    (floats; domain/fairshare.py ``advance``)."""
+
+    milli_tflops: float = 0.0
+    vram_bytes: float = 0.0
+    gpus: float = 0.0
+
+
+class PoolDecay(msgspec.Struct, kw_only=True):
+    """A pool's decayed share usage as of ``at`` (the last event that changed usage there): share ->
+    DecayedUsage. Kept only for pools with shares and ``fair_share_half_life_s`` > 0."""
+
+    at: datetime
+    shares: dict[str, DecayedUsage] = {}
+
+
 class StateSnapshot(msgspec.Struct, kw_only=True):
     """The serialisable whole of :class:`ClusterState` (what ``snapshots`` stores), minus indexes.
 
@@ -239,3 +256,4 @@ class StateSnapshot(msgspec.Struct, kw_only=True):
     recent: dict[str, RecentRequests] = {}
     shares: dict[str, ShareSpec] = {}
     reclaims: dict[str, list[datetime]] = {}
+    decayed: dict[str, PoolDecay] = {}

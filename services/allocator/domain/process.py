@@ -14,6 +14,7 @@ trying every request in turn.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -22,10 +23,11 @@ from sortedcontainers import SortedList
 from events import decisions as ev
 from events.intents import AnyIntent
 from events.values import priority_of
-from services.allocator.domain import gang
+from services.allocator.domain import fairshare, gang
 from services.allocator.domain.allocate import attempt, granted
 from services.allocator.domain.decide import decide
 from services.allocator.domain.evolve import evolve
+from services.allocator.domain.fairshare import NO_RANK, Rank, RankedKey
 from services.allocator.domain.filters.liveness import READY
 from services.allocator.domain.model import QUEUED, AllocationState
 from services.allocator.domain.need import ShapeKey, shape_key
@@ -114,53 +116,151 @@ def drain(state: ClusterState, hints: Hints, now: datetime, scheduler: Scheduler
     shape, limit, gang), merged back into queue order: once a request of a group is tried and
     nothing comes of it (no grant, no preemption), every later request of that group would meet
     the same memos and the same or less room, so the group is passed over until a preemption or
-    a gang's retry changes the pool (then it resumes after the current position). A drain costs
-    the groups the release could matter to, not the queue's length; it grants and preempts
+    a gang's retry changes the pool (then it resumes after what the walk has reached). A drain
+    costs the groups the release could matter to, not the queue's length; it grants and preempts
     exactly what the request-by-request walk would (tests/unit/allocator/test_drain.py).
+
+    In pools with shares the order depends on the shares' usage (domain/fairshare.py), so it is
+    the order as it stands each time the walk takes its next request: each queued request is tried
+    once, always the first untried one under the current ranks (tests/unit/allocator/
+    test_fair_order.py holds the drain to that walk). A grant only raises its share's rank (and its
+    parent's), so a group's place in the merge is checked when it comes up; a preemption may lower
+    ranks, so the merge is rebuilt then. What a passed group's later requests have been reached by
+    is kept per share (:class:`_Order`).
     """
     memo = _Memo()
     out: list[ev.AnyEvent] = []
     queue = state.queue
     before = queue.next_seq  # requests queued during the drain are not walked
-    heads = [(members[0], group) for group, members in queue.groups.items()]
+    order = _Order(state, scheduler)
+    heads = [(order.key(group, members[0]), group) for group, members in queue.groups.items()]
     heapq.heapify(heads)
-    passed: list[GroupKey] = []
+    passed: list[tuple[GroupKey, OrderKey]] = []
     grouped: dict[str, bool] = {}
     while heads:
         key, group = heapq.heappop(heads)
         members = queue.groups.get(group)
         if members is None:
             continue
-        at = members.bisect_left(key)
+        local = unranked(key)
+        at = members.bisect_left(local)
         if at == len(members):
             continue
-        if members[at] != key:  # the head left the queue (a gang's grant): resume at the next one
-            heapq.heappush(heads, (members[at], group))
+        if members[at] != local:  # the head left the queue (a gang's grant): resume at the next one
+            heapq.heappush(heads, (order.key(group, members[at]), group))
             continue
-        allocation = state.allocations.get(key[3])
+        if order.ranked:
+            fresh = order.key(group, local)
+            if fresh != key:  # its share's rank rose since it was pushed: take its new place
+                heapq.heappush(heads, (fresh, group))
+                continue
+        allocation = state.allocations.get(local[3])
         if allocation is None or allocation.status != QUEUED or allocation.queue_seq >= before:
-            _resume(heads, members, key, group)
+            _resume(heads, order, members, local, group)
             continue
         result = _one(state, allocation, hints, now, scheduler, memo, out)
-        if result is _CHANGED:  # the pool has more room somewhere: every group resumes after ``key``
-            for other in passed:
-                _resume(heads, queue.groups.get(other), key, other)
+        if result is not _NOTHING and order.ranked:
+            order.moved(key, None if result is _CHANGED else allocation.spec.pool)
+            if result is _CHANGED:  # ranks may have fallen: every place in the merge is taken again
+                heads = [(order.key(g, unranked(k)), g) for k, g in heads]
+                heapq.heapify(heads)
+        if result is _CHANGED:  # the pool has more room somewhere: every group resumes after what was reached
+            for other, reached in passed:
+                _resume(heads, order, queue.groups.get(other), order.reached(other, reached, key), other)
             passed.clear()
         if (result is _NOTHING and allocation.spec.gang is None
                 and _groupable(state, allocation.spec.pool, scheduler, grouped)):
-            passed.append(group)
+            passed.append((group, local))
         else:
-            _resume(heads, queue.groups.get(group), key, group)
+            _resume(heads, order, queue.groups.get(group), local, group)
     return out
 
 
-def _resume(heads: list[tuple[OrderKey, GroupKey]], members: SortedList | None, after: OrderKey,
-            group: GroupKey) -> None:
+def unranked(key: RankedKey) -> OrderKey:
+    """The queue key inside a ranked key (its share's rank left out)."""
+    return key[0], key[1], key[3], key[4]
+
+
+Reached = tuple[int, int, float, str]
+"""A bound in a group's own order (OrderKey with ±inf or a seq in third place): its requests below
+it have been reached by the walk."""
+
+
+class _Order:
+    """One drain's view of the order: each share's rank as the walk last saw it, per (pool, share)
+    bucket, and per bucket how far the walk has reached into its requests.
+
+    When the walk tries a request at ranked key K, every untried request of a bucket whose key is
+    below K has been reached (the walk always takes the smallest); in the bucket's own order that
+    is the requests below ``threshold(K, rank)``. A bucket's rank changes only when its share's
+    usage does (a grant or a preemption in its pool): before that the bound reached under the old
+    rank is kept (``_reached``), so a passed group resumes after the larger of the two. Without
+    shares every rank is NO_RANK and the bound is K's own key: the drain as it always was.
+    """
+
+    __slots__ = ("_ranks", "_reached", "ranked", "scheduler", "state")
+
+    def __init__(self, state: ClusterState, scheduler: Scheduler) -> None:
+        self.state, self.scheduler = state, scheduler
+        self.ranked = bool(state.share_index)
+        self._ranks: dict[tuple[str, str | None], Rank] = {}
+        self._reached: dict[tuple[str, str | None], Reached] = {}
+
+    def _bucket(self, group: GroupKey) -> tuple[str, str | None]:
+        pool = str(group[0])
+        return pool, fairshare.share_of(self.state, pool, str(group[1]))
+
+    def _rank(self, bucket: tuple[str, str | None]) -> Rank:
+        found = self._ranks.get(bucket)
+        if found is None:
+            found = self._ranks[bucket] = self.scheduler.rank(self.state, *bucket)
+        return found
+
+    def key(self, group: GroupKey, local: OrderKey) -> RankedKey:
+        """``local``'s place in the merged order (its group's share's rank as last seen)."""
+        if not self.ranked:
+            return local[0], local[1], NO_RANK, local[2], local[3]
+        return fairshare.ranked_key(local, self._rank(self._bucket(group)))
+
+    def moved(self, at: RankedKey, pool: str | None) -> None:
+        """A try at ``at`` changed usage in ``pool`` (None: anywhere): keep each bucket's reached
+        bound under its old rank, then take the ranks afresh."""
+        for bucket, rank in self._ranks.items():
+            if pool is None or bucket[0] == pool:
+                bound = threshold(at, rank)
+                kept = self._reached.get(bucket)
+                if kept is None or bound > kept:
+                    self._reached[bucket] = bound
+        for bucket in list(self._ranks):
+            if pool is None or bucket[0] == pool:
+                self._ranks[bucket] = self.scheduler.rank(self.state, *bucket)
+
+    def reached(self, group: GroupKey, own: OrderKey, at: RankedKey) -> Reached | OrderKey:
+        """Where a passed ``group`` (passed at its request ``own``) resumes after a try at ``at``
+        that changed the pool (:meth:`moved` has kept the bound reached at ``at``)."""
+        if not self.ranked:
+            return at[0], at[1], at[3], at[4]
+        kept = self._reached.get(self._bucket(group))
+        return own if kept is None or own > kept else kept
+
+
+def threshold(at: RankedKey, rank: Rank) -> Reached:
+    """The requests of a bucket ranked ``rank`` that are below ``at`` in the merged order, as a bound
+    in the bucket's own order: all of (priority, QoS) ``at``'s, none, or those before its arrival."""
+    if rank < at[2]:
+        return at[0], at[1], math.inf, ""
+    if rank > at[2]:
+        return at[0], at[1], -math.inf, ""
+    return at[0], at[1], at[3], at[4]
+
+
+def _resume(heads: list[tuple[RankedKey, GroupKey]], order: _Order, members: SortedList | None,
+            after: object, group: GroupKey) -> None:
     """Put ``group`` back in the walk at its first request after ``after`` (if any)."""
     if members is not None:
         at = members.bisect_right(after)
         if at < len(members):
-            heapq.heappush(heads, (members[at], group))
+            heapq.heappush(heads, (order.key(group, members[at]), group))
 
 
 def _groupable(state: ClusterState, pool: str, scheduler: Scheduler, known: dict[str, bool]) -> bool:

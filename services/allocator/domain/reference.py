@@ -14,10 +14,11 @@ from collections.abc import Iterable
 from datetime import datetime
 
 from events.values import AllocationSpec, FilterCount
+from services.allocator.domain import fairshare
 from services.allocator.domain.filters.affinity import preference_weight
 from services.allocator.domain.framework import Chain, Context
 from services.allocator.domain.index import NodeFree
-from services.allocator.domain.model import GpuState, NodeState
+from services.allocator.domain.model import GpuState, NodeState, ShareUsage
 from services.allocator.domain.need import Need
 from services.allocator.domain.node_plans import NodePlans
 from services.allocator.domain.scheduler import Found, Scheduler
@@ -95,6 +96,19 @@ class ReferenceScheduler(Scheduler):
             return sum(strategy.node_gpu_score(g, config) for g in members) // len(members) if members else 0
         names = state.pool_nodes.get(pool, set()) if among is None else set(among) & state.pool_nodes.get(pool, set())
         return sorted(names, key=lambda n: (-score(n), n))
+
+    def rank(self, state: ClusterState, pool: str, share: str | None) -> fairshare.Rank:
+        """From the records: the pool's capacity summed over its nodes, the shares' usage recounted
+        from the granted allocations."""
+        if share is None:
+            return fairshare.NO_RANK
+        usage = fairshare.recount(state, pool)
+        return fairshare.rank_from(state, pool, share, fairshare.pool_capacity(state, pool),
+                                   lambda name, _pool: usage.get(name) or ShareUsage())
+
+    def capacity(self, state: ClusterState, pool: str) -> fairshare.Capacity:
+        """Summed over the pool's nodes."""
+        return fairshare.pool_capacity(state, pool)
 
     def ranked(self, state: ClusterState, node: str) -> Ranked:
         """Computed from the node's allocations."""

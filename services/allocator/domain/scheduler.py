@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import cast
 
 from events.values import AllocationSpec, FilterCount, PoolConfig
+from services.allocator.domain import fairshare
 from services.allocator.domain.filters.affinity import preference_weight
 from services.allocator.domain.framework import Chain, Context
 from services.allocator.domain.index import NodeIndex
@@ -77,6 +78,7 @@ class Scheduler:
         self._floors = PriorityIndex()
         self._no_plans: dict[object, tuple[int, object, frozenset[str]]] = {}
         self._node_plans: dict[object, NodePlans] = {}
+        self._capacities = fairshare.Capacities()
 
     def sync(self, state: ClusterState) -> None:
         """Catch up with ``state``: re-rank the nodes evolve touched since the last sync (all of
@@ -94,12 +96,14 @@ class Scheduler:
             self._node_plans.clear()
             self._unfit.clear()
             self._explained.clear()
+            self._capacities = fairshare.Capacities()
             touched: Iterable[str] = sorted(state.nodes)
         elif changes.seq == self._mark and changes.inventory == self._inventory:
             return
         else:
             touched = list(changes.nodes_since(self._mark))
         for name in touched:
+            self._capacities.refresh(state, name)
             node = state.nodes.get(name)
             if node is None:
                 self.index.drop(name)
@@ -135,9 +139,23 @@ class Scheduler:
         child._unfit = {}  # the scratch's change log starts at the fork: earlier marks cannot be read there
         child._explained = {}
         child._strategies = dict(self._strategies)
+        child._capacities = self._capacities.copy()
         child._state = scratch
         child._mark = scratch.changes.seq
         return child
+
+    def rank(self, state: ClusterState, pool: str, share: str | None) -> fairshare.Rank:
+        """The fair-share rank of ``share`` (domain/fairshare.py ``share_of``) in ``pool``: from the
+        pool's capacity kept here and the share usage the state keeps (O(1))."""
+        if share is None:
+            return fairshare.NO_RANK
+        return fairshare.rank_from(state, pool, share, self.capacity(state, pool), state.share_index.usage_of)
+
+    def capacity(self, state: ClusterState, pool: str) -> fairshare.Capacity:
+        """The capacity of a pool with shares (Ready nodes' GPUs: milli-TFLOPS, VRAM bytes, count),
+        kept from its nodes' parts (O(1) after a sync)."""
+        self.sync(state)
+        return self._capacities.of(pool)
 
     def strategy(self, state: ClusterState, pool: str) -> Strategy:
         """The pool's strategy instance, built from its configuration (and target workload)."""

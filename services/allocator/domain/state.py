@@ -21,6 +21,7 @@ from services.allocator.domain.model import (
     AllocationState,
     GpuState,
     NodeState,
+    PoolDecay,
     QuotaUsage,
     RecentRequests,
     StateSnapshot,
@@ -32,12 +33,12 @@ _snapshot_encoder = msgspec.msgpack.Encoder()
 _snapshot_decoder = msgspec.msgpack.Decoder(StateSnapshot)
 _digest_encoder = msgspec.json.Encoder(order="sorted")
 
-PROJECTION_VERSION = 3
+PROJECTION_VERSION = 4
 """The version of what a snapshot holds for a given log prefix. Bump it whenever ``evolve`` folds
 the same events into a different state, or the snapshot gains a field whose value old snapshots
 cannot supply (1: request shapes record VRAM and whole-GPU isolation; 2: nodes record
-``idle_since``; 3: shares, and allocations record their share and whether they borrowed). A snapshot
-of another
+``idle_since``; 3: shares, and allocations record their share and whether they borrowed; 4: each
+pool's decayed share usage). A snapshot of another
 version is never resumed from: the state is rebuilt from the log (:func:`resume_from`)."""
 
 
@@ -116,11 +117,12 @@ class ClusterState:
     ``share_index`` what is derived from it and the allocations (namespace -> leaf share, terms and
     usage per pool and share; domain/shares.py ShareIndex; not in the snapshot); ``reclaims`` pool
     -> the times of its reclaims in the last minute before the latest one (PoolConfig
-    ``reclaim_max_per_minute``; in the snapshot).
+    ``reclaim_max_per_minute``; in the snapshot); ``decayed`` pool -> its shares' decayed usage
+    (PoolDecay, pools with a fair-share half-life; in the snapshot; domain/fairshare.py).
     """
 
-    __slots__ = ("allocations", "changes", "gangs", "gpus", "nodes", "pool_nodes", "pools", "position", "queue",
-                 "quotas", "recent", "reclaims", "share_index", "shares", "usage")
+    __slots__ = ("allocations", "changes", "decayed", "gangs", "gpus", "nodes", "pool_nodes", "pools", "position",
+                 "queue", "quotas", "recent", "reclaims", "share_index", "shares", "usage")
 
     def __init__(self) -> None:
         self.position = 0
@@ -138,6 +140,7 @@ class ClusterState:
         self.shares: dict[str, ShareSpec] = {}
         self.share_index = ShareIndex()
         self.reclaims: dict[str, list[datetime]] = {}
+        self.decayed: dict[str, PoolDecay] = {}
 
     @classmethod
     def empty(cls) -> ClusterState:
@@ -163,6 +166,7 @@ class ClusterState:
             recent=self.recent,
             shares=self.shares,
             reclaims=self.reclaims,
+            decayed=self.decayed,
         )
 
     @classmethod
@@ -184,6 +188,7 @@ class ClusterState:
         state.shares = dict(snapshot.shares)
         state.reclaims = {pool: list(times) for pool, times in snapshot.reclaims.items()}
         state.share_index.rebuild(state.shares, state.allocations.values())
+        state.decayed = dict(snapshot.decayed)
         return state
 
 
