@@ -103,10 +103,10 @@ def fairness(
                                                      "reclaim-all.")] = None,
     nodes: NodesCsv = DEFAULT_NODES,
     pods: PodsCsv = DEFAULT_PODS,
-    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds 42, 43, … (runs per policy).")] = 3,
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds 42, 43, … (runs per policy).")] = 1,
     scale: Annotated[float, typer.Option("--scale", min=1e-6, max=1.0, help="Fraction of the trace's nodes "
-                                         "(every k-th node, k = round(1/scale)).")] = 0.125,
-    hours: Annotated[float, typer.Option("--hours", min=0.01, help="Simulated hours per run.")] = 8.0,
+                                         "(every k-th node, k = round(1/scale)).")] = 0.03,
+    hours: Annotated[float, typer.Option("--hours", min=0.01, help="Simulated hours per run.")] = 4.0,
     warmup: Annotated[float, typer.Option("--warmup", min=0.0, help="Unmeasured hours at the start.")] = 1.0,
     as_json: JsonOut = False,
 ) -> None:
