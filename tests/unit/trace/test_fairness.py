@@ -191,3 +191,17 @@ def test_reclaim_gives_b_its_gpu_back_in_its_own_batch(policy: fairness.Policy) 
     assert got.restore_s["max"] == 0.0
     # a's preempted pod is resubmitted at 10 s and runs 100-200 s after a's first pod ends
     assert got.utilisation_pct == pytest.approx(100 * (2 * 110 + 1 * 90) / (2 * 300), abs=1e-3)
+
+
+@pytest.mark.parametrize(("policy", "preemptions"), [("reclaim", 1), ("reclaim-all", 2)])
+def test_reclaim_takes_what_is_needed_and_reclaim_all_takes_every_borrowed_pod(policy: fairness.Policy,
+                                                                                 preemptions: int) -> None:
+    """Four GPUs; a holds all four (two borrowed) when b asks for one: reclaim preempts one of a's
+    borrowed pods, reclaim-all both; b is restored in its own batch either way."""
+    drawn = [Arrival(at=0.0, tenant="a", pod=WHOLE, duration_s=100) for _ in range(4)]
+    drawn.append(Arrival(at=10.0, tenant="b", pod=WHOLE, duration_s=100))
+    got = simulate([node("n", gpus=4, cpu=16000)], drawn, policy=policy, tenants=HALVES,
+                   settings=Settings(horizon_s=300.0, warmup_s=0.0))
+    assert got.preemptions == got.reclaims == preemptions
+    assert got.restore_batches["max"] == 0
+    assert {s.share: s.below_guarantee_s for s in got.shares} == {"a": 0.0, "b": 0.0}
