@@ -100,7 +100,7 @@ class ReasonKeeper:
             self._scope, self.cache = reasons.Scope(everything=True), {}
         scope, self._scope = self._scope, reasons.Scope(pools=set(), namespaces=set())
         position = follower.state.position
-        queued = reasons.queued(follower.state)
+        queued = reasons.queued(follower.state, self.explainer)
         self._pending.update((a.spec.allocation_id, None) for a in queued if scope.covers(a.spec))
         fresh = await self._compute()
         live = {a.spec.allocation_id for a in reasons.queued(follower.state)}

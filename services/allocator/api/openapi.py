@@ -144,7 +144,8 @@ def document() -> dict[str, Any]:
         "/api/v1/allocations/{id}/resize": {"post": _op("Resize a granted allocation", _DECISION,
                                                         params=[_path("id"), _WAIT], body="Resize",
                                                         extra=(*_WRITE, 404, 409))},
-        "/api/v1/queue": {"get": _op("Waiting requests in grant order with their current reason", _PAGE, params=[
+        "/api/v1/queue": {"get": _op("Waiting requests in grant order with their current reason and, in a pool with "
+                                   "shares, which share is ahead (fair_share)", _PAGE, params=[
             q("pool", "Pool"), q("namespace", "Namespace"), q("qos", "QoS", ("critical", "high", "medium", "low")),
             *_PAGING])},
         "/api/v1/quotas": {"get": _op("Quotas and usage per namespace", _PAGE, params=[q("namespace", "Namespace"),

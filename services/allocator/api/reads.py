@@ -156,14 +156,14 @@ async def queue(request: web.Request) -> web.Response:
     """GET /api/v1/queue?pool=&namespace=&qos=: waiting requests in grant order with their current reason."""
     params = paging.query(request, allowed=("pool", "namespace", "qos"), choices={"qos": QOS_LEVELS})
     state = state_of(request)
-    waiting = [(rank, a) for rank, a in enumerate(reasons.queued(state))
+    explaining = explainer_of(request)
+    waiting = [(rank, a) for rank, a in enumerate(reasons.queued(state, explaining))
                if params.get("pool", a.spec.pool) == a.spec.pool
                and params.get("namespace", a.spec.namespace) == a.spec.namespace
                and params.get("qos", a.spec.qos) == a.spec.qos]
     # with shares the order moves with the shares' usage: pages follow the place in it
     key: Callable[[tuple[int, AllocationState]], tuple[int | str, ...]] = (
         (lambda item: (item[0],)) if state.share_index else (lambda item: grant_order(item[1])))
-    explaining = explainer_of(request)
     return _json(paging.page(
         waiting, key=key, params=params,
         render=lambda item: documents.queue_entry(item[1], item[0], reason_of(request, item[1]),

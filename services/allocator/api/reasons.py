@@ -105,11 +105,13 @@ def filters_now(state: ClusterState, spec: AllocationSpec,
     return tuple(domain.explain(state, spec, scheduler or explainer()))
 
 
-def queued(state: ClusterState) -> list[AllocationState]:
+def queued(state: ClusterState, scheduler: domain.Scheduler | None = None) -> list[AllocationState]:
     """The queued allocations in grant order (priority, QoS, in a pool with shares the share's
-    weighted dominant share, then arrival: domain/fairshare.py ``waiting``)."""
+    weighted dominant share, then arrival: domain/fairshare.py ``waiting``); ``scheduler``: a kept
+    explainer, whose pool capacities spare a walk over each pool's GPUs."""
     out = []
-    for allocation_id in fairshare.waiting(state):
+    rank_of = None if scheduler is None else (lambda pool, share: scheduler.rank(state, pool, share))
+    for allocation_id in fairshare.waiting(state, rank_of):
         allocation = state.allocations.get(allocation_id)
         if allocation is not None and allocation.status == QUEUED:
             out.append(allocation)

@@ -227,7 +227,8 @@ class Waiting(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def queue(state: ClusterState, *, offset: int = 0, limit: int = 100, explain: int = 50) -> tuple[list[Waiting], int]:
-    """Queued requests ranked in grant order (QoS, then arrival; ``reasons.queued``), ``limit`` from
+    """Queued requests ranked in grant order (priority, QoS, a share's rank in a pool with shares,
+    then arrival; ``reasons.queued``), ``limit`` from
     ``offset``, and the total. The first ``explain`` of the page carry their current reason, the
     one the API gives (``reasons.current``: the request decided again now, nothing written; cost
     one ``decide`` each); the rest empty strings."""

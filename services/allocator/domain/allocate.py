@@ -31,7 +31,7 @@ def attempt(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler, *,
     """Admit ``spec`` now if it fits (quota, filters, strategy, exact quota, and in a pool with
     shares its share's borrowing: domain/borrowing.py); never mutates ``state``."""
     outcome = _attempt(state, spec, scheduler, restrict)
-    if state.share_index and isinstance(outcome, Grant) and state.share_index.has_shares(spec.pool):
+    if state.share_index.terms and isinstance(outcome, Grant) and state.share_index.has_shares(spec.pool):
         return borrowing.judged(state, spec, outcome)
     return outcome
 

@@ -140,8 +140,8 @@ def _beyond_limit(index: ShareIndex, share: str, pool: str, usage: Amount) -> st
             continue
         bound = (getattr(held.guaranteed, resource) or 0) + extra
         if used > bound:
-            return (f"share {share} would use {text(resource, used)} of {NAMES[resource]} in pool {pool} with this "
-                    f"request, above its guarantee {text(resource, bound - extra)} + borrowing limit "
+            return (f"share {share} would use {text(resource, used)} in pool {pool} with this request, above its "
+                    f"guarantee {text(resource, bound - extra)} + borrowing limit "
                     f"{text(resource, extra)} = {text(resource, bound)}")
     return None
 
@@ -198,6 +198,8 @@ def _reserved_by_others(index: ShareIndex, leaf: str, pool: str) -> tuple[Amount
 def _reserved_block(state: ClusterState, spec: AllocationSpec, leaf: str, add: Amount,
                     without: Sequence[AllocationState]) -> str | None:
     index, pool = state.share_index, spec.pool
+    if pool not in index.lenders:
+        return None
     reserved, names = _reserved_by_others(index, leaf, pool)
     if not names:
         return None
@@ -210,9 +212,10 @@ def _reserved_block(state: ClusterState, spec: AllocationSpec, leaf: str, add: A
     for i, resource in enumerate(SHARE_RESOURCES):
         left = capacity[i] - used[i] - add[i]
         if reserved[i] and left < reserved[i]:
-            who = f"share {names[0]}" if len(names) == 1 else f"shares {', '.join(names)}"
+            who = (f"share {names[0]} keeps for its" if len(names) == 1
+                   else f"shares {', '.join(names)} keep for their")
             asker = f"share {leaf}" if leaf != UNSHARED else f"namespace {spec.namespace} (in no share)"
-            return (f"{asker} would borrow {NAMES[resource]} in pool {pool} that {who} keep(s) for itself: "
+            return (f"{asker} would borrow {NAMES[resource]} in pool {pool} that {who} own requests: "
                     f"{text(resource, max(0, left))} would be left of {text(resource, capacity[i])}, "
                     f"and {text(resource, reserved[i])} of unused guarantee is not lent (guarantee - lending limit)")
     return None

@@ -78,7 +78,7 @@ def _granted(state: ClusterState, e: ev.AllocationGranted) -> None:
         gpus=list(e.gpus), charges=list(e.charges), granted_at=e.at, usage=usage, partitions=list(e.partitions),
         share=e.share, borrowed=e.borrowed,
     )
-    if state.share_index:
+    if state.share_index.terms:
         advance(state, spec.pool, e.at)
         state.share_index.charge(allocation, 1)
     state.gangs.granted(spec)
@@ -136,7 +136,7 @@ def _released(state: ClusterState, e: ev.AllocationReleased | ev.AllocationPreem
     node.used_cpu_milli -= allocation.spec.cpu_milli
     node.used_memory_bytes -= allocation.spec.memory_bytes
     _add_usage(state, allocation.spec.namespace, allocation.usage or _EMPTY_USAGE, sign=-1)
-    if state.share_index:
+    if state.share_index.terms:
         advance(state, allocation.spec.pool, e.at)
         state.share_index.charge(allocation, -1)
     state.changes.touch(node.name)
@@ -168,12 +168,12 @@ def _resized(state: ClusterState, e: ev.AllocationResized) -> None:
     usage = usage_on(gpus, allocation.spec)
     _add_usage(state, allocation.spec.namespace, allocation.usage or _EMPTY_USAGE, sign=-1)
     _add_usage(state, allocation.spec.namespace, usage, sign=1)
-    if state.share_index:
+    if state.share_index.terms:
         advance(state, allocation.spec.pool, e.at)
         state.share_index.charge(allocation, -1)
     allocation.charges = list(e.charges)
     allocation.usage = usage
-    if state.share_index:
+    if state.share_index.terms:
         state.share_index.charge(allocation, 1)
     state.changes.touch(allocation.node)
 

@@ -25,6 +25,7 @@ from events.intents import AnyIntent
 from events.values import priority_of
 from services.allocator.domain import fairshare, gang
 from services.allocator.domain.allocate import attempt, granted
+from services.allocator.domain.borrowing import guarantee_of, over, usage_after
 from services.allocator.domain.decide import decide
 from services.allocator.domain.evolve import evolve
 from services.allocator.domain.fairshare import NO_RANK, Rank, RankedKey
@@ -35,6 +36,7 @@ from services.allocator.domain.placement import Grant
 from services.allocator.domain.queue import GroupKey, OrderKey
 from services.allocator.domain.reclaim import try_take
 from services.allocator.domain.scheduler import Scheduler
+from services.allocator.domain.shares import ShareIndex
 from services.allocator.domain.state import ClusterState
 
 
@@ -78,30 +80,45 @@ def hints_of(state: ClusterState, events: Sequence[ev.AnyEvent]) -> Hints:
                 hints.pools.add(e.pool)
             case ev.ShareSet() | ev.ShareRemoved():
                 hints.pools.update(state.pool_nodes)  # limits, guarantees and members may have changed anywhere
-    if state.share_index:
+    if state.share_index.terms:
         shared_hints(state, events, hints)
     return hints
 
 
-_SHARED_EVENTS = (ev.AllocationReleased, ev.AllocationPreempted, ev.AllocationResized, ev.NodeRegistered,
-                  ev.GpuCapacityChanged, ev.GpuPhaseChanged, ev.NodePhaseChanged)
+_CAPACITY_EVENTS = (ev.NodeRegistered, ev.GpuCapacityChanged, ev.GpuPhaseChanged, ev.NodePhaseChanged)
 
 
 def shared_hints(state: ClusterState, events: Sequence[ev.AnyEvent], hints: Hints) -> None:
-    """In a pool with shares, what may unblock a request anywhere in the pool makes the whole pool
-    retried: a release, preemption or resize (a share's usage fell), new or changed capacity
-    (what other shares keep is a share of it), and a borrowed grant (something a waiting request
-    within its guarantee may now reclaim). domain/borrowing.py, domain/reclaim.py."""
+    """What may unblock a request anywhere in a pool with shares (domain/borrowing.py,
+    domain/reclaim.py), beyond the nodes :func:`hints_of` names: a release, preemption or resize
+    lowers its share's usage, so the requests its usage bounds (its namespaces; with a parent, all
+    under that parent) are retried in the whole pool; a borrowed grant is something the requests
+    of shares within their guarantee may now reclaim; and where a share lends only part of its
+    guarantee, its own grants and any capacity change move what it keeps, so the whole pool is
+    retried."""
     index = state.share_index
     for e in events:
-        if isinstance(e, _SHARED_EVENTS):
-            pool = e.pool
-        elif isinstance(e, ev.AllocationGranted) and e.borrowed:
+        if isinstance(e, ev.AllocationReleased | ev.AllocationPreempted | ev.AllocationResized):
+            if e.pool in index.terms:
+                hints.namespaces.update(index.family.get(index.leaf_of(e.namespace), ()))
+                if e.pool in index.lenders:
+                    hints.pools.add(e.pool)
+        elif isinstance(e, _CAPACITY_EVENTS):
+            if e.pool in index.lenders:
+                hints.pools.add(e.pool)
+        elif isinstance(e, ev.AllocationGranted) and e.spec.pool in index.terms:
             pool = e.spec.pool
-        else:
-            continue
-        if index.has_shares(pool):
-            hints.pools.add(pool)
+            if index.keeps(e.share, pool):
+                hints.pools.add(pool)
+            elif e.borrowed:
+                for share in index.terms[pool]:
+                    if share != e.share and not _over(index, share, pool):
+                        hints.namespaces.update(index.family.get(share, ()))
+
+
+def _over(index: ShareIndex, share: str, pool: str) -> bool:
+    """Whether ``share`` uses more than its guarantee in ``pool`` (then none of its requests reclaims)."""
+    return over(guarantee_of(index, share, pool), usage_after(index, share, pool, (0, 0, 0), ())) is not None
 
 
 def drain(state: ClusterState, hints: Hints, now: datetime, scheduler: Scheduler) -> list[ev.AnyEvent]:
@@ -354,9 +371,8 @@ def process(state: ClusterState, intent: AnyIntent, now: datetime, scheduler: Sc
         if hints:
             drained = drain(state, hints, now, scheduler)
             events.extend(drained)
-            while drained and state.share_index and len(state.queue):  # a borrowed grant of the drain
-                again = Hints()  # may be what a request it walked past could reclaim
-                shared_hints(state, [e for e in drained if isinstance(e, ev.AllocationGranted)], again)
+            while drained and state.share_index.terms and len(state.queue):  # what the drain granted,
+                again = hints_of(state, drained)  # preempted or reclaimed may unblock a request it walked past
                 if not again:
                     break
                 drained = drain(state, again, now, scheduler)

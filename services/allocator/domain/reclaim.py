@@ -3,10 +3,12 @@
 Rules (docs/allocation.md "Fair share"; Kueue ``reclaimWithinCohort: Any``, KAI's reclaim action,
 Volcano's reclaim; Armada #5071/#5073 for order and rate):
 
-* Who reclaims: a request of a share whose grant would keep the share (and its parent) within its
-  guarantee (domain/borrowing.py: not borrowed), in a pool with shares, whose preemption setting
-  is not ``off``, and that fits nowhere now. A borrowing request, and a namespace in no share,
-  never reclaim; they may still preempt by priority (domain/preemption.py, TensorFusion's rule).
+* Who reclaims: a request of a share whose grant would keep the share within its guarantee, in a
+  pool with shares whose preemption setting is not ``off``, and that fits nowhere now; the grant,
+  with the victims gone, must not be borrowed (domain/borrowing.py), so a parent over its
+  guarantee only because a sibling borrows is reclaimed from that sibling. A borrowing request,
+  and a namespace in no share, never reclaim; they may still preempt by priority
+  (domain/preemption.py, TensorFusion's rule).
 * Victims: granted allocations of the pool that were **borrowed** when granted, of another share
   (or of a namespace in no share), whatever their priority; not under ``eviction-protection``;
   granted at least the pool's ``reclaim_min_runtime_s`` ago. A gang member goes only with every
@@ -87,11 +89,13 @@ def lower_amount(spec: AllocationSpec) -> Amount:
 
 
 def may_reclaim(state: ClusterState, spec: AllocationSpec) -> str | None:
-    """None when ``spec`` may reclaim (its grant keeps its share within its guarantee), else why not."""
+    """None when ``spec`` may reclaim (its grant keeps its leaf share within its guarantee; the
+    parent is judged with the victims gone, in :func:`find`), else why not."""
     leaf = state.share_index.leaf_of(spec.namespace)
     if not leaf:
         return f"namespace {spec.namespace} is in no share, so it has no guarantee to reclaim"
-    if judge(state, spec, lower_amount(spec)).borrowed:
+    index = state.share_index
+    if over(guarantee_of(index, leaf, spec.pool), usage_after(index, leaf, spec.pool, lower_amount(spec), ())):
         return f"share {leaf} would be beyond its guarantee in pool {spec.pool} with this request (borrowing)"
     return None
 
@@ -102,7 +106,7 @@ def try_take(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler
     (:func:`find`), else a preemption by priority whose grant is marked with its share (and
     refused when the share may not borrow it); elsewhere exactly ``try_preempt``."""
     index = state.share_index
-    if not (index and index.has_shares(spec.pool)):
+    if spec.pool not in index.terms:
         return try_preempt(state, spec, now, scheduler, from_queue=from_queue)
     reclaimed: NoPlan | None = None
     if may_reclaim(state, spec) is None:
@@ -126,7 +130,7 @@ def marked(state: ClusterState, spec: AllocationSpec, events: list[ev.AnyEvent])
     events unchanged in a pool without shares."""
     grant = events[-1]
     assert isinstance(grant, ev.AllocationGranted)
-    if not (state.share_index and state.share_index.has_shares(spec.pool)):
+    if spec.pool not in state.share_index.terms:
         return events
     victims = [state.allocations[e.allocation_id] for e in events if isinstance(e, ev.AllocationPreempted)]
     gpus = [state.gpus[g] for g in grant.gpus]

@@ -5,7 +5,11 @@ every GPU, and ranks nodes by computing their scores afresh: no node index, no f
 pruning, no memo, no cache. It shares only the rules themselves (filters and strategies) with
 :class:`~services.allocator.domain.scheduler.Scheduler`, so a test that both decide identically
 on random clusters and intent sequences checks the index, the caches and their invalidation.
-Far too slow for a live pool; for tests.
+Fair share needs nothing of its own here: borrowing (domain/borrowing.py) and reclaim
+(domain/reclaim.py) are pure rules over the records that ask the scheduler only for its node
+order, need, filter chain and strategy, so the ReferenceScheduler applies them over its own
+uncached answers (tests/unit/allocator/test_shares_properties.py). Far too slow for a live pool;
+for tests.
 """
 
 from __future__ import annotations

@@ -61,7 +61,7 @@ class ShareIndex:
     :data:`UNSHARED`; a zero usage is absent, so equal states have equal indexes).
     """
 
-    __slots__ = ("of", "parent", "terms", "total", "usage")
+    __slots__ = ("family", "lenders", "of", "parent", "terms", "total", "usage")
 
     def __init__(self) -> None:
         self.of: dict[str, str] = {}
@@ -70,6 +70,11 @@ class ShareIndex:
         self.usage: dict[str, dict[str, ShareUsage]] = {}
         self.total: dict[str, ShareUsage] = {}
         """pool -> the usage of every namespace there (leaf shares and :data:`UNSHARED` summed)."""
+        self.family: dict[str, frozenset[str]] = {}
+        """share -> the namespaces whose requests its usage bounds: its own, and with a parent every
+        namespace under that parent."""
+        self.lenders: frozenset[str] = frozenset()
+        """The pools where some share sets a lending limit (only there may shares keep capacity)."""
 
     def __bool__(self) -> bool:
         """True when some pool has shares."""
@@ -86,6 +91,18 @@ class ShareIndex:
     def terms_of(self, share: str, pool: str) -> SharePool:
         """``share``'s terms in ``pool`` (:data:`NO_TERMS` when it names none there, or is :data:`UNSHARED`)."""
         return self.terms.get(pool, {}).get(share, NO_TERMS)
+
+    def keeps(self, share: str, pool: str) -> bool:
+        """Whether ``share`` or its parent sets a lending limit in ``pool`` (keeps part of its
+        unused guarantee for itself, so its own grants change what others may borrow)."""
+        if not share or pool not in self.lenders:
+            return False
+        per_pool = self.terms.get(pool, {})
+        for name in (share, self.parent.get(share, "")):
+            held = per_pool.get(name)
+            if held is not None and held.lending_limit is not None:
+                return True
+        return False
 
     def usage_of(self, share: str, pool: str) -> ShareUsage:
         """``share``'s usage in ``pool`` now (a zero ShareUsage when none; never mutate the result)."""
@@ -115,7 +132,8 @@ class ShareIndex:
         """An index a hypothetical state may change (the usage copied, the lookups shared: only
         :meth:`rebuild` replaces them). O(share usages); nothing when no pool has shares."""
         other = ShareIndex()
-        other.of, other.parent, other.terms = self.of, self.parent, self.terms
+        other.of, other.parent, other.terms, other.lenders = self.of, self.parent, self.terms, self.lenders
+        other.family = self.family
         other.usage = {pool: {share: _copy(u) for share, u in per_pool.items()}
                        for pool, per_pool in self.usage.items()}
         other.total = {pool: _copy(u) for pool, u in self.total.items()}
@@ -126,11 +144,17 @@ class ShareIndex:
         only when the shares change or a snapshot is loaded)."""
         self.of = {ns: name for name, spec in shares.items() for ns in spec.namespaces}
         self.parent = {name: spec.parent for name, spec in shares.items() if spec.parent}
+        under: dict[str, set[str]] = {}
+        for name, spec in shares.items():
+            under.setdefault(spec.parent or name, set()).update(spec.namespaces)
+        self.family = {name: frozenset(under.get(spec.parent or name, ())) for name, spec in shares.items()}
         by_pool: dict[str, dict[str, SharePool]] = {}
         for name, spec in shares.items():
             for held in spec.pools:
                 by_pool.setdefault(held.pool, {})[name] = held
         self.terms = by_pool
+        self.lenders = frozenset(pool for pool, held in by_pool.items()
+                                 if any(terms.lending_limit is not None for terms in held.values()))
         self.usage = {}
         self.total = {}
         if by_pool:

@@ -227,8 +227,10 @@ class FairDrainEquivalence(RuleBasedStateMachine):
         return f"i{self.n}"
 
     @initialize(preemption=st.sampled_from(["pool", "off"]), half_life=st.sampled_from([0, 0, 600]),
-                parented=st.booleans())
-    def cluster(self, preemption: str, half_life: int, parented: bool) -> None:
+                parented=st.booleans(), guaranteed=st.sampled_from([None, None, 2]))
+    def cluster(self, preemption: str, half_life: int, parented: bool, guaranteed: int | None) -> None:
+        """Pool p (3 nodes of 2 GPUs) with shares sa (ns a) and sb (ns b, maybe under dept), each
+        maybe guaranteed 2 GPUs (then borrowed grants are reclaimed); ns c in no share; pool q none."""
         config = PoolConfig(preemption=preemption, fair_share_half_life_s=half_life)
         self._send(it.ConfigurePool(intent_id=self._id(), pool="p", config=config))
         for n in range(3):
@@ -237,11 +239,11 @@ class FairDrainEquivalence(RuleBasedStateMachine):
         self._send(it.RegisterNode(intent_id=self._id(), node="q0", pool="q",
                                    gpus=(a_gpu("q0-g0", 100, 16 * Gi),)))
         if parented:
-            dept = msgspec.structs.replace(a_share(pool="p"), namespaces=())
+            dept = msgspec.structs.replace(a_share(pool="p", gpus=guaranteed and 2 * guaranteed), namespaces=())
             self._send(it.SetShare(intent_id=self._id(), name="dept", spec=dept))
-        self._send(it.SetShare(intent_id=self._id(), name="sa", spec=a_share("a", pool="p")))
-        self._send(it.SetShare(intent_id=self._id(), name="sb",
-                               spec=a_share("b", pool="p", parent="dept" if parented else "")))
+        self._send(it.SetShare(intent_id=self._id(), name="sa", spec=a_share("a", pool="p", gpus=guaranteed)))
+        self._send(it.SetShare(intent_id=self._id(), name="sb", spec=a_share(
+            "b", pool="p", gpus=guaranteed, parent="dept" if parented else "")))
 
     @rule(uid=st.sampled_from(UIDS), tflops=st.sampled_from([40_000, 40_000, 50_000, 100_000]),
           vram=st.sampled_from([Gi, Gi, 8 * Gi]), count=st.sampled_from([1, 1, 1, 2]),
@@ -263,23 +265,34 @@ class FairDrainEquivalence(RuleBasedStateMachine):
         if live:
             self._send(it.ReleaseAllocation(intent_id=self._id(), allocation_id=live[pick % len(live)]))
 
-    @rule(weight=st.integers(1, 4), name=st.sampled_from(["sa", "sb"]), with_c=st.booleans())
-    def reweigh(self, weight: int, name: str, with_c: bool) -> None:
-        spec = self.grouped.shares[name]
-        namespaces = tuple(sorted({*spec.namespaces, "c"} if with_c and name == "sa" else
-                                  set(spec.namespaces) - ({"c"} if name == "sa" else set())))
-        spec = msgspec.structs.replace(spec, weight=weight, namespaces=namespaces)
-        self._send(it.SetShare(intent_id=self._id(), name=name, spec=spec))
+    @rule(uid=st.sampled_from(UIDS), ns=st.sampled_from(["a", "b", "c"]), priority=st.sampled_from([None, 500]),
+          times=st.integers(1, 3))
+    def small(self, uid: str, ns: str, priority: int | None, times: int) -> None:
+        """Requests of a few common groups (so groups have several members)."""
+        self.request(uid, 40_000, Gi, 1, ns, priority, "p", times)
 
-    @rule(tflops=st.sampled_from([100, 200]), node=st.sampled_from(["n0", "n1"]))
-    def resize_gpus(self, tflops: int, node: str) -> None:
-        """A node re-reports its GPUs' capacity: the pool's capacity, hence every rank, changes."""
-        gpus = tuple(a_gpu(f"{node}-g{i}", tflops, 16 * Gi, index=i) for i in range(2))
-        self._send(it.RegisterNode(intent_id=self._id(), node=node, pool="p", gpus=gpus))
+    @rule(what=st.sampled_from(["weight", "namespaces", "capacity"]), weight=st.integers(1, 4),
+          name=st.sampled_from(["sa", "sb"]), tflops=st.sampled_from([100, 200]), node=st.sampled_from(["n0", "n1"]))
+    def churn(self, what: str, weight: int, name: str, tflops: int, node: str) -> None:
+        """A share's weight or namespaces change (ns c joins or leaves sa), or a node re-reports its
+        GPUs' capacity (the pool's capacity, hence every rank, changes)."""
+        if what == "capacity":
+            gpus = tuple(a_gpu(f"{node}-g{i}", tflops, 16 * Gi, index=i) for i in range(2))
+            self._send(it.RegisterNode(intent_id=self._id(), node=node, pool="p", gpus=gpus))
+            return
+        spec = self.grouped.shares[name]
+        if what == "weight":
+            spec = msgspec.structs.replace(spec, weight=weight)
+        elif name == "sa":
+            spec = msgspec.structs.replace(spec, namespaces=("a",) if "c" in spec.namespaces else ("a", "c"))
+        self._send(it.SetShare(intent_id=self._id(), name=name, spec=spec))
 
     @invariant()
     def the_order_is_the_brute_force_sort(self) -> None:
         assert fairshare.waiting(self.grouped) == brute_order(self.grouped)
+        reference = ReferenceScheduler()
+        for pool, share in (("p", "sa"), ("p", "sb"), ("p", "dept"), ("p", ""), ("q", None)):
+            assert self.g_sched.rank(self.grouped, pool, share) == reference.rank(self.grouped, pool, share)
         assert fairshare.waiting(self.grouped, lambda pool, share: self.g_sched.rank(self.grouped, pool, share)) \
             == fairshare.waiting(self.grouped)
 
@@ -339,6 +352,40 @@ def test_a_passed_group_resumes_after_what_the_walk_reached_under_the_share_orde
         drains.append(drain(state, hints_of(state, released), c.now, scheduler))
     assert drains[0] == drains[1]
     assert granted_ids(drains[0]) == ["p"] and c.state.allocations["x2"].status == QUEUED
+
+
+def test_a_preemption_that_lowers_a_shares_rank_moves_its_waiting_requests_up_in_the_same_drain() -> None:
+    """sv and sb each hold 2 of 4 big GPUs (a tie: b-w, queued first, is ahead of v-w). In one drain
+    a-hi (priority 500) preempts one of sv's allocations and takes half its GPU: sv now ranks below
+    sb, so v-w gets the half left, not b-w."""
+    c = Cluster()
+    c.pool("p", preemption="pool")
+    c.node("n0", "p", *(a_gpu(f"n0-g{i}", 100, 16 * Gi, index=i) for i in range(4)))
+    c.node("n1", "p", a_gpu("n1-g0", 30, 16 * Gi, index=0))
+    for name, ns in (("sa", "a"), ("sb", "b"), ("sv", "v")):
+        c.share(name, a_share(ns, pool="p"))
+    protected = {PROTECTION_KEY: "30m"}
+    for uid, ns, priority in (("v1", "v", None), ("v2", "v", None), ("b1", "b", 100), ("b2", "b", 100)):
+        assert isinstance(c.request(a_request(uid, 100, Gi, pool="p", ns=ns, priority=priority, attributes=protected)),
+                          ev.AllocationGranted)
+    assert isinstance(c.request(a_request("r", 30, Gi, pool="p", ns="c", priority=10)), ev.AllocationGranted)
+    for uid, ns, priority in (("b-w", "b", None), ("v-w", "v", None), ("a-hi", "a", 500)):
+        assert isinstance(c.request(a_request(uid, 50, Gi, pool="p", ns=ns, priority=priority)), ev.AllocationQueued)
+    assert fairshare.waiting(c.state) == ["a-hi", "b-w", "v-w"]
+    c.tick(3600)  # the protection is over
+    walked = ClusterState.empty()
+    for event in c.events:
+        evolve(walked, event)
+    release = it.ReleaseAllocation(intent_id="release-r", allocation_id="r")
+    drains = []
+    for state, drain, scheduler in ((c.state, process_module.drain, c.scheduler), (walked, fair_walk, Scheduler())):
+        released = decide(state, release, c.now, scheduler)
+        for event in released:
+            evolve(state, event)
+        drains.append(drain(state, hints_of(state, released), c.now, scheduler))
+    assert drains[0] == drains[1]
+    assert [e.allocation_id for e in drains[0] if isinstance(e, ev.AllocationPreempted)] in (["v1"], ["v2"])
+    assert granted_ids(drains[0]) == ["a-hi", "v-w"]
 
 
 NO_SHARES_DIGEST = "ae46ef9ca0a0db27247785828825066fa6778d23c1e2f008522ca51594807eed"
@@ -408,6 +455,7 @@ def test_the_queue_and_why_say_which_share_is_ahead_and_by_how_much() -> None:
     for uid, ns in (("a1", "a"), ("b1", "b"), ("c1", "c")):
         assert isinstance(c.request(a_request(uid, 100, Gi, pool="p", ns=ns)), ev.AllocationQueued)
     assert [a.spec.allocation_id for a in reasons.queued(c.state)] == ["b1", "a1", "c1"]
+    assert reasons.queued(c.state, reasons.explainer()) == reasons.queued(c.state)
     a1 = c.state.allocations["a1"]
     standing = reasons.fair_standing(c.state, a1)
     assert standing is not None and standing.ahead is not None and standing.mine is not None
@@ -437,3 +485,28 @@ def test_a_pool_without_shares_says_nothing_of_shares() -> None:
     waiting = c.state.allocations["w"]
     assert reasons.fair_standing(c.state, waiting) is None
     assert "fair_share" not in documents.explanation(c.state, waiting, reasons.current(c.state, waiting.spec))
+
+
+def test_decayed_usage_never_runs_back_and_goes_with_the_half_life_or_the_shares() -> None:
+    c = two_shares(half_life_s=600, gpus=2)
+    c.request(a_request("a1", 100, Gi, pool="p", ns="a"))
+    c.tick(600)
+    c.request(a_request("a2", 100, Gi, pool="p", ns="a"))
+    kept = c.state.decayed["p"]
+    assert kept.at == c.now and abs(kept.shares["sa"].gpus - 0.5) < 1e-12  # 1 GPU held for one half-life
+    c.tick(-300)  # an event stamped earlier (another writer's clock) decays nothing
+    c.release("a2")
+    assert kept.at == T0 + timedelta(seconds=600) and abs(kept.shares["sa"].gpus - 0.5) < 1e-12
+    c.tick(600)
+    c.pool("p", preemption="off", fair_share_half_life_s=0)  # decay off: nothing kept, current usage only
+    assert "p" not in c.state.decayed
+    c.pool("p", preemption="off", fair_share_half_life_s=600)
+    c.request(a_request("a3", 100, Gi, pool="p", ns="a"))
+    assert c.state.decayed["p"].shares == {}  # starts afresh at the first usage event
+    c.tick(60)
+    c.release("a3")
+    assert set(c.state.decayed["p"].shares) == {"sa"}
+    c.remove_share("sa")
+    c.remove_share("sb")  # the pool has no shares any more: its decayed usage goes
+    assert not c.state.decayed
+    assert c.replayed_digest() == digest(c.state)
