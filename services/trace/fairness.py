@@ -110,7 +110,8 @@ class PolicyRun(msgspec.Struct, kw_only=True):
     """One (policy, seed) run's figures (see the module docstring for the definitions).
 
     ``restore_batches``/``restore_s``: p50, p99 and max over the covered requests granted in the
-    window after waiting or by preempting (NaN when none; ``restored`` counts them);
+    window after waiting or by preempting (NaN when none; ``restored`` counts them,
+    ``restore_late`` those restored more than one batch after they were covered);
     ``restore_open``: covered requests still waiting at the end; ``preemptions_per_hour``: all
     preemptions in the window per simulated hour (``reclaims``: those made to give a share back its
     guarantee); ``batches``: decision batches (intents processed); ``wall_s``: seconds the run took.
@@ -124,6 +125,7 @@ class PolicyRun(msgspec.Struct, kw_only=True):
     restore_batches: dict[str, float]
     restore_s: dict[str, float]
     restored: int
+    restore_late: int
     restore_open: int
     preemptions: int
     reclaims: int
@@ -480,7 +482,7 @@ def simulate(nodes: Sequence[RegisterNode], drawn: Sequence[Arrival], *, policy:
         policy=policy, seed=seed, utilisation_pct=round(figures.utilisation_pct, 3), jain=round(figures.jain, 4),
         jain_time_pct=round(100 * figures.jain_seconds / figures.seconds, 2),
         restore_batches=_spread(run.restore_batches), restore_s=_spread(run.restore_s),
-        restored=len(run.restore_s),
+        restored=len(run.restore_s), restore_late=sum(1 for b in run.restore_batches if b > 1),
         restore_open=sum(1 for w in run.waiting.values() for j in w.values() if j.covered_at is not None),
         preemptions=run.preemptions, reclaims=run.reclaims, preemptions_per_hour=round(run.preemptions / hours, 2),
         arrivals=len(drawn),
@@ -506,6 +508,7 @@ class PolicySummary(msgspec.Struct, kw_only=True):
     restore_batches_max: float
     restore_s_p50: float
     restore_s_p99: float
+    restore_late: int
     restore_open: int
     preemptions_per_hour: float
     by_seed: list[PolicyRun]
@@ -529,7 +532,7 @@ def summarize(runs: Sequence[PolicyRun], *, reference: float | None) -> PolicySu
         restore_batches_p99=mean(r.restore_batches["p99"] for r in runs),
         restore_batches_max=max((r.restore_batches["max"] for r in runs), default=float("nan")),
         restore_s_p50=mean(r.restore_s["p50"] for r in runs), restore_s_p99=mean(r.restore_s["p99"] for r in runs),
-        restore_open=sum(r.restore_open for r in runs),
+        restore_late=sum(r.restore_late for r in runs), restore_open=sum(r.restore_open for r in runs),
         preemptions_per_hour=mean(r.preemptions_per_hour for r in runs), by_seed=list(runs),
     )
 
@@ -580,14 +583,16 @@ def table(results: Sequence[PolicySummary]) -> str:
     p50/p99/max, seconds p50/p99), preemptions per hour, Jain's index."""
     shares = list(results[0].below_guarantee_pct) if results else []
     head = (f"{'policy':<12} {'util %':>7} {'gap':>5}  {'below guarantee % (' + '/'.join(shares) + ')':<30}"
-            f" {'restore batches p50/p99/max':>27} {'restore s p50/p99':>17} {'preempt/h':>9} {'Jain':>5}")
+            f" {'restore batches p50/p99/max (late)':>34} {'restore s p50/p99':>17} {'preempt/h':>9} {'Jain':>5}")
     lines = [head]
     for r in results:
         below = "/".join(_cell(v) for v in r.below_guarantee_pct.values())
         batches = "/".join(_cell(v, 0) for v in (r.restore_batches_p50, r.restore_batches_p99, r.restore_batches_max))
+        batches += f" ({r.restore_late})"
         seconds = "/".join(_cell(v, 0) for v in (r.restore_s_p50, r.restore_s_p99))
         lines.append(f"{r.policy:<12} {_cell(r.utilisation_pct):>7} {_cell(r.utilisation_gap_pts):>5}  {below:<30}"
-                     f" {batches:>27} {seconds:>17} {_cell(r.preemptions_per_hour):>9} {_cell(r.jain, 3):>5}")
+                     f" {batches:>34} {seconds:>17} {_cell(r.preemptions_per_hour):>9} {_cell(r.jain, 3):>5}")
     seeds = results[0].seeds if results else 0
-    lines.append(f"(means over {seeds} seed(s); gap: no-quotas utilisation minus this policy's, in points)")
+    lines.append(f"(means over {seeds} seed(s); gap: no-quotas utilisation minus this policy's, in points; "
+                 "late: restored more than one batch after the demand)")
     return "\n".join(lines)

@@ -125,6 +125,7 @@ def test_no_quotas_leaves_b_below_its_guarantee_until_a_pod_of_a_ends() -> None:
     assert below == {"a": 0.0, "b": 90.0}  # b's covered request waits 10 s -> 100 s
     assert got.restored == 1
     assert got.restore_batches == {"p50": 1, "p99": 1, "max": 1}  # granted by the next batch (a's release)
+    assert got.restore_late == 0  # one batch is not late
     assert got.restore_s["p50"] == 90.0
     assert got.preemptions == 0
     # GPU-seconds: 2 GPUs 0-100, 1 GPU 100-200 (b), 0 after, over 300 s of 2 GPUs
@@ -205,3 +206,14 @@ def test_reclaim_takes_what_is_needed_and_reclaim_all_takes_every_borrowed_pod(p
     assert got.preemptions == got.reclaims == preemptions
     assert got.restore_batches["max"] == 0
     assert {s.share: s.below_guarantee_s for s in got.shares} == {"a": 0.0, "b": 0.0}
+
+
+def test_a_request_restored_two_batches_after_it_was_covered_is_late() -> None:
+    """As in the no-quotas story, plus one more pod of a at 50 s (a batch that frees nothing):
+    b's request, covered at its arrival (batch 3), is granted by a's release at 100 s (batch 5)."""
+    drawn = [*_scenario(), Arrival(at=50.0, tenant="a", pod=WHOLE, duration_s=10)]
+    got = simulate([node("n", gpus=2, cpu=8000)], drawn, policy="no-quotas", tenants=HALVES,
+                   settings=Settings(horizon_s=300.0, warmup_s=0.0))
+    assert got.restore_batches["max"] == 2
+    assert got.restore_late == 1
+    assert got.restore_s["max"] == 90.0
