@@ -1,5 +1,6 @@
-"""CLI commands of the trace area: ``trace experiment`` (the ATC'23 fill-up experiment) and
-``trace replay`` (a timed replay of the trace through the running stack).
+"""CLI commands of the trace area: ``trace experiment`` (the ATC'23 fill-up experiment),
+``trace fairness`` (the multi-tenant share experiment, docs/fairness.md) and ``trace replay`` (a
+timed replay of the trace through the running stack).
 
 Both default to the openb files shipped in ``data/openb``. ``trace replay`` plays the first
 ``--limit`` pods (default 1,000) squeezed into about ``--duration`` seconds (default 60) unless
@@ -150,6 +151,42 @@ def _defrag(nodes: list[RegisterNode], pods: list[TracePod], strategies: list[st
                    f"({r.gain_requests:+.0f}, {r.gain_requests_per_pct_moved:+.1f} per % moved)")
 
 
+def fairness(
+    policy: Annotated[list[str] | None, typer.Option("--policy", help="Policy (repeat for several; default: all): "
+                                                     "no-quotas, hard-quotas, borrow, reclaim, fair-share, "
+                                                     "reclaim-all.")] = None,
+    nodes: NodesCsv = DEFAULT_NODES,
+    pods: PodsCsv = DEFAULT_PODS,
+    seeds: Annotated[int, typer.Option("--seeds", min=1, help="Seeds 42, 43, … (runs per policy).")] = 1,
+    scale: Annotated[float, typer.Option("--scale", min=1e-6, max=1.0, help="Fraction of the trace's nodes "
+                                         "(every k-th node, k = round(1/scale)).")] = 0.03,
+    hours: Annotated[float, typer.Option("--hours", min=0.01, help="Simulated hours per run.")] = 4.0,
+    warmup: Annotated[float, typer.Option("--warmup", min=0.0, help="Unmeasured hours at the start.")] = 1.0,
+    as_json: JsonOut = False,
+) -> None:
+    """Run the multi-tenant share experiment: 4 shares (40/30/20/10 % guarantees) with bursty openb
+    arrivals; per policy: utilisation, time below guarantee, time to restore it, preemptions, Jain."""
+    from services.trace import fairness as experiment
+
+    chosen = policy or list(experiment.POLICIES)
+    for name in chosen:
+        if name not in experiment.POLICIES:
+            fail(f"unknown policy {name!r}; known: {', '.join(experiment.POLICIES)}", field="policy",
+                 as_json=as_json)
+    if warmup >= hours:
+        fail(f"--warmup {warmup} must be below --hours {hours}", field="warmup", as_json=as_json)
+    node_intents, pod_rows = _load(nodes, pods, as_json=as_json)
+    settings = experiment.Settings(horizon_s=hours * 3600, warmup_s=warmup * 3600, scale=scale)
+    try:
+        results = experiment.run(node_intents, pod_rows, policies=chosen, seeds=seeds, settings=settings)
+    except ValueError as exc:
+        fail(str(exc), field="pods" if str(exc).startswith("pods") else "scale", as_json=as_json)
+    if as_json:
+        typer.echo(json.dumps(experiment.to_json(results)))
+        return
+    typer.echo(experiment.table(results))
+
+
 def replay(
     nodes: NodesCsv = DEFAULT_NODES,
     pods: PodsCsv = DEFAULT_PODS,
@@ -228,9 +265,10 @@ async def _replay(nodes: list[RegisterNode], pods: list[TracePod], found: endpoi
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``trace experiment`` and ``trace replay`` to ``app``."""
+    """Add ``trace experiment``, ``trace fairness`` and ``trace replay`` to ``app``."""
     group = typer.Typer(help="The Alibaba GPU-sharing trace: placement experiment and timed replay.",
                         no_args_is_help=True, rich_markup_mode=None)
     group.command("experiment")(experiment)
+    group.command("fairness")(fairness)
     group.command("replay")(replay)
     app.add_typer(group, name="trace")

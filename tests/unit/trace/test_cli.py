@@ -102,3 +102,46 @@ def test_bad_defrag_input_names_the_field(args: list[str], field: str) -> None:
     result = runner.invoke(app, ["trace", "experiment", "--strategy", "fgd", *args, "--json"])
     assert result.exit_code == 2, result.output
     assert json.loads(result.output)["field"] == field
+
+
+def _fairness(*args: str) -> list[dict]:  # type: ignore[type-arg]
+    result = runner.invoke(app, ["trace", "fairness", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)  # type: ignore[no-any-return]
+
+
+def test_fairness_json_on_a_25_node_slice_is_repeatable(tmp_path: Path) -> None:
+    common = ["--nodes", str(_slice(tmp_path, 25)), "--scale", "1", "--hours", "1", "--warmup", "0.25",
+              "--seeds", "1", "--policy", "no-quotas", "--policy", "hard-quotas"]
+    first = _fairness(*common)
+    assert [r["policy"] for r in first] == ["no-quotas", "hard-quotas"]
+    assert set(first[0]["below_guarantee_pct"]) == {"a", "b", "c", "d"}
+    assert first[0]["utilisation_gap_pts"] == 0.0
+    assert 0 < first[1]["utilisation_pct"] <= 100
+    assert first[1]["utilisation_gap_pts"] == pytest.approx(first[0]["utilisation_pct"] - first[1]["utilisation_pct"],
+                                                            abs=1e-3)
+    second = _fairness(*common)
+    for a, b in zip(first, second, strict=True):
+        for run_a, run_b in zip(a.pop("by_seed"), b.pop("by_seed"), strict=True):
+            run_a.pop("wall_s"), run_b.pop("wall_s")
+            assert run_a == run_b
+        assert a == b
+
+
+def test_fairness_table_names_every_policy(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["trace", "fairness", "--nodes", str(_slice(tmp_path, 20)), "--scale", "1",
+                                 "--hours", "0.5", "--warmup", "0.1", "--seeds", "1"])
+    assert result.exit_code == 0, result.output
+    for policy in ("no-quotas", "hard-quotas", "borrow", "reclaim", "fair-share", "reclaim-all"):
+        assert policy in result.output
+
+
+@pytest.mark.parametrize(("args", "field"), [
+    (["--policy", "lottery"], "policy"),
+    (["--hours", "1", "--warmup", "2"], "warmup"),
+    (["--pods", "/nonexistent.csv"], "pods"),
+])
+def test_fairness_bad_input_names_the_field(args: list[str], field: str) -> None:
+    result = runner.invoke(app, ["trace", "fairness", *args, "--json"])
+    assert result.exit_code == 2
+    assert json.loads(result.output)["field"] == field
