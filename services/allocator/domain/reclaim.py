@@ -70,7 +70,7 @@ class Unit(NamedTuple):
     members: tuple[AllocationState, ...]
     share: str
     priority: int
-    order: tuple[int, Fraction, float, str]
+    order: tuple[int, int, float, str]
 
 
 class ReclaimPlan(NamedTuple):
@@ -161,55 +161,74 @@ def _excess(index: ShareIndex, share: str, pool: str, capacity: Amount) -> Fract
     return best
 
 
-def _units(state: ClusterState, spec: AllocationSpec, leaf: str, now: datetime) -> tuple[list[Unit], int]:
-    """Every reclaimable unit of the pool, in reclaim order, and how many borrowed allocations of
-    other shares were spared (protected, too young, or of a gang that is not all eligible)."""
-    index, pool = state.share_index, spec.pool
-    min_runtime = timedelta(seconds=state.pool_config(pool).reclaim_min_runtime_s)
-    capacity = pool_capacity(state, pool)
-    excess: dict[str, Fraction] = {}
-    spared = 0
-    eligible: dict[str, bool] = {}
+class _Units:
+    """The pool's reclaimable units (module docstring), read node by node as the search reaches a
+    node, so a search that stops at kube-scheduler's candidate count never reads the rest of the
+    pool. ``on(node)``: the units holding a member on ``node`` (a gang's unit under each node of a
+    member, built once) in reclaim order; ``found``: whether any unit was seen; ``spared``: borrowed
+    allocations of other shares seen but spared (protected, too young, or of a gang that is not all
+    eligible). The order's share term is the share's rank by excess over its guarantee among every
+    share (0: the largest; equal excesses, equal ranks): integers compare where fractions would, in
+    the same order."""
 
-    def ok(allocation: AllocationState) -> bool:
+    def __init__(self, state: ClusterState, spec: AllocationSpec, leaf: str, now: datetime) -> None:
+        self.state, self.pool, self.leaf, self.now = state, spec.pool, leaf, now
+        self.index = state.share_index
+        self.min_runtime = timedelta(seconds=state.pool_config(spec.pool).reclaim_min_runtime_s)
+        capacity = pool_capacity(state, spec.pool)
+        excess = {share: _excess(self.index, share, spec.pool, capacity) for share in ("", *state.shares)}
+        levels = sorted(set(excess.values()), reverse=True)
+        self.rank = {share: levels.index(value) for share, value in excess.items()}
+        self.gangs: dict[str, Unit | None] = {}
+        self.eligible: dict[str, bool] = {}
+        self.found = False
+        self.spared = 0
+
+    def ok(self, allocation: AllocationState) -> bool:
+        """Whether ``allocation`` may be reclaimed now (module docstring, "Victims")."""
         aid = allocation.spec.allocation_id
-        known = eligible.get(aid)
+        known = self.eligible.get(aid)
         if known is None:
             granted = allocation.granted_at or allocation.requested_at
             until = protected_until(allocation)
-            known = eligible[aid] = (
-                allocation.status == GRANTED and allocation.borrowed and allocation.spec.pool == pool
-                and index.leaf_of(allocation.spec.namespace) != leaf
-                and (until is None or now >= until) and now - granted >= min_runtime)
+            known = self.eligible[aid] = (
+                allocation.status == GRANTED and allocation.borrowed and allocation.spec.pool == self.pool
+                and self.index.leaf_of(allocation.spec.namespace) != self.leaf
+                and (until is None or self.now >= until) and self.now - granted >= self.min_runtime)
         return known
 
-    units: list[Unit] = []
-    gangs_seen: set[str] = set()
-    for name in sorted(state.pool_nodes.get(pool, ())):
-        for aid in state.nodes[name].workers:
-            allocation = state.allocations[aid]
-            if not (allocation.borrowed and index.leaf_of(allocation.spec.namespace) != leaf):
+    def unit(self, members: tuple[AllocationState, ...]) -> Unit | None:
+        """``members`` as one unit, or None (counted as spared) when one of them may not be taken."""
+        if not all(self.ok(m) for m in members):
+            self.spared += len(members)
+            return None
+        self.found = True
+        share = self.index.leaf_of(members[0].spec.namespace)
+        top = max(priority_of(m.spec) for m in members)
+        latest = max((m.granted_at or m.requested_at).timestamp() for m in members)
+        return Unit(members, share, top, (top, self.rank[share], -latest, members[0].spec.allocation_id))
+
+    def on(self, node: str) -> list[Unit]:
+        """The units with a member on ``node``, in reclaim order."""
+        units: list[Unit] = []
+        for aid in self.state.nodes[node].workers:
+            allocation = self.state.allocations[aid]
+            if not (allocation.borrowed and self.index.leaf_of(allocation.spec.namespace) != self.leaf):
                 continue
             gang = allocation.spec.gang
-            members: tuple[AllocationState, ...] = (allocation,)
-            if gang is not None:
-                if gang.key in gangs_seen:
-                    continue
-                gangs_seen.add(gang.key)
-                held = state.gangs.get(gang.key)
+            if gang is None:
+                unit = self.unit((allocation,))
+            elif gang.key in self.gangs:
+                unit = self.gangs[gang.key]
+            else:
+                held = self.state.gangs.get(gang.key)
                 ids = sorted(held.granted) if held is not None else [aid]
-                members = tuple(state.allocations[m] for m in ids if m in state.allocations)
-            if not all(ok(m) for m in members):
-                spared += len(members)
-                continue
-            share = index.leaf_of(allocation.spec.namespace)
-            if share not in excess:
-                excess[share] = _excess(index, share, pool, capacity)
-            top = max(priority_of(m.spec) for m in members)
-            latest = max((m.granted_at or m.requested_at).timestamp() for m in members)
-            units.append(Unit(members, share, top, (top, -excess[share], -latest, members[0].spec.allocation_id)))
-    units.sort(key=lambda u: u.order)
-    return units, spared
+                unit = self.gangs[gang.key] = self.unit(
+                    tuple(self.state.allocations[m] for m in ids if m in self.state.allocations))
+            if unit is not None and all(u is not unit for u in units):
+                units.append(unit)
+        units.sort(key=lambda u: u.order)
+        return units
 
 
 def _floors_hold(index: ShareIndex, pool: str, leaf: str, chosen: Sequence[Unit]) -> bool:
@@ -255,28 +274,21 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
         if left <= 0:
             return NoPlan("rate", f"pool {pool} reclaimed {recent} allocation(s) in the last minute, its "
                                   f"reclaim_max_per_minute")
-    units, spared = _units(state, spec, leaf, now)
-    if not units:
-        note = f" ({spared} spared: protected, younger than reclaim_min_runtime_s, or gangs)" if spared else ""
-        return NoPlan("candidates", f"no borrowed allocation of another share may be reclaimed in pool {pool}{note}")
+    units = _Units(state, spec, leaf, now)
+    floor = scheduler.pool_floor(state, pool)  # no unit's priority is lower
     need, chain = scheduler.prepare(spec)
     strategy = scheduler.strategy(state, pool)
     indexed = scheduler.indexed(strategy)
     best: ReclaimPlan | None = None
-    floor = units[0].priority  # units are sorted lowest priority first
     limited = 0
-    by_node: dict[str, list[Unit]] = {}
-    for unit in units:  # in reclaim order; a gang's unit under each node that holds a member
-        for node in dict.fromkeys(m.node for m in unit.members):
-            by_node.setdefault(node, []).append(unit)
     limit = max(MIN_CANDIDATES, len(state.pool_nodes.get(pool, ())) * CANDIDATE_PERCENT // 100)
     candidates = 0
     for name in scheduler.node_order(state, pool):
-        here = by_node.get(name)
-        if not here:
-            continue
         if candidates >= limit:
             break  # kube-scheduler's candidate count, as the priority search (domain/preemption.py)
+        here = units.on(name)
+        if not here:
+            continue
         trial = Trial(state, name, spec, need, chain, strategy, indexed=indexed, templates=scheduler.profile.templates)
         found = _on_node(trial, name, here, index, pool, leaf)
         if found is None:
@@ -294,10 +306,14 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
                sum(priority_of(v.spec) + PRIORITY_OFFSET for v in victims))
         if best is None or key < best.key:
             best = ReclaimPlan(name, fit, victims, key, leaf)
-            if key == (floor, 1, floor + PRIORITY_OFFSET):
+            if floor is not None and key == (floor, 1, floor + PRIORITY_OFFSET):
                 break  # one victim of the lowest priority there is: no later node can do better
     if best is not None:
         return best
+    if not units.found:
+        spared = units.spared
+        note = f" ({spared} spared: protected, younger than reclaim_min_runtime_s, or gangs)" if spared else ""
+        return NoPlan("candidates", f"no borrowed allocation of another share may be reclaimed in pool {pool}{note}")
     if limited:
         return NoPlan("rate", f"every reclaim plan in pool {pool} takes more allocations than its "
                               f"reclaim_max_per_minute leaves this minute ({left})")
