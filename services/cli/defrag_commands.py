@@ -26,16 +26,21 @@ from services.cli.admin_commands import known_pool
 from services.cli.exits import DataDir, JsonOut, guarded
 from services.cli.output import BadInput
 
+PoolName = Annotated[str, typer.Argument(help="The pool to consolidate.")]
+MaxMoves = Annotated[int, typer.Option("--max-moves", min=1, max=1000, help="Allocations moved at most (1-1000).")]
+MaxShare = Annotated[float, typer.Option(
+    "--max-share-of-namespace", min=0, max=100,
+    help="Percent of each namespace's allocations in the pool that may move (0-100).")]
+MaxTflops = Annotated[str | None, typer.Option(
+    "--max-tflops", help="TFLOPS of allocations in motion at most (e.g. 250).")]
+"""The budget options ``defrag plan`` and ``defrag run`` share (consolidation.Budget)."""
+
 
 def defrag_plan(
-    pool: Annotated[str, typer.Argument(help="The pool to consolidate.")],
-    max_moves: Annotated[int, typer.Option("--max-moves", min=1, max=1000,
-                                           help="Allocations moved at most (1-1000).")],
-    max_share: Annotated[float, typer.Option(
-        "--max-share-of-namespace", min=0, max=100,
-        help="Percent of each namespace's allocations in the pool that may move (0-100).")] = 100.0,
-    max_tflops: Annotated[str | None, typer.Option(
-        "--max-tflops", help="TFLOPS of allocations in motion at most (e.g. 250).")] = None,
+    pool: PoolName,
+    max_moves: MaxMoves,
+    max_share: MaxShare = 100.0,
+    max_tflops: MaxTflops = None,
     objective: Annotated[str, typer.Option(
         "--objective", help="nodes (empty the most nodes, what `defrag run` executes) or fragmentation "
         "(remove the most FGD fragmentation, one allocation at a time; shown only).")] = "nodes",
@@ -88,14 +93,10 @@ def _print(plan: dict[str, Any]) -> None:
 
 
 def defrag_run(
-    pool: Annotated[str, typer.Argument(help="The pool to consolidate.")],
-    max_moves: Annotated[int, typer.Option("--max-moves", min=1, max=1000,
-                                           help="Allocations moved at most (1-1000).")],
-    max_share: Annotated[float, typer.Option(
-        "--max-share-of-namespace", min=0, max=100,
-        help="Percent of each namespace's allocations in the pool that may move (0-100).")] = 100.0,
-    max_tflops: Annotated[str | None, typer.Option(
-        "--max-tflops", help="TFLOPS of allocations in motion at most (e.g. 250).")] = None,
+    pool: PoolName,
+    max_moves: MaxMoves,
+    max_share: MaxShare = 100.0,
+    max_tflops: MaxTflops = None,
     max_duration: Annotated[str, typer.Option(
         "--max-duration", help="The campaign ends (open moves cancelled) after this long: a duration such as "
                                "10m or 1h30m, at most 24h (TensorFusion maxDuration).")] = "10m",
