@@ -54,9 +54,11 @@ def _gpu_ids(kube_api: KubeApiServer, name: str) -> str:
 
 @asynccontextmanager
 async def _stack(kube_api: KubeApiServer, jetstream: JetStreamContext, nats_url: str,
-                 start_webhook: Callable[..., Any], **binder: Any) -> AsyncIterator[tuple[Any, InMemoryEventStore]]:
-    """The webhook, an allocator replica on an in-memory log with one 1-GPU node, and a running binder
-    against the in-test API server; yields (webhook, the replica's log) and stops binder and replica."""
+                 start_webhook: Callable[..., Any], *, gpus: int = 1,
+                 **binder: Any) -> AsyncIterator[tuple[Any, InMemoryEventStore]]:
+    """The webhook, an allocator replica on an in-memory log with one node of ``gpus`` GPUs (100 TFLOPS,
+    16 GiB each), and a running binder against the in-test API server; yields (webhook, the replica's
+    log) and stops binder and replica."""
     async def publish(intent: Any) -> int:
         return await messaging.publish_intent(jetstream, intent, timeout=2.0)
 
@@ -64,7 +66,7 @@ async def _stack(kube_api: KubeApiServer, jetstream: JetStreamContext, nats_url:
     leases = InMemoryLeaseStore()
     store = InMemoryEventStore(leases)
     replica = await start_replica(nats_url, store=store, leases=leases)
-    await publish(register_node("node-1", gpus=1, tflops=100, vram_gib=16))
+    await publish(register_node("node-1", gpus=gpus, tflops=100, vram_gib=16))
     async with await kube.api_client(url=kube_api.url) as api:
         task = asyncio.create_task(Binder(api, publish=publish, view=ClusterView(), **binder).run(jetstream))
         try:
