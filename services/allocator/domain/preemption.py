@@ -156,15 +156,9 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
                     break
             if counted >= limit:
                 break
-    heapq.heapify(pending)  # (bound, at) order; ``at`` is unique: names and results never compared
-    while pending:
-        bound, at, name, node = heapq.heappop(pending)
-        assert best is not None
-        if (bound, at) >= (best[0].key, best[1]):
-            break
-        found = search.on_node(name, node, best[0].key, tie_ok=at < best[1])
-        if found is not None:
-            best = (found, at)
+    if pending:
+        assert best is not None  # a node is pending only once a first plan set the bound
+        best = _searched_pending(search, pending, best)
     if plans is not None and touched is None:
         if plans.live is None:
             plans.seed(state, scheduler.index.sort_key)
@@ -252,7 +246,20 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
                     break
             if counted >= limit:
                 break
-    heapq.heapify(pending)  # (bound, at) order; ``at`` is unique: names and results never compared
+    best = _searched_pending(search, pending, best)
+    plans.settle(search.seen)
+    return best[0]
+
+
+_At = TypeVar("_At", int, SortKey)
+
+
+def _searched_pending(search: _Search, pending: list[tuple[Key, _At, str, NodeResult]], best: tuple[Plan, _At]
+                      ) -> tuple[Plan, _At]:
+    """Search the pending nodes most promising first ((lower bound, node order): a heap; ``at`` is
+    unique, so names and results are never compared) until the next one's bound cannot beat the
+    best plan; the best plan then."""
+    heapq.heapify(pending)
     while pending:
         bound, at, name, node = heapq.heappop(pending)
         if (bound, at) >= (best[0].key, best[1]):
@@ -260,11 +267,7 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
         found = search.on_node(name, node, best[0].key, tie_ok=at < best[1])
         if found is not None:
             best = (found, at)
-    plans.settle(search.seen)
-    return best[0]
-
-
-_At = TypeVar("_At", int, SortKey)
+    return best
 
 
 def _searched_early(search: _Search, pending: list[tuple[Key, _At, str, NodeResult]], best: tuple[Plan, _At],
