@@ -3,7 +3,9 @@
 Three loops on one asyncio loop (state in one Binder, no locks):
 * events: replays GPULEDGER_EVENTS from the start (ordered consumer) into an AllocationBook, so no
   state is stored elsewhere; each AllocationGranted binds its pod if the pod is known;
-* pods: watches pods labelled ``gpuledger.io/allocation-id`` (re-list on start and on 410); a gated
+* pods: watches pods labelled ``gpuledger.io/allocation-id`` (re-list on start and on 410), each one
+  counting for its allocation only when it is the pod the webhook admitted for it
+  (:func:`~services.admission.binding.claim_refusal`; others are logged ``pod_claim_refused``); a gated
   pod whose allocation is granted is bound (covers a grant that arrived before the pod was
   stored), a bound one gets its grant annotations back if they differ (a resize changed the device
   plan's limits, or someone edited them); a deleted or finished pod publishes ReleaseAllocation
@@ -44,7 +46,7 @@ from events.base import Intent
 from events.bounds import MAX_ID_LENGTH
 from events.defrag import CancelMove, DefragEnded, MoveCancelled, MoveCompleted, MoveReserved
 from events.intents import ReleaseAllocation
-from services.admission.binding import is_gated, pin_ops, ungate_ops
+from services.admission.binding import claim_refusal, is_gated, pin_ops, ungate_ops
 from services.admission.book import AllocationBook, Grant
 from services.admission.evict import MOVED_ANNOTATION, evict_pod
 from services.admission.handover import Handover
@@ -100,6 +102,8 @@ class Binder:
         self.move_evictions: dict[str, asyncio.Task[bool]] = {}
         """Source allocation id -> its move's eviction task."""
         self._group: asyncio.TaskGroup | None = None
+        self.refused: set[tuple[str, str]] = set()
+        """(allocation id, pod UID) of pods refused as that allocation's pod, logged once each."""
 
     async def run(self, js: JetStreamContext) -> None:
         """Run the three loops until cancelled."""
@@ -174,7 +178,7 @@ class Binder:
                     await self.reconcile_move(source)
                 continue
             allocation_id = _allocation_id(event.object)
-            if not allocation_id or self._foreign(allocation_id, event.object):
+            if not allocation_id or self._refused(allocation_id, event.object, gone=event.type == "DELETED"):
                 continue
             if event.type == "DELETED":
                 self.pods.pop(allocation_id, None)
@@ -194,23 +198,44 @@ class Binder:
                 await self.mark_rejected(allocation_id)
             await self.reconcile_victim(allocation_id)
 
-    def _foreign(self, allocation_id: str, pod: dict[str, Any]) -> bool:
-        """Whether ``pod`` carries the allocation-id label of a live (granted or queued) allocation
-        of another namespace (a label any pod creator can write): such a pod is neither bound nor,
-        when deleted, released for it."""
-        grant, queued = self.book.granted.get(allocation_id), self.book.queued.get(allocation_id)
-        owner = grant.namespace if grant is not None else queued[0] if queued is not None else None
-        namespace = str((pod.get("metadata") or {}).get("namespace") or "")
-        if owner is None or namespace == owner:
-            return False
-        log.warning("pod_of_another_namespace_ignored", allocation_id=allocation_id, namespace=namespace,
-                    allocation_namespace=owner)
+    def _owner(self, allocation_id: str) -> tuple[str, str] | None:
+        """The (namespace, pod) recorded for a live (granted, queued) or preempted allocation."""
+        grant, victim = self.book.granted.get(allocation_id), self.handover.victims.get(allocation_id)
+        if grant is not None:
+            return grant.namespace, grant.pod
+        if victim is not None:
+            return victim.namespace, victim.pod
+        return self.book.queued.get(allocation_id)
+
+    def _refused(self, allocation_id: str, pod: dict[str, Any], *, gone: bool = False) -> bool:
+        """Whether ``pod`` may not stand for ``allocation_id`` (:func:`binding.claim_refusal`): such a
+        pod is neither bound, nor refreshed, nor evicted, nor, when deleted, released for it. Logged
+        (``pod_claim_refused``) once per pod; ``gone``: the pod was deleted (forget it)."""
+        problem = claim_refusal(pod, self._owner(allocation_id))
+        meta = pod.get("metadata") or {}
+        key = (allocation_id, str(meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}"))
+        if problem is None or gone:
+            self.refused.discard(key)
+            return problem is not None
+        if key not in self.refused:
+            self.refused.add(key)
+            log.warning("pod_claim_refused", allocation_id=allocation_id, namespace=str(meta.get("namespace") or ""),
+                        pod=str(meta.get("name") or ""), reason=problem)
         return True
+
+    def _pod_of(self, grant: Grant) -> dict[str, Any] | None:
+        """The pod known for ``grant`` if it may stand for it; a pod seen before the grant that may
+        not (:meth:`_refused`) is forgotten."""
+        pod = self.pods.get(grant.allocation_id)
+        if pod is not None and self._refused(grant.allocation_id, pod):
+            del self.pods[grant.allocation_id]
+            return None
+        return pod
 
     async def bind(self, grant: Grant) -> None:
         """Pin the pod of ``grant`` to its node, then remove the gate (kept while victims' pods remain);
         a no-op when done or the pod is unknown."""
-        pod = self.pods.get(grant.allocation_id)
+        pod = self._pod_of(grant)
         if pod is None or not is_gated(pod):
             return
         meta = pod["metadata"]
@@ -240,7 +265,7 @@ class Binder:
         device plan's limits; its containers read them at their next start, docs/runtime.md) and on
         every event of the pod (a stale copy at the resize, or an edit, is caught up). A no-op when
         they are equal; a gated pod is left to bind."""
-        pod = self.pods.get(grant.allocation_id)
+        pod = self._pod_of(grant)
         if pod is None or is_gated(pod):
             return
         ops = pin_ops(pod, grant=grant)

@@ -83,3 +83,27 @@ def ungate_ops(pod: Mapping[str, Any]) -> list[Op]:
 def is_gated(pod: Mapping[str, Any]) -> bool:
     """True while the pod still carries the gpuledger scheduling gate."""
     return bool(ungate_ops(pod))
+
+
+def claim_refusal(pod: Mapping[str, Any], owner: tuple[str, str] | None) -> str | None:
+    """Why ``pod``, which carries an allocation-id label, may not stand for that allocation; None
+    when it may. ``owner`` is the allocation's recorded (namespace, pod): ``spec.namespace`` and
+    ``spec.pod`` of its AllocationGranted/Queued/Preempted; None while the binder does not know the
+    allocation (then only the label is checked).
+
+    The label is any pod creator's to write, so the pod must be one the webhook admitted, labelled
+    ``tensor-fusion.ai/enabled: "true"`` (the webhook sees only those and writes its own id over the
+    label), and be the allocation's pod: same namespace, and the name recorded at admission, or, for a
+    pod the API server named after admission (``spec.pod`` is then its ``generateName``), the same
+    ``generateName`` and a name that starts with it. The words name no allocation id."""
+    meta = pod.get("metadata") or {}
+    if (meta.get("labels") or {}).get(keys.ENABLED) != "true":
+        return f'not labelled {keys.ENABLED}: "true", so gpuledger\'s webhook did not admit it'
+    if owner is None:
+        return None
+    namespace, name = str(meta.get("namespace") or ""), str(meta.get("name") or "")
+    if namespace != owner[0]:
+        return f"the allocation belongs to a pod of namespace {owner[0]!r}"
+    if name == owner[1] or (meta.get("generateName") == owner[1] and name.startswith(owner[1])):
+        return None
+    return f"the allocation belongs to pod {owner[1]!r}"

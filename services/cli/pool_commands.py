@@ -23,10 +23,6 @@ STRATEGY_NAMES = ("best-fit", "compact-first", "fgd", "fgd-strand", "frag-cpu", 
 """The domain registry's strategy names (profile.STRATEGIES; a test keeps them equal), as a constant
 so that ``--help`` does not import the domain."""
 
-POOL_KEYS = ("placement", "vram_weight", "tflops_weight", "max_workers_per_node", "preemption", "isolation_policy",
-             "topology", "max_topology_tier", "enforcement", "fair_share_half_life_s", "reclaim_min_runtime_s",
-             "reclaim_max_per_minute", "defrag")
-"""The PoolConfig fields the API takes (the current ones are sent back with the changes)."""
 STRATEGIES_HELP = "Placement strategy: " + ", ".join(STRATEGY_NAMES) + "."
 _POLICIES = ("static", "dynamic")
 _TOPOLOGY = ("soft", "hard", "off")
@@ -136,12 +132,11 @@ def pool_configure(
         if pool not in pools and not create:
             raise BadInput(f"unknown pool {pool!r}; known pools: {', '.join(sorted(pools)) or 'none'} "
                            "(pass --create to create it)", field="pool")
-        current = (pools.get(pool) or {}).get("config") or {}
-        config = {key: current[key] for key in POOL_KEYS if key in current} | changes
         if wants_defrag:
-            changes["defrag"] = config["defrag"] = _defrag(current.get("defrag"), defrag_schedule, defrag_timezone,
-                                                           defrag_max_duration, defrag_max_moves)
-        answer: Any = api.request("PUT", f"/api/v1/pools/{client.quoted(pool)}", body=config)
+            current = (pools.get(pool) or {}).get("config") or {}
+            changes["defrag"] = _defrag(current.get("defrag"), defrag_schedule, defrag_timezone, defrag_max_duration,
+                                        defrag_max_moves)
+        answer: Any = api.request("PUT", f"/api/v1/pools/{client.quoted(pool)}", body=changes)
         if as_json:
             output.emit_json(answer)
         else:

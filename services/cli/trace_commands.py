@@ -86,6 +86,9 @@ def experiment(
             fail(f"unknown strategy {name!r}; known: {known}", field="strategy", as_json=as_json)
     budgets = _budgets(defrag or [], defrag_objective, plot, as_json=as_json)
     node_intents, pod_rows = _load(nodes, pods, as_json=as_json)
+    if not any(p.demand for p in pod_rows):
+        fail(f"{pods}: no GPU demand ({len(pod_rows)} pods, none with num_gpu and gpu_milli above 0); the "
+             "experiment fills the GPUs to 130 % of capacity and needs GPU pods", field="pods", as_json=as_json)
     trace = pods.stem.removeprefix("openb_pod_list_")
     if budgets:
         _defrag(node_intents, pod_rows, strategy, seeds, trace, budgets, defrag_objective, as_json=as_json)

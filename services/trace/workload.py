@@ -2,8 +2,9 @@
 
 ``tune``: sort the pods by name, shuffle them, then resample with replacement up to ``ratio`` ×
 GPU capacity (stopping at the first draw whose per-GPU milli would pass the target) or drop
-random pods until the demand is under it. ``node_order``: a random but fixed tie-break order,
-given as ``%04d-`` name prefixes from a permutation. ``typical`` builds FGD's target workload M.
+random pods until the demand is under it; a trace without GPU demand is only shuffled.
+``node_order``: a random but fixed tie-break order, given as ``%04d-`` name prefixes from a
+permutation. ``typical`` builds FGD's target workload M.
 """
 
 from __future__ import annotations
@@ -23,11 +24,24 @@ TUNE_RATIO = 1.3
 
 
 def tune(pods: Sequence[TracePod], *, capacity_milli: int, seed: int, ratio: float = TUNE_RATIO) -> list[TracePod]:
-    """Shuffled pods resampled (copies named ``<name>-t<i>``) or trimmed to ``ratio`` × capacity."""
+    """Shuffled pods resampled (copies named ``<name>-t<i>``) or trimmed to ``ratio`` × capacity.
+
+    ``capacity_milli`` and the target are milli-GPU; a pod's GPU demand is ``count × milli``.
+    Resampling stops at the first draw whose *per-GPU* ``milli`` would pass the target, while the
+    total grows by the copy's whole demand: the simulator's ``tuneUpPods`` compares
+    ``podTotalMilliGpuReq + MilliGpu`` and adds ``TotalMilliGpu``. Kept so that a seed tunes the
+    trace as the paper's runs did; the total can so pass the target by at most
+    ``(count - 1) × milli`` of the last copy, and trimming leaves it at or under the target.
+
+    A trace without GPU demand (empty, or CPU-only pods only) comes back shuffled and otherwise
+    as is: no draw could ever reach the target (the simulator panics on it instead).
+    """
     rng = random.Random(seed)
     original = sorted(pods, key=lambda p: p.name)
     order = list(original)
     rng.shuffle(order)
+    if not any(p.demand for p in original):
+        return order
     target = ratio * capacity_milli
     total = sum(p.demand for p in order)
     if total < target:

@@ -292,50 +292,55 @@ def defrag_schedule(raw: Any) -> DefragSchedule | None:
     return result
 
 
-def _enforcement(body: dict[str, Any]) -> Enforcement:
-    value = body.get("enforcement", "none")
+def _enforcement(body: dict[str, Any], current: Enforcement) -> Enforcement:
+    value = body.get("enforcement", current)
     if isinstance(value, str) and value in ENFORCEMENT_BY_NAME:
         return ENFORCEMENT_BY_NAME[value]
     raise ApiError(400, f"enforcement must be one of {', '.join(ENFORCEMENT_MODES)}", field="enforcement")
 
 
-def _choice(body: dict[str, Any], key: str, known: tuple[str, ...], default: str) -> str:
-    value = body.get(key, default)
+def _choice(body: dict[str, Any], key: str, known: tuple[str, ...], current: str) -> str:
+    value = body.get(key, current)
     if value not in known:
         raise ApiError(400, f"{key} must be one of {', '.join(known)}", field=key)
     return str(value)
 
 
-def pool_config(body: dict[str, Any]) -> PoolConfig:
-    """A PoolConfig; weights finite in [0, events.bounds.MAX_WEIGHT], ``placement`` a strategy
-    name (the allocator checks it), ``isolation_policy``/``topology`` known values and
-    ``max_topology_tier`` 0-3 (docs/allocation.md), ``enforcement`` one of ``none``, ``hami-core``,
-    ``tensor-fusion`` (docs/runtime.md), the fair-share settings ``fair_share_half_life_s``,
-    ``reclaim_min_runtime_s`` (seconds) and ``reclaim_max_per_minute`` (whole numbers >= 0, 0 their
-    default: no decay, reclaim at once, unbounded; docs/allocation.md "Fair share")."""
+def pool_config(body: dict[str, Any], current: PoolConfig) -> PoolConfig:
+    """``current`` (the pool's settings, or the defaults for a pool not configured yet) with the
+    fields ``body`` gives replaced: a field left out keeps its value, as ``gpuledger pool
+    configure`` does; null resets ``max_workers_per_node``, ``max_topology_tier`` and the fair-share
+    three to their defaults and removes ``defrag``. Weights finite in [0, events.bounds.MAX_WEIGHT],
+    ``placement`` a strategy name (the allocator checks it), ``isolation_policy``/``topology`` known
+    values and ``max_topology_tier`` 0-3 (docs/allocation.md), ``enforcement`` one of ``none``,
+    ``hami-core``, ``tensor-fusion`` (docs/runtime.md), the fair-share settings
+    ``fair_share_half_life_s``, ``reclaim_min_runtime_s`` (seconds) and ``reclaim_max_per_minute``
+    (whole numbers >= 0, 0 their default: no decay, reclaim at once, unbounded; docs/allocation.md
+    "Fair share"), ``defrag`` a schedule (:func:`defrag_schedule`)."""
     only(body, _POOL_FIELDS, field="body")
-    defaults = PoolConfig()
-    placement = body.get("placement", defaults.placement)
+    placement = body.get("placement", current.placement)
     if not isinstance(placement, str) or not 0 < len(placement) <= bounds.MAX_LABEL_VALUE_LENGTH:
         raise ApiError(400, "placement must be a strategy name", field="placement")
-    preemption = body.get("preemption", defaults.preemption)
+    preemption = body.get("preemption", current.preemption)
     if preemption not in PREEMPTION_SCOPES:
         raise ApiError(400, f"preemption must be one of {', '.join(PREEMPTION_SCOPES)}", field="preemption")
     weights: dict[str, float] = {}
     for key in ("vram_weight", "tflops_weight"):
-        raw = body.get(key, getattr(defaults, key))
+        raw = body.get(key, getattr(current, key))
         if isinstance(raw, bool) or not isinstance(raw, int | float) or not 0 <= raw <= bounds.MAX_WEIGHT:
             raise ApiError(400, f"{key} must be a number from 0 to {bounds.MAX_WEIGHT:g}", field=key)
         weights[key] = float(raw)
-    workers = _count(body.get("max_workers_per_node", 0), field="max_workers_per_node")
-    tier = _count(body.get("max_topology_tier", MAX_TOPOLOGY_TIER), field="max_topology_tier", high=MAX_TOPOLOGY_TIER)
-    fair = {key: _count(body.get(key, 0), field=key) or 0 for key in _FAIR_SHARE_FIELDS}
+    workers = _count(body.get("max_workers_per_node", current.max_workers_per_node), field="max_workers_per_node")
+    tier = _count(body.get("max_topology_tier", current.max_topology_tier), field="max_topology_tier",
+                  high=MAX_TOPOLOGY_TIER)
+    fair = {key: _count(body.get(key, getattr(current, key)), field=key) or 0 for key in _FAIR_SHARE_FIELDS}
     return PoolConfig(placement=placement, max_workers_per_node=workers or 0, preemption=preemption,
                       vram_weight=weights["vram_weight"], tflops_weight=weights["tflops_weight"],
-                      isolation_policy=_choice(body, "isolation_policy", ISOLATION_POLICIES, defaults.isolation_policy),
-                      topology=_choice(body, "topology", TOPOLOGY_MODES, defaults.topology),
-                      max_topology_tier=MAX_TOPOLOGY_TIER if tier is None else tier, enforcement=_enforcement(body),
+                      isolation_policy=_choice(body, "isolation_policy", ISOLATION_POLICIES, current.isolation_policy),
+                      topology=_choice(body, "topology", TOPOLOGY_MODES, current.topology),
+                      max_topology_tier=MAX_TOPOLOGY_TIER if tier is None else tier,
+                      enforcement=_enforcement(body, current.enforcement),
                       fair_share_half_life_s=fair["fair_share_half_life_s"],
                       reclaim_min_runtime_s=fair["reclaim_min_runtime_s"],
                       reclaim_max_per_minute=fair["reclaim_max_per_minute"],
-                      defrag=defrag_schedule(body.get("defrag")))
+                      defrag=defrag_schedule(body["defrag"]) if "defrag" in body else current.defrag)

@@ -55,13 +55,17 @@ _SCHEMAS: dict[str, Any] = {
                 **{k: _SHARE_AMOUNT for k in ("guaranteed", "borrowing_limit", "lending_limit")}}}}}},
     "PoolConfig": {"type": "object", "additionalProperties": False, "properties": {
         "placement": {"type": "string"}, "vram_weight": {"type": "number"}, "tflops_weight": {"type": "number"},
-        "max_workers_per_node": {"type": "integer", "minimum": 0},
+        "max_workers_per_node": {"type": ["integer", "null"], "minimum": 0},
         "preemption": {"enum": ["cluster", "namespace", "off"]},
         "isolation_policy": {"enum": ["static", "dynamic"]}, "topology": {"enum": ["soft", "hard", "off"]},
-        "max_topology_tier": {"type": "integer", "minimum": 0, "maximum": 3},
+        "max_topology_tier": {"type": ["integer", "null"], "minimum": 0, "maximum": 3},
         "enforcement": {"enum": ["none", "hami-core", "tensor-fusion"]},
-        **{k: {"type": "integer", "minimum": 0}
-           for k in ("fair_share_half_life_s", "reclaim_min_runtime_s", "reclaim_max_per_minute")}}},
+        **{k: {"type": ["integer", "null"], "minimum": 0}
+           for k in ("fair_share_half_life_s", "reclaim_min_runtime_s", "reclaim_max_per_minute")},
+        "defrag": {"type": ["object", "null"], "additionalProperties": False, "required": ["schedule"], "properties": {
+            "schedule": {"type": "string"}, "timezone": {"type": "string"}, "max_duration": {"type": "string"},
+            "max_moves": {"type": "integer", "minimum": 1}, "enabled": {"type": "boolean"},
+            "max_share_of_namespace": {"type": "number", "minimum": 0, "maximum": 100}}}}},
 }
 
 
@@ -122,8 +126,9 @@ def document() -> dict[str, Any]:
     paths: dict[str, Any] = {
         "/api/v1/pools": {"get": _op("Pools: config, capacity, allocated, available, queued by QoS", _PAGE,
                                      params=_PAGING)},
-        "/api/v1/pools/{pool}": {"put": _op("Configure a pool", _DECISION, params=[_path("pool"), _WAIT],
-                                            body="PoolConfig", extra=_WRITE),
+        "/api/v1/pools/{pool}": {"put": _op("Configure a pool: the fields given change, the rest keep their value",
+                                            _DECISION, params=[_path("pool"), _WAIT], body="PoolConfig",
+                                            extra=_WRITE),
                                  "delete": _op("Remove a pool's configuration (no nodes, no live allocations)",
                                                _DECISION, params=[_path("pool"), _WAIT], extra=(*_WRITE, 404, 409))},
         "/api/v1/pools/{pool}/defrag-plan": {"get": _op(

@@ -295,12 +295,13 @@ async def remove_share(request: web.Request) -> web.Response:
 
 
 async def configure_pool(request: web.Request) -> web.Response:
-    """PUT /api/v1/pools/{pool}?wait=: body a PoolConfig (``placement``, ``vram_weight``,
-    ``tflops_weight``, ``max_workers_per_node``)."""
+    """PUT /api/v1/pools/{pool}?wait=: body some PoolConfig fields (``placement``, ``vram_weight``,
+    ``defrag``, …); the fields left out keep the pool's current value (:func:`bodies.pool_config`)."""
     params = paging.query(request, allowed=("wait",))
     wait = _wait_of(params)
     pool = bodies.pool_name(request.match_info["pool"])
-    config = bodies.pool_config(await bounds.read_object(request))
+    body = await bounds.read_object(request)
+    config = bodies.pool_config(body, (await _fresh_state(request)).pool_config(pool))
     if config.placement not in profile.STRATEGIES:
         raise bounds.ApiError(400, f"unknown placement strategy {config.placement[:64]!r}; known: "
                               f"{', '.join(sorted(profile.STRATEGIES))}", field="placement")

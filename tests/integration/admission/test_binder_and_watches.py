@@ -28,7 +28,8 @@ NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def _gated_pod(name: str, allocation_id: str, **spec: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name, "namespace": "default", "labels": {keys.ALLOCATION_ID_LABEL: allocation_id},
+    return {"metadata": {"name": name, "namespace": "default",
+                         "labels": {keys.ALLOCATION_ID_LABEL: allocation_id, keys.ENABLED: "true"},
                          "annotations": {keys.QOS: "medium"}},
             "spec": {"containers": [{"name": "c", "image": "busybox"}],
                      "schedulingGates": [{"name": "other.io/gate"}, {"name": keys.SCHEDULING_GATE}], **spec}}

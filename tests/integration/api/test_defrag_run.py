@@ -100,3 +100,24 @@ async def test_a_pool_defrag_schedule_is_set_through_the_pool_config(api: Api) -
                      "max_share_of_namespace": 100.0, "enabled": True}
     status, again = await api.send("PUT", "/api/v1/pools/default", pools["default"]["config"])  # `pool` CLI round trip
     assert status == 200 and api.replica.allocator.state.pools["default"].defrag == schedule, again
+
+
+async def test_a_pool_put_keeps_what_the_body_leaves_out(api: Api) -> None:
+    await api.publish(register_node("n0", gpus=1))
+    schedule = {"schedule": "0 3 * * *", "timezone": "Europe/Paris", "max_duration": "1h", "max_moves": 4}
+    status, answer = await api.send("PUT", "/api/v1/pools/default", {"defrag": schedule, "placement": "best-fit",
+                                                                      "vram_weight": 0.5, "enforcement": "hami-core"})
+    assert status == 200 and answer["type"] == "pool_configured", answer
+    kept = api.replica.allocator.state.pools["default"]
+    status, answer = await api.send("PUT", "/api/v1/pools/default", {"max_workers_per_node": 3})
+    assert status == 200 and answer["type"] == "pool_configured", answer
+    config = api.replica.allocator.state.pools["default"]
+    assert config.defrag == kept.defrag is not None  # the schedule survives a body without `defrag`
+    assert (config.placement, config.vram_weight, config.enforcement, config.max_workers_per_node) == (
+        "best-fit", 0.5, "hami-core", 3)
+    shown = {p["name"]: p for p in await api.all_pages("/api/v1/pools")}["default"]["config"]
+    assert shown["defrag"]["timezone"] == "Europe/Paris" and shown["max_workers_per_node"] == 3
+    status, answer = await api.send("PUT", "/api/v1/pools/default", {"defrag": None, "max_workers_per_node": None})
+    assert status == 200 and answer["type"] == "pool_configured", answer
+    config = api.replica.allocator.state.pools["default"]
+    assert config.defrag is None and config.max_workers_per_node == 0 and config.placement == "best-fit"

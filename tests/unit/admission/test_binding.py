@@ -11,7 +11,7 @@ import pytest
 
 from events import decisions
 from events.values import AllocationSpec, GpuSpec, QuotaAmount, Resources
-from services.admission.binding import is_gated, pin_ops, ungate_ops
+from services.admission.binding import claim_refusal, is_gated, pin_ops, ungate_ops
 from services.admission.book import AllocationBook, Grant
 from services.admission.quota import parse_quota
 from services.admission.view import ClusterView
@@ -85,3 +85,28 @@ def test_quota_object_becomes_quota_spec_with_unbounded_dimensions_left_none() -
     with pytest.raises(PodSpecError) as caught:
         parse_quota({"spec": {"single": {"maxRequests": {"vram": "lots"}}}})
     assert caught.value.field == "spec.single.maxRequests.vram"
+
+
+def _claimant(name: str, *, namespace: str = "default", generate_name: str = "",
+              enabled: bool = True) -> dict[str, Any]:
+    labels = {keys.ALLOCATION_ID_LABEL: "a", **({keys.ENABLED: "true"} if enabled else {})}
+    meta = {"name": name, "namespace": namespace, "labels": labels}
+    return {"metadata": {**meta, "generateName": generate_name} if generate_name else meta}
+
+
+@pytest.mark.parametrize(("pod", "owner", "refused"), [
+    (_claimant("p"), ("default", "p"), None),
+    (_claimant("web-7d9f-abcde", generate_name="web-7d9f-"), ("default", "web-7d9f-"), None),  # named after admission
+    (_claimant("p"), None, None),  # allocation not known yet: only the label is checked
+    (_claimant("p", enabled=False), None, "did not admit it"),
+    (_claimant("p", enabled=False), ("default", "p"), "did not admit it"),
+    (_claimant("p", namespace="intruder"), ("default", "p"), "a pod of namespace 'default'"),
+    (_claimant("q"), ("default", "p"), "belongs to pod 'p'"),
+    (_claimant("web-7d9f-abcde"), ("default", "web-7d9f-"), "belongs to pod 'web-7d9f-'"),  # no generateName
+    (_claimant("web-7d9f-abcde", generate_name="web-"), ("default", "web-7d9f-"), "belongs to pod 'web-7d9f-'"),
+    (_claimant("other", generate_name="web-7d9f-"), ("default", "web-7d9f-"), "belongs to pod 'web-7d9f-'"),
+])
+def test_only_the_admitted_pod_may_stand_for_its_allocation(pod: dict[str, Any], owner: tuple[str, str] | None,
+                                                            refused: str | None) -> None:
+    problem = claim_refusal(pod, owner)
+    assert problem is None if refused is None else problem is not None and refused in problem

@@ -76,6 +76,21 @@ def test_bad_input_names_the_field(args: list[str], field: str) -> None:
     assert json.loads(result.output)["field"] == field
 
 
+@pytest.mark.timeout(60, method="thread")  # before the fix a CPU-only trace hung in the resampling
+@pytest.mark.parametrize("defrag", [[], ["--defrag", "5%"]])
+@pytest.mark.parametrize("rows", [["c0,4000,1024,0,0", "c1,2000,512,0,0"], []])
+def test_a_trace_without_gpu_demand_is_refused_naming_the_file(tmp_path: Path, rows: list[str],
+                                                              defrag: list[str]) -> None:
+    pods = tmp_path / "openb_pod_list_cpu.csv"
+    pods.write_text("\n".join(["name,cpu_milli,memory_mib,num_gpu,gpu_milli", *rows]) + "\n")
+    result = runner.invoke(app, ["trace", "experiment", "--nodes", str(_slice(tmp_path, 5)), "--pods", str(pods),
+                                 "--seeds", "1", "--strategy", "fgd", *defrag, "--json"])
+    assert result.exit_code == 2, result.output
+    error = json.loads(result.output)
+    assert error["field"] == "pods"
+    assert error["error"].startswith(f"{pods}: no GPU demand ({len(rows)} pods")
+
+
 def test_defrag_json_on_a_12_node_slice(tmp_path: Path) -> None:
     nodes = _slice(tmp_path, 12)
     result = runner.invoke(app, ["trace", "experiment", "--nodes", str(nodes), "--pods", str(openb.PODS_CSV),

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from services.allocator.domain.strategies.workload import DEFAULT_WORKLOAD, typical_workload
 from services.trace import openb
-from services.trace.openb import TraceError, trace_pods
+from services.trace.openb import TraceError, TracePod, trace_pods
 from services.trace.workload import node_order, tune
 from tests.unit.trace.cluster import node, pod
 
@@ -28,6 +31,39 @@ def test_tune_resamples_up_to_the_target_and_not_past_it() -> None:
 def test_tune_trims_a_trace_above_the_target() -> None:
     tuned = tune(PODS * 1, capacity_milli=1000, seed=3)
     assert sum(p.demand for p in tuned) <= 1300
+
+
+@pytest.mark.timeout(30)  # before the fix the resampling never ended on a CPU-only trace
+def test_tune_returns_a_trace_without_gpu_demand_shuffled_and_otherwise_as_is() -> None:
+    cpu_only = [pod(f"c{i}", milli=0, count=0) for i in range(5)]
+    tuned = tune(cpu_only, capacity_milli=10_000, seed=42)
+    assert sorted(p.name for p in tuned) == [p.name for p in cpu_only]
+    assert tune([], capacity_milli=10_000, seed=42) == []
+
+
+_POD = st.builds(lambda count, milli, cpu: pod("x", milli=milli, count=count, cpu=cpu),
+                 st.integers(0, 8), st.integers(0, 1000), st.integers(0, 4000))
+
+
+@pytest.mark.timeout(60, method="thread")  # a hang under hypothesis: the signal would be retried
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_POD, max_size=6), st.integers(0, 40_000), st.floats(0.1, 2.0), st.integers(0, 10**6))
+def test_tune_ends_and_meets_the_target_within_one_draw(pods: list[TracePod], capacity: int, ratio: float,
+                                                        seed: int) -> None:
+    pods = [msgspec.structs.replace(p, name=f"p{i}") for i, p in enumerate(pods)]
+    tuned = tune(pods, capacity_milli=capacity, seed=seed, ratio=ratio)
+    target = ratio * capacity
+    before, after = sum(p.demand for p in pods), sum(p.demand for p in tuned)
+    if before == 0:
+        assert sorted(p.name for p in tuned) == sorted(p.name for p in pods)
+    elif before < target:  # resampled: the originals, then copies until a draw's per-GPU milli passes
+        assert sorted(p.name for p in tuned[: len(pods)]) == sorted(p.name for p in pods)
+        assert after > target - 1000
+        assert after <= target + max((p.count - 1) * p.milli for p in pods)
+    else:  # trimmed to the target, never below it by more than one pod
+        assert {p.name for p in tuned} <= {p.name for p in pods}
+        assert after <= target
+        assert after > target - max(p.demand for p in pods) or not tuned
 
 
 def test_tune_is_deterministic_per_seed() -> None:
