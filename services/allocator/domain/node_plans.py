@@ -17,6 +17,7 @@ from sortedcontainers import SortedList
 
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.state import ClusterState
+from services.allocator.domain.trial import Fit
 
 
 class NodeResult:
@@ -26,10 +27,12 @@ class NodeResult:
     (``plan``: a Plan, None for none, or :data:`UNKNOWN`; ``beaten``: when ``plan`` is None, the
     (key, tie_ok) a plan would have had to beat, None when no plan exists at all)."""
 
-    __slots__ = ("beaten", "bound", "cands", "lower", "out_of_scope", "plan")
+    __slots__ = ("beaten", "bound", "cands", "lower", "out_of_scope", "plan", "singles")
 
     def __init__(self, cands: list[AllocationState], out_of_scope: int) -> None:
         self.cands = cands
+        self.singles: dict[str, Fit | None] = {}
+        """The one-victim dry runs made on the node so far (``Trial.single``), by victim id."""
         self.out_of_scope = out_of_scope
         self.bound: bool | None = None
         self.lower: tuple[int, int, int] | None = None
@@ -93,12 +96,19 @@ class NodePlans:
     def _revive(self, state: ClusterState, name: str, sort_key: Callable[[str], SortKey]) -> None:
         assert self.live is not None
         old = self.keys.pop(name, None)
+        node = state.nodes.get(name)
+        key = sort_key(name) if node is not None and node.pool == self.pool else None
+        if old is not None and old == key:  # same place: back in each list that settle took it out of
+            self.keys[name] = key
+            for lst in self.live:
+                if key not in lst:
+                    lst.add(key)
+            return
         if old is not None:
             for lst in self.live:
                 lst.discard(old)
-        node = state.nodes.get(name)
-        if node is not None and node.pool == self.pool:
-            key = self.keys[name] = sort_key(name)
+        if key is not None:
+            self.keys[name] = key
             for lst in self.live:
                 lst.add(key)
 
