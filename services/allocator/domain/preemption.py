@@ -181,13 +181,18 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
     (never a plan, never pending), and before the first plan also no plan at all. Positions are
     the nodes' sort keys (the walk compares positions only with each other)."""
     state = search.state
-    first, second = plans.live  # type: ignore[misc]
+    live = plans.live
+    assert live is not None
+    planless = plans.planless
     refusals = Refusals()  # counts only explain a failure, which the whole walk redoes
     best: tuple[Plan, SortKey] | None = None
-    for at in first:
+    for at in live:
         name = at[1]
+        if name in planless:
+            continue
         ranked = scheduler.ranked(state, name)
-        if not ranked or ranked[0][0] >= priority:
+        if not ranked or ranked[0][0] >= priority or (name not in plans.nodes
+                                                       and _short_of_cpu(search, scheduler, name, priority)):
             plans.idle.add(name)
             search.seen.append(name)
             continue
@@ -209,7 +214,7 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
     counted = 0  # the whole walk's pending count (the limit), kept losers included
     kept = plans.nodes
     best_key = best[0].key
-    for at in second.irange(minimum=best[1], inclusive=(False, True)):
+    for at in live.irange(minimum=best[1], inclusive=(False, True)):
         name = at[1]
         result = kept.get(name)
         if result is not None and result.lower is not None:
@@ -228,7 +233,8 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
                     break
             continue
         ranked = scheduler.ranked(state, name)
-        if not ranked or ranked[0][0] >= priority:
+        if not ranked or ranked[0][0] >= priority or (result is None
+                                                       and _short_of_cpu(search, scheduler, name, priority)):
             plans.idle.add(name)
             search.seen.append(name)
             continue
@@ -249,6 +255,18 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
     best = _searched_pending(search, pending, best)
     plans.settle(search.seen)
     return best[0]
+
+
+def _short_of_cpu(search: _Search, scheduler: Scheduler, name: str, priority: int) -> bool:
+    """Whether the node lacks the request's CPU even with every allocation of a lower priority
+    gone: ``Trial.bound``'s CPU check over a superset of any candidate set, so no plan exists there
+    (the walks of :func:`_live_search` treat it like a node with nothing to preempt, without
+    building its candidates). The whole walk of :func:`find` does not use it: its candidates count
+    toward a failure's explanation."""
+    need, node = search.need, search.state.nodes[name]
+    if not (need.cpu_milli and node.cpu_milli):
+        return False
+    return node.cpu_milli - node.used_cpu_milli + scheduler.cpu_below(name, priority) < need.cpu_milli
 
 
 _At = TypeVar("_At", int, SortKey)
@@ -341,7 +359,7 @@ class _Search:
         if trial is None:
             trial = self.trials[name] = Trial(self.state, name, self.spec, self.need, self.chain, self.strategy,
                                               indexed=self.indexed, templates=self.templates, ctx=self.ctx)
-            trial.singles = node.singles
+            trial.singles, trial.kept_deficits = node.singles, node.deficits
         return trial
 
     def bound(self, name: str, node: NodeResult) -> bool:

@@ -47,8 +47,8 @@ class Fit(NamedTuple):
 class Trial:
     """The dry run of ``spec`` on one node (``need``/``chain`` from the Scheduler's ``prepare``)."""
 
-    __slots__ = ("_deficits", "chain", "ctx", "gpus", "indexed", "monotone", "need", "node", "quota", "singles",
-                 "spec", "state", "strategy", "templates", "usage")
+    __slots__ = ("chain", "ctx", "gpus", "indexed", "kept_deficits", "monotone", "need", "node", "quota",
+                 "singles", "spec", "state", "strategy", "templates", "usage")
 
     def __init__(self, state: ClusterState, node: str, spec: AllocationSpec, need: Need, chain: Chain,
                  strategy: Strategy, *, indexed: bool, templates: TemplateTable = TEMPLATES,
@@ -58,7 +58,8 @@ class Trial:
         self.gpus = {name: state.gpus[name] for name in self.node.gpus}
         self.spec, self.need, self.chain, self.strategy, self.indexed = spec, need, chain, strategy, indexed
         self.ctx = ctx or Context(state.pool_config(spec.pool), allocations=state.allocations)
-        self._deficits: list[tuple[str, int, int, int]] | None = None
+        self.kept_deficits: list[tuple[str, int, int, int]] = []
+        """:meth:`deficits` once computed; a search shares the list kept with the node's result."""
         self.quota = state.quotas.get(spec.namespace)
         self.usage = state.usage.get(spec.namespace) or QuotaUsage()
         self.templates = templates
@@ -82,16 +83,14 @@ class Trial:
         """Per GPU of the node (name, milli-TFLOPS and VRAM bytes the request lacks there, charges
         held): what victims must free on it. For a ``shared`` request (a whole idle GPU) the lack
         is every charge, given as (0, 0) here and checked by count."""
-        found = self._deficits
-        if found is None:
+        found = self.kept_deficits
+        if not found:
             need = self.need
-            found = []
             for name, gpu in self.gpus.items():
                 cap = gpu.spec.capacity
                 tflops = need.tflops_on(cap.milli_tflops) if need.percent else need.tflops
                 found.append((name, tflops - (cap.milli_tflops - gpu.used_milli_tflops),
                               need.vram - (cap.vram_bytes - gpu.used_vram_bytes), len(gpu.charges)))
-            self._deficits = found
         return found
 
     def bound(self, victims: Sequence[AllocationState]) -> bool:
