@@ -17,6 +17,7 @@ from sortedcontainers import SortedList
 
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.state import ClusterState
+from services.allocator.domain.trial import Fit
 
 
 class NodeResult:
@@ -26,10 +27,14 @@ class NodeResult:
     (``plan``: a Plan, None for none, or :data:`UNKNOWN`; ``beaten``: when ``plan`` is None, the
     (key, tie_ok) a plan would have had to beat, None when no plan exists at all)."""
 
-    __slots__ = ("beaten", "bound", "cands", "lower", "out_of_scope", "plan")
+    __slots__ = ("beaten", "bound", "cands", "deficits", "lower", "out_of_scope", "plan", "singles")
 
     def __init__(self, cands: list[AllocationState], out_of_scope: int) -> None:
         self.cands = cands
+        self.singles: dict[str, Fit | None] = {}
+        """The one-victim dry runs made on the node so far (``Trial.single``), by victim id."""
+        self.deficits: list[tuple[str, int, int, int]] = []
+        """``Trial.deficits`` once computed (empty: not yet)."""
         self.out_of_scope = out_of_scope
         self.bound: bool | None = None
         self.lower: tuple[int, int, int] | None = None
@@ -55,12 +60,12 @@ class NodePlans:
     check that a kept result is the one a fresh search computes.
 
     Once seeded (:meth:`seed`, after a first whole search), ``live`` holds the pool's nodes in node
-    order (their sort keys) less those known to play no part: ``live[1]`` less the nodes without
-    work of a lower priority (``idle``), without a candidate or whose candidates cannot free
-    enough (``Trial.bound``), ``live[0]`` less those too and the nodes with no plan at all; a
-    touched node is put back (:meth:`catch_up`)."""
+    order (their sort keys) less those known to play no part: the nodes without work of a lower
+    priority (``idle``), without a candidate or whose candidates cannot free enough
+    (``Trial.bound``); ``planless`` names the live nodes known to have no plan at all (the walk to
+    the first plan passes over them); a touched node is put back (:meth:`catch_up`)."""
 
-    __slots__ = ("idle", "keys", "live", "mark", "nodes", "now", "pool", "validity")
+    __slots__ = ("idle", "keys", "live", "mark", "nodes", "now", "planless", "pool", "validity")
 
     def __init__(self, validity: object, mark: int, now: datetime, pool: str) -> None:
         self.validity = validity
@@ -68,10 +73,13 @@ class NodePlans:
         self.now = now
         self.pool = pool
         self.nodes: dict[str, NodeResult] = {}
-        self.live: tuple[SortedList, SortedList] | None = None
+        self.live: SortedList | None = None
+        self.planless: set[str] = set()
         self.keys: dict[str, SortKey] = {}
         self.idle: set[str] = set()
-        """Nodes without work of a priority below the key's (nothing to preempt there) until touched."""
+        """Nodes where no plan can exist until touched: no work of a priority below the key's
+        (nothing to preempt there), or not even all of it could give back the CPU the request
+        lacks (preemption.py ``_short_of_cpu``)."""
 
     def catch_up(self, state: ClusterState, validity: object, now: datetime, sort_key: Callable[[str], SortKey]
                  ) -> bool:
@@ -84,6 +92,7 @@ class NodePlans:
             for name in state.changes.nodes_since(self.mark):
                 nodes.pop(name, None)
                 self.idle.discard(name)
+                self.planless.discard(name)
                 if self.live is not None:
                     self._revive(state, name, sort_key)
         self.mark = state.changes.seq
@@ -91,39 +100,43 @@ class NodePlans:
         return True
 
     def _revive(self, state: ClusterState, name: str, sort_key: Callable[[str], SortKey]) -> None:
-        assert self.live is not None
+        live = self.live
+        assert live is not None
         old = self.keys.pop(name, None)
-        if old is not None:
-            for lst in self.live:
-                lst.discard(old)
         node = state.nodes.get(name)
-        if node is not None and node.pool == self.pool:
-            key = self.keys[name] = sort_key(name)
-            for lst in self.live:
-                lst.add(key)
+        key = sort_key(name) if node is not None and node.pool == self.pool else None
+        if old is not None and old == key:  # same place: back in the list if settle took it out
+            self.keys[name] = key
+            if key not in live:
+                live.add(key)
+            return
+        if old is not None:
+            live.discard(old)
+        if key is not None:
+            self.keys[name] = key
+            live.add(key)
 
     def seed(self, state: ClusterState, sort_key: Callable[[str], SortKey]) -> None:
         """Build ``live`` from every node of the pool, less the kept results that play no part."""
         keys = self.keys = {name: sort_key(name) for name in state.pool_nodes.get(self.pool, ()) if name in state.nodes}
-        self.live = (SortedList(keys.values()), SortedList(keys.values()))
+        self.live = SortedList(keys.values())
+        self.planless = set()
         self.settle([*self.nodes, *self.idle])
 
     def settle(self, names: Iterable[str]) -> None:
         """Take out of ``live`` the nodes of ``names`` whose kept result now says they play no part."""
         if self.live is None:
             return
-        first, second = self.live
+        live = self.live
         for name in names:
             result = self.nodes.get(name)
             key = self.keys.get(name)
             if key is not None and name in self.idle:
-                first.discard(key)
-                second.discard(key)
+                live.discard(key)
                 continue
             if result is None or key is None:
                 continue
             if not result.cands or result.bound is False:
-                first.discard(key)
-                second.discard(key)
+                live.discard(key)
             elif result.plan is None and result.beaten is None:
-                first.discard(key)
+                self.planless.add(name)

@@ -37,7 +37,7 @@ from datetime import datetime
 from typing import NamedTuple, TypeVar, cast
 
 from events.values import AllocationSpec, Partition, Resources, priority_of
-from services.allocator.domain.framework import Chain
+from services.allocator.domain.framework import Chain, Context
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.need import Need
 from services.allocator.domain.node_plans import NodePlans, NodeResult, SortKey
@@ -181,13 +181,18 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
     (never a plan, never pending), and before the first plan also no plan at all. Positions are
     the nodes' sort keys (the walk compares positions only with each other)."""
     state = search.state
-    first, second = plans.live  # type: ignore[misc]
+    live = plans.live
+    assert live is not None
+    planless = plans.planless
     refusals = Refusals()  # counts only explain a failure, which the whole walk redoes
     best: tuple[Plan, SortKey] | None = None
-    for at in first:
+    for at in live:
         name = at[1]
+        if name in planless:
+            continue
         ranked = scheduler.ranked(state, name)
-        if not ranked or ranked[0][0] >= priority:
+        if not ranked or ranked[0][0] >= priority or (name not in plans.nodes
+                                                       and _short_of_cpu(search, scheduler, name, priority)):
             plans.idle.add(name)
             search.seen.append(name)
             continue
@@ -209,7 +214,7 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
     counted = 0  # the whole walk's pending count (the limit), kept losers included
     kept = plans.nodes
     best_key = best[0].key
-    for at in second.irange(minimum=best[1], inclusive=(False, True)):
+    for at in live.irange(minimum=best[1], inclusive=(False, True)):
         name = at[1]
         result = kept.get(name)
         if result is not None and result.lower is not None:
@@ -228,7 +233,8 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
                     break
             continue
         ranked = scheduler.ranked(state, name)
-        if not ranked or ranked[0][0] >= priority:
+        if not ranked or ranked[0][0] >= priority or (result is None
+                                                       and _short_of_cpu(search, scheduler, name, priority)):
             plans.idle.add(name)
             search.seen.append(name)
             continue
@@ -249,6 +255,18 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
     best = _searched_pending(search, pending, best)
     plans.settle(search.seen)
     return best[0]
+
+
+def _short_of_cpu(search: _Search, scheduler: Scheduler, name: str, priority: int) -> bool:
+    """Whether the node lacks the request's CPU even with every allocation of a lower priority
+    gone: ``Trial.bound``'s CPU check over a superset of any candidate set, so no plan exists there
+    (the walks of :func:`_live_search` treat it like a node with nothing to preempt, without
+    building its candidates). The whole walk of :func:`find` does not use it: its candidates count
+    toward a failure's explanation."""
+    need, node = search.need, search.state.nodes[name]
+    if not (need.cpu_milli and node.cpu_milli):
+        return False
+    return node.cpu_milli - node.used_cpu_milli + scheduler.cpu_below(name, priority) < need.cpu_milli
 
 
 _At = TypeVar("_At", int, SortKey)
@@ -303,7 +321,7 @@ class _Search:
     """One search's per-node work, read from the Scheduler's :class:`NodePlans` where a node was
     not touched since it was computed (None: nothing kept, as the ReferenceScheduler)."""
 
-    __slots__ = ("chain", "indexed", "need", "plans", "seen", "spec", "state", "strategy", "templates", "trials")
+    __slots__ = ("chain", "ctx", "indexed", "need", "plans", "seen", "spec", "state", "strategy", "templates", "trials")
 
     def __init__(self, state: ClusterState, spec: AllocationSpec, need: Need, chain: Chain, strategy: Strategy,
                  indexed: bool, templates: TemplateTable, plans: NodePlans | None) -> None:
@@ -312,6 +330,8 @@ class _Search:
         self.seen: list[str] = []
         """The nodes whose results this search read or computed."""
         self.trials: dict[str, Trial] = {}
+        self.ctx = Context(state.pool_config(spec.pool), allocations=state.allocations)
+        """The filters' Context, one per search (every node of the search is in the request's pool)."""
 
     def node(self, name: str, ranked: Ranked, priority: int, scope: str, now: datetime,
              refusals: Refusals) -> NodeResult:
@@ -332,24 +352,26 @@ class _Search:
         self.seen.append(name)
         return found
 
-    def _trial(self, name: str) -> Trial:
-        """The node's Trial, one per node and search (the state does not change during a search)."""
+    def _trial(self, name: str, node: NodeResult) -> Trial:
+        """The node's Trial, one per node and search (the state does not change during a search),
+        sharing the one-victim dry runs kept with the node's result (``NodeResult.singles``)."""
         trial = self.trials.get(name)
         if trial is None:
             trial = self.trials[name] = Trial(self.state, name, self.spec, self.need, self.chain, self.strategy,
-                                              indexed=self.indexed, templates=self.templates)
+                                              indexed=self.indexed, templates=self.templates, ctx=self.ctx)
+            trial.singles, trial.kept_deficits = node.singles, node.deficits
         return trial
 
     def bound(self, name: str, node: NodeResult) -> bool:
         """``Trial.bound`` of every candidate going."""
         if node.bound is None:
-            node.bound = self._trial(name).bound(node.cands)
+            node.bound = self._trial(name, node).bound(node.cands)
         return node.bound
 
     def lower(self, name: str, node: NodeResult) -> Key:
         """:func:`_lower_bound` of the node's candidates."""
         if node.lower is None:
-            node.lower = _lower_bound(self._trial(name), node.cands)
+            node.lower = _lower_bound(self._trial(name, node), node.cands)
         return node.lower
 
     def on_node(self, name: str, node: NodeResult, beat: Key | None, tie_ok: bool = False) -> Plan | None:
@@ -361,7 +383,7 @@ class _Search:
             return None if _loses(plan.key, beat, tie_ok) else plan
         if plan is None and (node.beaten is None or (beat is not None and _harder(beat, tie_ok, node.beaten))):
             return None
-        found = _on_node(self._trial(name), node.cands, beat, tie_ok, bound=node.bound, lower=node.lower)
+        found = _on_node(self._trial(name, node), node.cands, beat, tie_ok, bound=node.bound, lower=node.lower)
         self.seen.append(name)  # its kept plan changed: NodePlans.settle may take it out of ``live``
         node.plan = found
         node.beaten = None if found is not None or beat is None else (beat, tie_ok)
@@ -416,7 +438,7 @@ def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_o
         allowed = [c for c in cands if priority_of(c.spec) <= level]
         if _loses((level, level + PRIORITY_OFFSET, 1), beat, tie_ok):
             return None
-        if trial.bound(allowed) and trial.fits(allowed) is not None:
+        if trial.covered(allowed) or (trial.bound(allowed) and trial.fits(allowed) is not None):
             break
     else:
         return None
@@ -447,23 +469,30 @@ def _no_single_wins(trial: Trial, cands: list[AllocationState], beat: Key, tie_o
             return False
     for cand in cands:
         single = (priority_of(cand.spec), term(cand), 1)
-        if not _loses(single, beat, tie_ok) and trial.bound((cand,)) and trial.fits((cand,)) is not None:
+        if not _loses(single, beat, tie_ok) and trial.single(cand) is not None:
             return False
     return True
 
 
 def _reprieve(trial: Trial, allowed: list[AllocationState]) -> tuple[list[AllocationState], Fit]:
     """kube-scheduler selectVictimsOnNode: start from every candidate, keep (reprieve) each in turn,
-    most important first, whenever the request still fits without taking it."""
+    most important first, whenever the request still fits without taking it. A dry run whose
+    answer is known is skipped (:meth:`Trial.covered`: a remaining victim alone was found to fit),
+    and the set's ``Fit`` is taken once at the end (a dry run depends only on the set)."""
     victims = list(allowed)
-    fit = trial.fits(victims)
-    assert fit is not None
+    fit: Fit | None = None
     for candidate in allowed:
         rest = [v for v in victims if v is not candidate]
         if rest and trial.bound(rest):
+            if trial.covered(rest):
+                victims, fit = rest, None
+                continue
             found = trial.fits(rest)
             if found is not None:
                 victims, fit = rest, found
+    if fit is None:
+        fit = trial.single(victims[0]) if len(victims) == 1 else trial.fits(victims)
+    assert fit is not None
     return victims, fit
 
 
@@ -483,7 +512,7 @@ def _exhaustive(trial: Trial, allowed: list[AllocationState], victims: list[Allo
             if score >= best or all(priority_of(c.spec) != top for c in combo) or not trial.bound(combo):
                 continue
             budget -= 1
-            found = trial.fits(combo)
+            found = trial.single(combo[0]) if size == 1 else trial.fits(combo)
             if found is not None:
                 victims, fit, best = list(combo), found, score
             if budget <= 0:
@@ -500,15 +529,12 @@ def _lower_bound(trial: Trial, cands: list[AllocationState]) -> Key:
         for name, charge in zip(cand.gpus, cand.charges, strict=True):
             per_gpu.setdefault(name, []).append((charge.milli_tflops, charge.vram_bytes))
     counts = []
-    for name, gpu in trial.gpus.items():
+    for name, tflops, vram, charges in trial.deficits():
         held = per_gpu.get(name, [])
         if need.shared:
-            counts.append(len(held) if len(held) == len(gpu.charges) else 10**9)
+            counts.append(len(held) if len(held) == charges else 10**9)
             continue
-        cap = gpu.spec.capacity
-        tflops = need.tflops_on(cap.milli_tflops) if need.percent else need.tflops
-        counts.append(max(_cover(tflops - (cap.milli_tflops - gpu.used_milli_tflops), [h[0] for h in held]),
-                          _cover(need.vram - (cap.vram_bytes - gpu.used_vram_bytes), [h[1] for h in held])))
+        counts.append(max(_cover(tflops, [h[0] for h in held]), _cover(vram, [h[1] for h in held])))
     counts.sort()
     count = max(1, counts[need.count - 1] if len(counts) >= need.count else 10**9)
     terms = sorted(term(c) for c in cands)

@@ -332,6 +332,11 @@ class Scheduler:
         refreshed for the nodes evolve touched (call :meth:`sync` first)."""
         return self._floors.ranked(node)
 
+    def cpu_below(self, node: str, priority: int) -> int:
+        """CPU (millicores) held on ``node`` by allocations of a priority below ``priority``, kept
+        with :meth:`ranked` (call :meth:`sync` first)."""
+        return self._floors.cpu_below(node, priority)
+
     def pool_floor(self, state: ClusterState, pool: str) -> int | None:
         """The lowest effective priority of any granted allocation in ``pool`` (None: none), kept
         per pool from the nodes' floors."""

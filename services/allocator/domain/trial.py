@@ -47,19 +47,27 @@ class Fit(NamedTuple):
 class Trial:
     """The dry run of ``spec`` on one node (``need``/``chain`` from the Scheduler's ``prepare``)."""
 
-    __slots__ = ("chain", "ctx", "gpus", "indexed", "need", "node", "quota", "spec", "state", "strategy", "templates",
-                 "usage")
+    __slots__ = ("chain", "ctx", "gpus", "indexed", "kept_deficits", "monotone", "need", "node", "quota",
+                 "singles", "spec", "state", "strategy", "templates", "usage")
 
     def __init__(self, state: ClusterState, node: str, spec: AllocationSpec, need: Need, chain: Chain,
-                 strategy: Strategy, *, indexed: bool, templates: TemplateTable = TEMPLATES) -> None:
+                 strategy: Strategy, *, indexed: bool, templates: TemplateTable = TEMPLATES,
+                 ctx: Context | None = None) -> None:
         self.state = state
         self.node = state.nodes[node]
         self.gpus = {name: state.gpus[name] for name in self.node.gpus}
         self.spec, self.need, self.chain, self.strategy, self.indexed = spec, need, chain, strategy, indexed
-        self.ctx = Context(state.pool_config(spec.pool), allocations=state.allocations)
+        self.ctx = ctx or Context(state.pool_config(spec.pool), allocations=state.allocations)
+        self.kept_deficits: list[tuple[str, int, int, int]] = []
+        """:meth:`deficits` once computed; a search shares the list kept with the node's result."""
         self.quota = state.quotas.get(spec.namespace)
         self.usage = state.usage.get(spec.namespace) or QuotaUsage()
         self.templates = templates
+        self.monotone = self.quota is None and not need.partitioned
+        """Whether taking more victims can only keep a fit: without a quota or partition templates,
+        a dry run reads only free room (TFLOPS, VRAM, CPU, memory, worker slots, idleness, locks),
+        which every further victim only adds to, and the pick never fails once the filters pass."""
+        self.singles: dict[str, Fit | None] = {}
 
     def _freed(self, victims: Sequence[AllocationState]) -> dict[str, list[int]]:
         freed: dict[str, list[int]] = {}
@@ -71,6 +79,20 @@ class Trial:
                 amounts[2] += 1
         return freed
 
+    def deficits(self) -> list[tuple[str, int, int, int]]:
+        """Per GPU of the node (name, milli-TFLOPS and VRAM bytes the request lacks there, charges
+        held): what victims must free on it. For a ``shared`` request (a whole idle GPU) the lack
+        is every charge, given as (0, 0) here and checked by count."""
+        found = self.kept_deficits
+        if not found:
+            need = self.need
+            for name, gpu in self.gpus.items():
+                cap = gpu.spec.capacity
+                tflops = need.tflops_on(cap.milli_tflops) if need.percent else need.tflops
+                found.append((name, tflops - (cap.milli_tflops - gpu.used_milli_tflops),
+                              need.vram - (cap.vram_bytes - gpu.used_vram_bytes), len(gpu.charges)))
+        return found
+
     def bound(self, victims: Sequence[AllocationState]) -> bool:
         """False when, even without ``victims``, too few GPUs have the free TFLOPS and VRAM (or
         idleness, for ``shared``) or the node lacks the CPU/memory: no filter pass could succeed."""
@@ -81,16 +103,14 @@ class Trial:
                 return False
         freed = self._freed(victims)
         enough = 0
-        for name, gpu in self.gpus.items():
-            back = freed.get(name, (0, 0, 0))
-            cap = gpu.spec.capacity
-            if need.shared:
-                ok = len(gpu.charges) == back[2]
-            else:
-                tflops = need.tflops_on(cap.milli_tflops) if need.percent else need.tflops
-                ok = (cap.milli_tflops - gpu.used_milli_tflops + back[0] >= tflops
-                      and cap.vram_bytes - gpu.used_vram_bytes + back[1] >= need.vram)
-            enough += ok
+        none = (0, 0, 0)
+        if need.shared:
+            for name, _, _, held in self.deficits():
+                enough += held == freed.get(name, none)[2]
+        else:
+            for name, tflops, vram, _ in self.deficits():
+                back = freed.get(name, none)
+                enough += back[0] >= tflops and back[1] >= vram
         return enough >= need.count
 
     def view(self, victims: Sequence[AllocationState]) -> tuple[NodeState, dict[str, GpuState]]:
@@ -137,6 +157,23 @@ class Trial:
                                                   add) is not None:
             return None
         return Fit(picked, add)
+
+    def single(self, victim: AllocationState) -> Fit | None:
+        """``fits((victim,))`` after ``bound``, kept per victim for this trial (the state does not
+        change during a search)."""
+        aid = victim.spec.allocation_id
+        if aid in self.singles:
+            return self.singles[aid]
+        found = self.fits((victim,)) if self.bound((victim,)) else None
+        self.singles[aid] = found
+        return found
+
+    def covered(self, victims: Sequence[AllocationState]) -> bool:
+        """True when, by :attr:`monotone`, ``victims`` surely fit: one of them alone was found to fit."""
+        if not self.monotone:
+            return False
+        singles = self.singles
+        return any(singles.get(v.spec.allocation_id) is not None for v in victims)
 
     def _usage_without(self, victims: Sequence[AllocationState]) -> QuotaUsage:
         """The namespace's usage less its own victims' (only those free its quota)."""

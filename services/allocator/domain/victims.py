@@ -12,6 +12,8 @@ An unparseable duration protects nothing (as a missing annotation). Pure.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections import Counter
 from datetime import datetime, timedelta
 
@@ -114,21 +116,25 @@ class PriorityIndex:
     have each lowest priority: the Scheduler's cache, refreshed for the nodes evolve touched, so
     that "is there anything of lower priority here?" costs O(1) and a node's candidates are a prefix."""
 
-    __slots__ = ("_nodes", "_pools")
+    __slots__ = ("_cpu", "_nodes", "_pools")
 
     def __init__(self) -> None:
         self._nodes: dict[str, tuple[str, Ranked]] = {}
         self._pools: dict[str, Counter[int]] = {}
+        self._cpu: dict[str, list[int]] = {}
+        """Per node the CPU (millicores) its allocations hold, summed in ``ranked`` order (prefix sums)."""
 
     def copy(self) -> PriorityIndex:
         """An independent copy (for a Scheduler forked onto a hypothetical state)."""
         other = PriorityIndex()
         other._nodes = dict(self._nodes)
         other._pools = {pool: Counter(counts) for pool, counts in self._pools.items()}
+        other._cpu = dict(self._cpu)
         return other
 
     def drop(self, node: str) -> None:
         """Forget ``node``."""
+        self._cpu.pop(node, None)
         previous = self._nodes.pop(node, None)
         if previous is not None and previous[1]:
             counts = self._pools[previous[0]]
@@ -142,6 +148,9 @@ class PriorityIndex:
         self.drop(node.name)
         ranked = ranked_on(state, node.name)
         self._nodes[node.name] = (node.pool, ranked)
+        allocations = state.allocations
+        self._cpu[node.name] = list(itertools.accumulate((allocations[a].spec.cpu_milli for _, a in ranked),
+                                                         initial=0))
         if ranked:
             self._pools.setdefault(node.pool, Counter())[ranked[0][0]] += 1
 
@@ -149,6 +158,14 @@ class PriorityIndex:
         """``node``'s allocations by priority (empty: none, or unknown node)."""
         entry = self._nodes.get(node)
         return () if entry is None else entry[1]
+
+    def cpu_below(self, node: str, priority: int) -> int:
+        """The CPU (millicores) held on ``node`` by allocations of a priority below ``priority``:
+        what taking every one of them would give back."""
+        entry = self._nodes.get(node)
+        if entry is None:
+            return 0
+        return self._cpu[node][bisect.bisect_left(entry[1], (priority, ""))]
 
     def pool(self, pool: str) -> int | None:
         """The lowest priority granted in ``pool`` (None: nothing granted)."""

@@ -48,17 +48,18 @@ class KeptSearches(RuleBasedStateMachine):
     def start(self, nodes: list[int], scope: str) -> None:
         self.c.pool("p", preemption=scope)
         for k, count in enumerate(nodes):
-            self.c.node(f"n{k}", "p", *(a_gpu(f"n{k}-g{i}", 100, 16 * Gi, index=i) for i in range(count)))
+            self.c.node(f"n{k}", "p", *(a_gpu(f"n{k}-g{i}", 100, 16 * Gi, index=i) for i in range(count)),
+                        cpu_milli=6000, memory_bytes=0)
 
     @rule(uid=st.sampled_from(UIDS), tflops=st.sampled_from([20_000, 30_000, 40_000, 50_000, 70_000]),
           count=st.sampled_from([1, 1, 2]), priority=st.sampled_from([0, 3, 3, 7]), ns=st.sampled_from(["x", "y"]),
-          protect=st.sampled_from(["", "", "", "5m"]))
-    def work(self, uid: str, tflops: int, count: int, priority: int, ns: str, protect: str) -> None:
+          protect=st.sampled_from(["", "", "", "5m"]), cpu=st.sampled_from([0, 1000, 2000, 3000]))
+    def work(self, uid: str, tflops: int, count: int, priority: int, ns: str, protect: str, cpu: int) -> None:
         """Lower-priority work arrives (the victims a search may take)."""
         self.n += 1
         amount = Resources(milli_tflops=tflops, vram_bytes=Gi)
         spec = AllocationSpec(allocation_id=f"{uid}-{self.n}", namespace=ns, pod=uid, pool="p", request=amount,
-                              limit=amount, gpu_count=count, priority=priority,
+                              limit=amount, gpu_count=count, priority=priority, cpu_milli=cpu,
                               attributes={PROTECTION_KEY: protect} if protect else {})
         self.c.request(spec)
 
@@ -72,13 +73,15 @@ class KeptSearches(RuleBasedStateMachine):
     def tick(self, minutes: int) -> None:
         self.c.tick(60 * minutes)
 
-    @rule(which=st.sampled_from(range(len(PROBES))), ns=st.sampled_from(["x", "y"]), times=st.integers(1, 3))
-    def search(self, which: int, ns: str, times: int) -> None:
-        """The same search, repeated: the kept answer equals a fresh reference search each time."""
+    @rule(which=st.sampled_from(range(len(PROBES))), ns=st.sampled_from(["x", "y"]), times=st.integers(1, 3),
+          cpu=st.sampled_from([0, 0, 3000, 5000]))
+    def search(self, which: int, ns: str, times: int, cpu: int) -> None:
+        """The same search, repeated: the kept answer equals a fresh reference search each time
+        (with CPU the nodes lack even without their lower-priority work: ``_short_of_cpu``)."""
         tflops, count, priority = PROBES[which]
         amount = Resources(milli_tflops=tflops, vram_bytes=Gi)
         spec = AllocationSpec(allocation_id=f"probe-{self.n}", namespace=ns, pod="probe", pool="p", request=amount,
-                              limit=amount, gpu_count=count, priority=priority)
+                              limit=amount, gpu_count=count, priority=priority, cpu_milli=cpu)
         state, now = self.c.state, self.c.now
         expected = outcome(find(state, spec, now, ReferenceScheduler()))
         for _ in range(times):
