@@ -58,7 +58,8 @@ WRITER_ROUTES: tuple[tuple[str, str, Handler], ...] = (
 ROUTES: tuple[tuple[str, str, Handler], ...] = (
     ("GET", "/healthz", probes.healthz), ("GET", "/readyz", probes.reader_readyz),
     ("GET", "/metrics", probes.reader_metrics), ("GET", "/openapi.json", openapi.serve),
-    ("GET", "/api/v1/pools", reads.pools), ("PUT", "/api/v1/pools/{pool}", writes.configure_pool),
+    ("GET", "/api/v1/pools", reads.pools), ("GET", "/api/v1/pools/{pool}", reads.pool),
+    ("PUT", "/api/v1/pools/{pool}", writes.configure_pool),
     ("DELETE", "/api/v1/pools/{pool}", writes.remove_pool),
     ("GET", "/api/v1/pools/{pool}/defrag-plan", defrag.defrag_plan),
     ("GET", "/api/v1/pools/{pool}/defrag", defrag.defrag_status),

@@ -126,7 +126,9 @@ def document() -> dict[str, Any]:
     paths: dict[str, Any] = {
         "/api/v1/pools": {"get": _op("Pools: config, capacity, allocated, available, queued by QoS", _PAGE,
                                      params=_PAGING)},
-        "/api/v1/pools/{pool}": {"put": _op("Configure a pool: the fields given change, the rest keep their value",
+        "/api/v1/pools/{pool}": {"get": _op("A pool: config, capacity, allocated, available, queued by QoS", _ANY,
+                                            params=[_path("pool")], extra=(404,)),
+                                 "put": _op("Configure a pool: the fields given change, the rest keep their value",
                                             _DECISION, params=[_path("pool"), _WAIT], body="PoolConfig",
                                             extra=_WRITE),
                                  "delete": _op("Remove a pool's configuration (no nodes, no live allocations)",

@@ -37,6 +37,18 @@ async def pools(request: web.Request) -> web.Response:
                              render=lambda p: documents.pool_doc(state, p)))
 
 
+async def pool(request: web.Request) -> web.Response:
+    """GET /api/v1/pools/{pool}: one pool (documents.pool_doc), as ``PUT`` on the same path sets its
+    configuration; 404 naming the known pools for one the reader does not know."""
+    paging.query(request, allowed=())
+    state = state_of(request)
+    name = request.match_info["pool"]
+    known = documents.pool_names(state)
+    if name not in known:
+        raise bounds.ApiError(404, f"pool {name!r} not found; known: {', '.join(known) or 'none'}", field="pool")
+    return _json(documents.pool_doc(state, name))
+
+
 async def nodes(request: web.Request) -> web.Response:
     """GET /api/v1/nodes?pool=&phase=&idle=&idle_for=: nodes (documents.node_doc), by name; ``phase``
     one of events.values.NODE_PHASES (400 naming them otherwise); ``idle=true`` only the nodes with no

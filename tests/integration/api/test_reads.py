@@ -33,6 +33,9 @@ async def test_pools_nodes_gpus_and_status_show_capacity_usage_and_queue(api: Ap
     assert default["available"]["tflops"] == "80" and default["gpus_by_phase"] == {"Running": 2}
     assert default["allocations"] == {"granted": 2, "queued": 1}
     assert default["queued_by_qos"]["medium"] == 1 and default["config"]["placement"]
+    assert await api.get("/api/v1/pools/default") == (200, default)
+    status, missing = await api.get("/api/v1/pools/defualt")
+    assert status == 404 and missing["field"] == "pool" and "known: default, other" in missing["error"]
     assert (await api.get("/api/v1/nodes", pool="other"))[1]["items"][0]["name"] == "n2"
     status, nodes = await api.get("/api/v1/nodes", phase="Lost")
     assert status == 200 and nodes["items"] == []
