@@ -201,9 +201,14 @@ class GpuPhaseChanged(Event, frozen=True, tag="gpu_phase_changed"):
 
 
 class HeartbeatsChecked(Event, frozen=True, tag="heartbeats_checked"):
-    """Outcome of CheckHeartbeats: the nodes found past their TTL (each also gets NodePhaseChanged Lost)."""
+    """Outcome of CheckHeartbeats: the nodes found past their TTL (each also gets NodePhaseChanged Lost),
+    and ``pools``: the pools with queued requests where an eviction protection, a reclaim minimum
+    runtime or a reclaim rate window ended since the previous check (their queues are retried in the
+    same decision; docs/allocation.md "Preemption"). Events written before ``pools`` existed decode
+    with none."""
 
     lost: tuple[str, ...] = ()
+    pools: tuple[str, ...] = ()
 
 
 class QuotaSet(Event, frozen=True, tag="quota_set"):

@@ -153,14 +153,15 @@ class Scope(msgspec.Struct, kw_only=True):
         self.namespaces |= other.namespaces
 
 
-_NEUTRAL = (ev.NodeHeartbeat, ev.HeartbeatsChecked, ev.IntentRejected, ev.ResizeRejected,
+_NEUTRAL = (ev.NodeHeartbeat, ev.IntentRejected, ev.ResizeRejected,
             ev.GangPlaced, ev.GangTimedOut, ev.GangDegraded)  # gang facts: their grants/releases say where
 
 
 def dirty_scope(events: Iterable[ev.AnyEvent]) -> Scope:
     """Where reasons may have changed after ``events``: an allocation event touches its pool's
-    capacity and its namespace's quota usage (a preemption too); a quota event its namespace; node, GPU and pool
-    events (rare) everything; heartbeats and refused intents nothing."""
+    capacity and its namespace's quota usage (a preemption too); a quota event its namespace; a
+    HeartbeatsChecked the pools whose time-based blocks ended (``pools``); node, GPU and pool events
+    (rare) everything; heartbeats and refused intents nothing."""
     scope = Scope(pools=set(), namespaces=set())
     for event in events:
         if isinstance(event, ev.AllocationQueued) and event.spec.gang is not None:
@@ -179,6 +180,8 @@ def dirty_scope(events: Iterable[ev.AnyEvent]) -> Scope:
         elif isinstance(event, ev.DefragStarted | ev.MoveReserved | ev.MoveCompleted | ev.MoveCancelled
                         | ev.DefragEnded):
             scope.pools.add(event.pool)  # a reservation's hold took or freed capacity in its pool
+        elif isinstance(event, ev.HeartbeatsChecked):
+            scope.pools.update(event.pools)  # a protection, reclaim runtime or rate window ended there
         elif not isinstance(event, _NEUTRAL):
             scope.everything = True
     return scope

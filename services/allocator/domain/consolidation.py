@@ -60,6 +60,7 @@ from events import decisions as ev
 from events.quantity import tflops_text, vram_text
 from events.values import Partition, Resources, priority_of
 from services.allocator.domain.allocate import attempt, granted
+from services.allocator.domain.deadlines import protected_until
 from services.allocator.domain.evolve import evolve
 from services.allocator.domain.filters.liveness import READY
 from services.allocator.domain.gang_place import Scratch
@@ -70,7 +71,6 @@ from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies.fragmentation import MILLI_GPU, Workload, node_fragment
 from services.allocator.domain.strategies.paper import cpu_free, free_milli
 from services.allocator.domain.target import mix_of
-from services.allocator.domain.victims import protected_until
 
 SkipCode = Literal["not_ready", "protected", "gang", "moves", "tflops", "namespace", "no_room", "charges"]
 """Why a node was not drained: not Ready or unschedulable; an eviction-protected allocation; a gang

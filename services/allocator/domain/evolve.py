@@ -83,6 +83,7 @@ def _granted(state: ClusterState, e: ev.AllocationGranted) -> None:
     if state.share_index.terms:
         advance(state, spec.pool, e.at)
         state.share_index.charge(allocation, 1)
+    state.deadlines.add(allocation)
     state.gangs.granted(spec)
     state.changes.touch(e.node)
 
@@ -124,6 +125,7 @@ def _released(state: ClusterState, e: ev.AllocationReleased | ev.AllocationPreem
     if allocation.status == QUEUED:
         state.queue.remove(e.allocation_id, allocation.spec.qos)
         return
+    state.deadlines.remove(e.allocation_id)
     for name, charge in zip(allocation.gpus, allocation.charges, strict=True):
         gpu = state.gpus[name]
         del gpu.charges[e.allocation_id]
@@ -297,6 +299,11 @@ def _pool_removed(state: ClusterState, e: ev.PoolRemoved) -> None:
     state.changes.inventory += 1
 
 
+def _heartbeats_checked(state: ClusterState, e: ev.HeartbeatsChecked) -> None:
+    """The check's time bounds the time-based blocks the next one retries (domain/unblocked.py)."""
+    state.checked_at = e.at
+
+
 _HANDLERS: dict[type, Callable[[ClusterState, Any], None]] = {
     ev.AllocationGranted: _granted,
     ev.AllocationQueued: _queued,
@@ -315,13 +322,14 @@ _HANDLERS: dict[type, Callable[[ClusterState, Any], None]] = {
     ev.ShareRemoved: _share_removed,
     ev.PoolConfigured: _pool_configured,
     ev.PoolRemoved: _pool_removed,
+    ev.HeartbeatsChecked: _heartbeats_checked,
     **DEFRAG_HANDLERS,
 }
 
 
 def evolve(state: ClusterState, event: ev.AnyEvent) -> ClusterState:
     """Fold ``event`` into ``state`` (in place) and return it. Events that change nothing
-    (rejections, IntentRejected, HeartbeatsChecked) are accepted and ignored."""
+    (rejections, IntentRejected) are accepted and ignored."""
     handler = _HANDLERS.get(type(event))
     if handler is not None:
         handler(state, event)

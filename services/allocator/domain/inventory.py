@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 from events import decisions as ev
 from events.intents import CheckHeartbeats, RegisterNode, RemoveNode
+from services.allocator.domain import unblocked
 from services.allocator.domain.filters.liveness import LOST, READY
 from services.allocator.domain.model import MISSING as UNKNOWN
 from services.allocator.domain.model import NodeState
@@ -118,9 +119,10 @@ def expired_nodes(state: ClusterState, now: datetime) -> list[str]:
 
 
 def decide_heartbeats(state: ClusterState, intent: CheckHeartbeats, now: datetime) -> list[ev.AnyEvent]:
-    """CheckHeartbeats -> HeartbeatsChecked, plus NodePhaseChanged(Lost) per expired node."""
+    """CheckHeartbeats -> HeartbeatsChecked (naming the pools whose time-based blocks ended since the
+    last check: domain/unblocked.py), plus NodePhaseChanged(Lost) per expired node."""
     lost = expired_nodes(state, now)
-    events: list[ev.AnyEvent] = [ev.HeartbeatsChecked(at=now, lost=tuple(lost))]
+    events: list[ev.AnyEvent] = [ev.HeartbeatsChecked(at=now, lost=tuple(lost), pools=unblocked.pools(state, now))]
     events += [ev.NodePhaseChanged(at=now, node=n, pool=state.nodes[n].pool, phase=LOST,
                                    reason="heartbeat TTL expired") for n in lost]
     return events

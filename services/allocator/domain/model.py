@@ -243,7 +243,8 @@ class StateSnapshot(msgspec.Struct, kw_only=True):
     """The serialisable whole of :class:`ClusterState` (what ``snapshots`` stores), minus indexes.
 
     ``version``: the projection rules that wrote it (``state.PROJECTION_VERSION``; 0 for snapshots
-    written before the field existed). ``campaigns``: pool -> its running or last defrag campaign."""
+    written before the field existed). ``campaigns``: pool -> its running or last defrag campaign.
+    ``checked_at``: the time of the last HeartbeatsChecked (None before the first)."""
 
     version: int = 0
     position: int = 0
@@ -259,3 +260,4 @@ class StateSnapshot(msgspec.Struct, kw_only=True):
     shares: dict[str, ShareSpec] = {}
     reclaims: dict[str, list[datetime]] = {}
     decayed: dict[str, PoolDecay] = {}
+    checked_at: datetime | None = None

@@ -78,6 +78,8 @@ def hints_of(state: ClusterState, events: Sequence[ev.AnyEvent]) -> Hints:
                 hints.namespaces.add(e.namespace)
             case ev.PoolConfigured():
                 hints.pools.add(e.pool)
+            case ev.HeartbeatsChecked():  # time-based blocks ended there (domain/unblocked.py)
+                hints.pools.update(e.pools)
             case ev.MoveCancelled():  # a defrag reservation's hold was freed
                 hints.nodes.add(e.node)
             case ev.ShareSet() | ev.ShareRemoved():

@@ -49,6 +49,7 @@ from services.allocator.domain.borrowing import (
     text,
     usage_after,
 )
+from services.allocator.domain.deadlines import protected_until
 from services.allocator.domain.model import GRANTED, AllocationState
 from services.allocator.domain.partition import usage as partition_usage
 from services.allocator.domain.placement import charge_on, usage_on
@@ -58,7 +59,7 @@ from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.shares import ShareIndex, allocation_amount
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.trial import Fit, Trial
-from services.allocator.domain.victims import PRIORITY_OFFSET, protected_until
+from services.allocator.domain.victims import PRIORITY_OFFSET
 
 MINUTE = timedelta(minutes=1)
 

@@ -17,6 +17,7 @@ import msgspec
 
 from events.values import PoolConfig, QuotaSpec, ShareSpec
 from services.allocator.domain.campaign_records import Campaign
+from services.allocator.domain.deadlines import Deadlines
 from services.allocator.domain.gang_index import GangIndex
 from services.allocator.domain.model import (
     AllocationState,
@@ -34,13 +35,14 @@ _snapshot_encoder = msgspec.msgpack.Encoder()
 _snapshot_decoder = msgspec.msgpack.Decoder(StateSnapshot)
 _digest_encoder = msgspec.json.Encoder(order="sorted")
 
-PROJECTION_VERSION = 5
+PROJECTION_VERSION = 6
 """The version of what a snapshot holds for a given log prefix. Bump it whenever ``evolve`` folds
 the same events into a different state, or the snapshot gains a field whose value old snapshots
 cannot supply (1: request shapes record VRAM and whole-GPU isolation; 2: nodes record
 ``idle_since``; 3: defrag campaigns and their reservations' holds; 4: shares, and allocations
-record their share and whether they borrowed; 5: each pool's decayed share usage). A snapshot of another
-version is never resumed from: the state is rebuilt from the log (:func:`resume_from`)."""
+record their share and whether they borrowed; 5: each pool's decayed share usage; 6: the time of the
+last HeartbeatsChecked). A snapshot of another version is never resumed from: the state is rebuilt
+from the log (:func:`resume_from`)."""
 
 
 class StaleSnapshot(ValueError):
@@ -121,10 +123,16 @@ class ClusterState:
     -> the times of its reclaims in the last minute before the latest one (PoolConfig
     ``reclaim_max_per_minute``; in the snapshot); ``decayed`` pool -> its shares' decayed usage
     (PoolDecay, pools with a fair-share half-life; in the snapshot; domain/fairshare.py).
+
+    ``checked_at``: the time of the last HeartbeatsChecked (None before the first; in the snapshot):
+    the time-based blocks that ended after it are the ones the next CheckHeartbeats retries
+    (domain/unblocked.py); ``deadlines`` orders the granted allocations' protection ends and borrowed
+    grants per pool for that check (domain/deadlines.py; derived like the queue, not in the snapshot).
     """
 
-    __slots__ = ("allocations", "campaigns", "changes", "decayed", "gangs", "gpus", "nodes", "pool_nodes", "pools",
-                 "position", "queue", "quotas", "recent", "reclaims", "share_index", "shares", "usage")
+    __slots__ = ("allocations", "campaigns", "changes", "checked_at", "deadlines", "decayed", "gangs", "gpus", "nodes",
+                 "pool_nodes", "pools", "position", "queue", "quotas", "recent", "reclaims", "share_index", "shares",
+                 "usage")
 
     def __init__(self) -> None:
         self.position = 0
@@ -144,6 +152,8 @@ class ClusterState:
         self.share_index = ShareIndex()
         self.reclaims: dict[str, list[datetime]] = {}
         self.decayed: dict[str, PoolDecay] = {}
+        self.checked_at: datetime | None = None
+        self.deadlines = Deadlines()
 
     @classmethod
     def empty(cls) -> ClusterState:
@@ -171,6 +181,7 @@ class ClusterState:
             shares=self.shares,
             reclaims=self.reclaims,
             decayed=self.decayed,
+            checked_at=self.checked_at,
         )
 
     @classmethod
@@ -190,10 +201,12 @@ class ClusterState:
             state.pool_nodes.setdefault(node.pool, set()).add(node.name)
         state.queue.rebuild(state.allocations.values(), next_seq=snapshot.queue_seq)
         state.gangs.rebuild(state.allocations.values())
+        state.deadlines.rebuild(state.allocations.values())
         state.shares = dict(snapshot.shares)
         state.reclaims = {pool: list(times) for pool, times in snapshot.reclaims.items()}
         state.share_index.rebuild(state.shares, state.allocations.values())
         state.decayed = dict(snapshot.decayed)
+        state.checked_at = snapshot.checked_at
         return state
 
 

@@ -7,7 +7,7 @@ must be strictly below the preemptor's; a victim whose request carries
 ``tensor-fusion.ai/eviction-protection: <duration>`` (a Go duration such as ``30m`` or ``1h30m``,
 carried in ``AllocationSpec.attributes``) is spared until its request time + duration; with the
 pool's ``preemption: namespace`` only allocations of the preemptor's namespace are candidates.
-An unparseable duration protects nothing (as a missing annotation). Pure.
+An unparseable duration protects nothing (as a missing annotation; domain/deadlines.py). Pure.
 """
 
 from __future__ import annotations
@@ -15,37 +15,17 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import datetime
 
-from events.durations import go_duration_s
 from events.values import priority_of
+from services.allocator.domain.deadlines import PROTECTION_KEY as PROTECTION_KEY
+from services.allocator.domain.deadlines import protected_until
 from services.allocator.domain.model import AllocationState, NodeState
 from services.allocator.domain.state import ClusterState
-
-PROTECTION_KEY = "tensor-fusion.ai/eviction-protection"
-"""The annotation (an AllocationSpec attribute) that protects an allocation for a duration."""
 
 PRIORITY_OFFSET = 2**31
 """Added to each victim's priority in the sum kube-scheduler compares (pickOneNodeForPreemption:
 ``int64(priority) + MaxInt32 + 1``), so that every victim adds a positive amount."""
-
-def parse_duration(text: str) -> float | None:
-    """Seconds of a Go duration (``"90s"``, ``"1h30m"``, ``"1.5h"``), or None when malformed or negative
-    (:func:`events.durations.go_duration_s`; an attribute from any producer, so no length bound)."""
-    seconds = go_duration_s(text.strip())
-    return None if seconds is None else float(seconds)
-
-
-def protected_until(allocation: AllocationState) -> datetime | None:
-    """When ``allocation``'s eviction protection ends (request time + duration), None if unprotected."""
-    raw = allocation.spec.attributes.get(PROTECTION_KEY)
-    seconds = parse_duration(raw) if raw else None
-    if not seconds:
-        return None
-    try:
-        return allocation.requested_at + timedelta(seconds=seconds)
-    except OverflowError:  # beyond year 9999: protected for good
-        return datetime.max.replace(tzinfo=allocation.requested_at.tzinfo)
 
 
 class Refusals:

@@ -1,5 +1,7 @@
 """The leader's liveness tick: CheckHeartbeats published only when a node's heartbeat expired, a
-waiting gang's timeout ran out, or a defrag campaign's deadline or reservation expired; and the
+waiting gang's timeout ran out, a defrag campaign's deadline or reservation expired, or a
+time-based block ended in a pool with queued requests (an eviction protection, a reclaim minimum
+runtime or rate window: domain/unblocked.py; the decision retries those pools' queues); and the
 StartDefrag of each pool whose defrag schedule is due (domain.defrag_campaign.scheduled; its
 intent id names the pool and the cron tick, so the bus deduplicates a tick published twice).
 
@@ -25,6 +27,7 @@ from services.allocator.domain.defrag_campaign import scheduled as defrag_schedu
 from services.allocator.domain.gang import expired as expired_gangs
 from services.allocator.domain.inventory import expired_nodes
 from services.allocator.domain.state import ClusterState
+from services.allocator.domain.unblocked import pools as unblocked_pools
 from services.shared import lifecycle
 
 log = structlog.get_logger(__name__)
@@ -35,7 +38,8 @@ async def check_heartbeats(stop: asyncio.Event, *, period_s: float, is_leader: C
                            publish: Callable[[intents.AnyIntent], Awaitable[object]]) -> None:
     """Every ``period_s`` (0 disables) until ``stop``, while ``is_leader()``: publish the StartDefrag
     of every pool whose schedule is due, and a CheckHeartbeats when ``state()`` has an expired node,
-    gang or defrag campaign at ``now()`` (errors are logged; the next tick retries)."""
+    gang or defrag campaign at ``now()``, or a pool whose queue a time-based block's end may unblock
+    (errors are logged; the next tick retries)."""
     if period_s <= 0:
         return
     while not await lifecycle.wait_event(stop, period_s):
@@ -46,9 +50,16 @@ async def check_heartbeats(stop: asyncio.Event, *, period_s: float, is_leader: C
                 await publish(start)
             except Exception as exc:
                 log.warning("publishing a scheduled StartDefrag failed", pool=start.pool, error=repr(exc))
-        if not (expired_nodes(state(), now()) or expired_gangs(state(), now()) or defrag_due(state(), now())):
+        if not due(state(), now()):
             continue
         try:
             await publish(intents.CheckHeartbeats(intent_id=f"check-heartbeats-{uuid.uuid4()}"))
         except Exception as exc:
             log.warning("publishing CheckHeartbeats failed", error=repr(exc))
+
+
+def due(state: ClusterState, now: datetime) -> bool:
+    """Whether a CheckHeartbeats has something to decide at ``now``: an expired node, gang or defrag
+    campaign, or a pool whose time-based blocks ended since the last check (domain/unblocked.py)."""
+    return bool(expired_nodes(state, now) or expired_gangs(state, now) or defrag_due(state, now)
+                or unblocked_pools(state, now))

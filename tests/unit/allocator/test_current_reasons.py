@@ -78,4 +78,6 @@ def test_dirty_scope_marks_pools_namespaces_or_everything() -> None:
                                  ev.AllocationQueued(at=NOW, spec=spec, reason="r", code="capacity")])
     assert (scope.everything, scope.pools, scope.namespaces) == (False, {"p", "p2"}, {"ns", "ns2", "ns3"})
     assert not reasons.dirty_scope([ev.NodeHeartbeat(at=NOW, node="n", pool="p")]).covers(spec)
+    assert not reasons.dirty_scope([ev.HeartbeatsChecked(at=NOW)]).covers(spec)
+    assert reasons.dirty_scope([ev.HeartbeatsChecked(at=NOW, pools=("p",))]).pools == {"p"}  # a protection ended
     assert reasons.dirty_scope([ev.PoolConfigured(at=NOW, pool="x", config=PoolConfig())]).everything

@@ -11,7 +11,7 @@ from events import decisions as ev
 from events import intents as it
 from events.values import AllocationSpec
 from services.allocator.domain import digest
-from services.allocator.domain.victims import parse_duration
+from services.allocator.domain.deadlines import parse_duration
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_request
 
 PROTECT = "tensor-fusion.ai/eviction-protection"

@@ -18,6 +18,7 @@ from events import decisions as ev
 from events import intents as it
 from events.values import AllocationSpec, PoolConfig, Resources, priority_of
 from services.allocator.domain import Scheduler, digest
+from services.allocator.domain.deadlines import protected_until
 from services.allocator.domain.model import GRANTED
 from services.allocator.domain.preemption import (
     CANDIDATE_PERCENT,
@@ -33,7 +34,7 @@ from services.allocator.domain.preemption import (
 from services.allocator.domain.reference import ReferenceScheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.trial import Trial
-from services.allocator.domain.victims import PROTECTION_KEY, Refusals, candidates_on, protected_until, ranked_on
+from services.allocator.domain.victims import PROTECTION_KEY, Refusals, candidates_on, ranked_on
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota
 
 PRIORITIES = (None, None, -5, 5, 500)

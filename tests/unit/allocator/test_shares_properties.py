@@ -10,8 +10,8 @@ After every step:
 * the guarantee property, exactly as far as it holds with fragmentation: no waiting request fits
   now, and no waiting request whose grant would keep its share within its guarantee has a reclaim
   plan (``reclaim.find``: a node where taking borrowed allocations of other shares, within their
-  guarantees, makes it fit). Protections here outlast the run: one that runs out is no event, so
-  a request waiting for it reclaims at the next event that retries it (docs/allocation.md).
+  guarantees, makes it fit). Protections here outlast the run (one that ends is retried by the
+  next CheckHeartbeats, which this machine never sends: tests/unit/allocator/test_unblocked.py).
   A share may still wait below its guarantee while borrowed capacity exists elsewhere when no
   single node can be freed for its request (fragmentation), when the borrowed allocations are
   protected, or under the pool's reclaim churn bounds (this machine leaves those at 0, so every
