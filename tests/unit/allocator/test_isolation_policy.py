@@ -139,14 +139,17 @@ def test_pool_settings_are_validated() -> None:
 
 
 def test_api_pool_body_takes_the_settings_and_names_a_bad_field() -> None:
-    config = bodies.pool_config({"isolation_policy": "dynamic", "topology": "hard", "max_topology_tier": 1})
+    body = {"isolation_policy": "dynamic", "topology": "hard", "max_topology_tier": 1}
+    config = bodies.pool_config(body, PoolConfig())
     assert (config.isolation_policy, config.topology, config.max_topology_tier) == ("dynamic", "hard", 1)
-    assert bodies.pool_config({}) == PoolConfig()
+    assert bodies.pool_config({}, PoolConfig()) == PoolConfig()
+    assert bodies.pool_config({}, config) == config  # a field left out keeps the pool's value
+    assert bodies.pool_config({"max_topology_tier": None}, config).max_topology_tier == PoolConfig().max_topology_tier
     tier = "max_topology_tier"
     for body, field in (({"isolation_policy": "Static"}, "isolation_policy"), ({"topology": 1}, "topology"),
                         ({tier: 4}, tier), ({tier: True}, tier)):
         with pytest.raises(ApiError) as caught:
-            bodies.pool_config(body)
+            bodies.pool_config(body, PoolConfig())
         assert caught.value.status == 400 and caught.value.field == field
 
 
