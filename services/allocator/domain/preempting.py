@@ -51,6 +51,17 @@ def try_preempt(state: ClusterState, spec: AllocationSpec, now: datetime, schedu
     return plan_events(spec, found, now, from_queue=from_queue)
 
 
+def may_preempt(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler) -> bool:
+    """False exactly when :func:`find` refuses ``spec`` before any search (codes ``off`` and
+    ``priority``): preemption is off in its pool, or no granted allocation there has a priority
+    below ``spec``'s (the Scheduler's pool floor). O(1); a queue drain asks it before each try so
+    that the many queued requests of the pool's lowest priority cost no search at all."""
+    if state.pool_config(spec.pool).preemption == "off":
+        return False
+    floor = scheduler.pool_floor(state, spec.pool)
+    return floor is not None and floor < priority_of(spec)
+
+
 def preemption_plan(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Scheduler | None = None
                     ) -> Plan | NoPlan:
     """The plan ``spec`` would get at ``now`` if it fit nowhere (victims, node, GPUs), or why there

@@ -111,11 +111,16 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     strategy = scheduler.strategy(state, spec.pool)
     indexed = scheduler.indexed(strategy)
     plans = None
-    if indexed or not cast(ScanStrategy, strategy).per_request:  # a per-request pick reads the allocation id
+    # Kept node results: none where a per-request pick reads the allocation id, and none read by a
+    # walk of the nodes touched since a remembered failure (each was touched since the record was
+    # last caught up, which was no later than that failure, so a kept result is never found for
+    # it): the record is caught up, and its live lists revive the touched nodes, in the next
+    # search that reads it, once for all the changes since.
+    if touched is None and (indexed or not cast(ScanStrategy, strategy).per_request):
         plans = scheduler.node_plans((memo.key, spec.limit), state, spec.pool, (memo.validity, strategy), now)
     search = _Search(state, spec, need, chain, strategy, indexed, scheduler.profile.templates, plans)
     limit = max(MIN_CANDIDATES, len(state.pool_nodes.get(spec.pool, ())) * CANDIDATE_PERCENT // 100)
-    if plans is not None and plans.live is not None and touched is None:
+    if plans is not None and plans.live is not None:
         kept = _live_search(search, plans, scheduler, priority, floor, config.preemption, now, limit)
         if kept is not None:
             memo.forget(scheduler)
@@ -159,7 +164,7 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     if pending:
         assert best is not None  # a node is pending only once a first plan set the bound
         best = _searched_pending(search, pending, best)
-    if plans is not None and touched is None:
+    if plans is not None:
         if plans.live is None:
             plans.seed(state, scheduler.index.sort_key)
         else:

@@ -17,12 +17,13 @@ import heapq
 import math
 from collections.abc import Sequence
 from datetime import datetime
+from typing import cast
 
 from sortedcontainers import SortedList
 
 from events import decisions as ev
 from events.intents import AnyIntent
-from events.values import priority_of
+from events.values import AllocationSpec, priority_of
 from services.allocator.domain import fairshare, gang
 from services.allocator.domain.allocate import attempt, granted
 from services.allocator.domain.borrowing import guarantee_of, over, usage_after
@@ -34,7 +35,7 @@ from services.allocator.domain.model import QUEUED, AllocationState
 from services.allocator.domain.need import ShapeKey, shape_key
 from services.allocator.domain.placement import Grant
 from services.allocator.domain.queue import GroupKey, OrderKey
-from services.allocator.domain.reclaim import try_take
+from services.allocator.domain.reclaim import may_take, try_take
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.shares import ShareIndex
 from services.allocator.domain.state import ClusterState
@@ -137,9 +138,12 @@ def drain(state: ClusterState, hints: Hints, now: datetime, scheduler: Scheduler
     shape, limit, gang), merged back into queue order: once a request of a group is tried and
     nothing comes of it (no grant, no preemption), every later request of that group would meet
     the same memos and the same or less room, so the group is passed over until a preemption or
-    a gang's retry changes the pool (then it resumes after what the walk has reached). A drain
-    costs the groups the release could matter to, not the queue's length; it grants and preempts
-    exactly what the request-by-request walk would (tests/unit/allocator/test_drain.py).
+    a gang's retry changes the pool (then it resumes after what the walk has reached). Without
+    shares, a group whose requests would all come to nothing that way until such a change (none
+    of its shape fits a hinted node and no search may help it: :class:`_Inert`) is passed where
+    the walk stands without being tried, as the drain starts and after each grant or change. A
+    drain costs the groups the release could matter to, not the queue's length; it grants and
+    preempts exactly what the request-by-request walk would (tests/unit/allocator/test_drain.py).
 
     In pools with shares the order depends on the shares' usage (domain/fairshare.py), so it is
     the order as it stands each time the walk takes its next request: each queued request is tried
@@ -154,9 +158,16 @@ def drain(state: ClusterState, hints: Hints, now: datetime, scheduler: Scheduler
     queue = state.queue
     before = queue.next_seq  # requests queued during the drain are not walked
     order = _Order(state, scheduler)
-    heads = [(order.key(group, members[0]), group) for group, members in queue.groups.items()]
-    heapq.heapify(heads)
+    heads: list[tuple[RankedKey, GroupKey]] = []
     passed: list[tuple[GroupKey, OrderKey]] = []
+    inert = None if order.ranked else _Inert(state, hints, scheduler, memo)
+    for group, members in queue.groups.items():
+        head = members[0]
+        if inert is not None and inert.passes(group, head):
+            passed.append((group, head))  # as if tried at its head: nothing
+        else:
+            heads.append((order.key(group, head), group))
+    heapq.heapify(heads)
     grouped: dict[str, bool] = {}
     while heads:
         key, group = heapq.heappop(heads)
@@ -194,6 +205,8 @@ def drain(state: ClusterState, hints: Hints, now: datetime, scheduler: Scheduler
             passed.append((group, local))
         else:
             _resume(heads, order, queue.groups.get(group), local, group)
+        if result is not _NOTHING and not order.ranked:  # what became inert is passed where it stands
+            heads = _Inert(state, hints, scheduler, memo).sift(heads, passed)
     return out
 
 
@@ -284,6 +297,68 @@ def _resume(heads: list[tuple[RankedKey, GroupKey]], order: _Order, members: Sor
             heapq.heappush(heads, (order.key(group, members[at]), group))
 
 
+class _Inert:
+    """Which queue groups a drain without shares can pass over where the walk stands, without
+    trying them: those whose every request the walk would try with nothing coming of it (no
+    grant, no search) until a try changes the pool (_CHANGED); each is passed as if tried at the
+    request the walk would take next (``drain``), and such a change resumes it like any passed
+    group. Asked for every group as the drain starts and again after each grant or change.
+
+    A group is inert when its pool and namespace are not in ``hints`` (its tries are restricted to
+    the hinted nodes) and either none of its pool's nodes is hinted, or no search may help it
+    (``reclaim.may_take``) and its shape fits none of the hinted nodes (``Scheduler.may_fit``).
+    Both answers hold until its requests' turns, as long as only grants happen: a grant only takes
+    room, and every request granted before them is at least as important (the walk goes by
+    priority first), so the pool's lowest granted priority, all ``may_take`` reads, stays at or
+    above theirs. Gangs are tried as always. The passed requests add nothing to the drain's memos
+    that a later try could read: a preemption memo of the same (shape, priority, namespace) is one
+    of the same pool and priority, whose try ``may_take`` refuses all the same."""
+
+    __slots__ = ("hints", "memo", "scheduler", "state")
+
+    def __init__(self, state: ClusterState, hints: Hints, scheduler: Scheduler, memo: _Memo) -> None:
+        self.state, self.hints, self.scheduler, self.memo = state, hints, scheduler, memo
+
+    def passes(self, group: GroupKey, head: OrderKey) -> bool:
+        """Whether ``group`` (the walk's next request of it: ``head``) is inert (class docstring)."""
+        pool, hints, memo = str(group[0]), self.hints, self.memo
+        if group[5] is not None or pool in hints.pools or group[1] in hints.namespaces:
+            return False
+        state, scheduler = self.state, self.scheduler
+        nodes = memo.hinted(state, hints, pool)
+        if not nodes:
+            return True
+        allocation = state.allocations.get(head[3])
+        if allocation is None or allocation.status != QUEUED:
+            return False  # the walk steps over it
+        spec = allocation.spec
+        if memo.takes(state, spec, scheduler, cast(int, group[2])):
+            return False
+        return not _may_fit(state, spec, scheduler, nodes)
+
+    def sift(self, heads: list[tuple[RankedKey, GroupKey]], passed: list[tuple[GroupKey, OrderKey]]
+             ) -> list[tuple[RankedKey, GroupKey]]:
+        """The walk's ``heads`` less the inert groups, which join ``passed`` at the request the walk
+        would take next (a heap again); entries whose group has no request left are dropped, as
+        the walk drops them."""
+        kept: list[tuple[RankedKey, GroupKey]] = []
+        groups = self.state.queue.groups
+        for key, group in heads:
+            members = groups.get(group)
+            if members is None:
+                continue
+            at = members.bisect_left(unranked(key))
+            if at == len(members):
+                continue
+            head = members[at]
+            if self.passes(group, head):
+                passed.append((group, head))
+            else:
+                kept.append((key, group))
+        heapq.heapify(kept)
+        return kept
+
+
 def _groupable(state: ClusterState, pool: str, scheduler: Scheduler, known: dict[str, bool]) -> bool:
     """Whether a failed request speaks for its group in ``pool``: not where the strategy's pick reads
     the allocation id (its GPUs, hence a percent request's quota charge, may differ per request)."""
@@ -296,14 +371,40 @@ def _groupable(state: ClusterState, pool: str, scheduler: Scheduler, known: dict
 
 class _Memo:
     """One drain's memos: shapes without room (by whether the walk was whole), gangs tried, and
-    (shape, priority, namespace) without a preemption plan."""
+    (shape, priority, namespace) without a preemption plan; and two answers that hold until a try
+    grants or frees something: per pool its hinted nodes (``hints.nodes`` grows only with a
+    preemption or a gang's retry) and per (pool, priority) ``reclaim.may_take`` (which reads the
+    pool's lowest granted priority)."""
 
-    __slots__ = ("gangs", "no_plan", "no_room")
+    __slots__ = ("_hinted", "_takes", "gangs", "no_plan", "no_room")
 
     def __init__(self) -> None:
         self.no_room: set[tuple[ShapeKey, bool]] = set()
         self.gangs: set[str] = set()
         self.no_plan: set[tuple[ShapeKey, int, str]] = set()
+        self._hinted: dict[str, list[str]] = {}
+        self._takes: dict[tuple[str, int], bool] = {}
+
+    def hinted(self, state: ClusterState, hints: Hints, pool: str) -> list[str]:
+        """The nodes of ``hints`` in ``pool`` (a retried request's only candidates)."""
+        found = self._hinted.get(pool)
+        if found is None:
+            found = self._hinted[pool] = [n for n in hints.nodes if n in state.nodes and state.nodes[n].pool == pool]
+        return found
+
+    def takes(self, state: ClusterState, spec: AllocationSpec, scheduler: Scheduler, priority: int) -> bool:
+        """``reclaim.may_take`` for ``spec`` (of effective ``priority``; it reads only that and the pool)."""
+        key = (spec.pool, priority)
+        found = self._takes.get(key)
+        if found is None:
+            found = self._takes[key] = may_take(state, spec, scheduler)
+        return found
+
+    def moved(self, *, freed: bool) -> None:
+        """A try granted (``freed``: or preempted, or retried a gang): drop the answers kept."""
+        self._takes.clear()
+        if freed:
+            self._hinted.clear()
 
 
 _NOTHING, _GRANTED, _CHANGED = object(), object(), object()
@@ -321,29 +422,34 @@ def _one(state: ClusterState, allocation: AllocationState, hints: Hints, now: da
         memo.gangs.add(spec.gang.key)
         made = gang.retry(state, spec.gang, hints, now, scheduler)
         out.extend(made)
-        return _CHANGED if made else _NOTHING
+        if not made:
+            return _NOTHING
+        memo.moved(freed=True)
+        return _CHANGED
     restrict: list[str] | None = None
-    may_fit = True
     if spec.pool not in hints.pools and spec.namespace not in hints.namespaces:
-        restrict = [n for n in hints.nodes if n in state.nodes and state.nodes[n].pool == spec.pool]
+        restrict = memo.hinted(state, hints, spec.pool)
         if not restrict:
             return _NOTHING
-        scheduler.sync(state)
-        need = scheduler.prepare(spec)[0]
-        may_fit = any(scheduler.may_fit(n, need) for n in restrict)
     shape = shape_key(spec)
     no_room = memo.no_room
-    if may_fit and (shape, True) not in no_room and (shape, restrict is None) not in no_room:
+    if ((shape, True) not in no_room and (shape, restrict is None) not in no_room
+            and (restrict is None or _may_fit(state, spec, scheduler, restrict))):
         outcome = attempt(state, spec, scheduler, restrict=restrict)
         if isinstance(outcome, Grant):
             event = granted(spec, outcome, now=now, from_queue=True)
             evolve(state, event)
             out.append(event)
+            memo.moved(freed=False)
             return _GRANTED
         if outcome.code == "capacity":
             no_room.add((shape, restrict is None))
-    tried = (shape, priority_of(spec), spec.namespace)
+    priority = priority_of(spec)
+    tried = (shape, priority, spec.namespace)
     if tried in memo.no_plan:
+        return _NOTHING
+    if not memo.takes(state, spec, scheduler, priority):  # no search: the same answer, at once
+        memo.no_plan.add(tried)
         return _NOTHING
     preempting = try_take(state, spec, now, scheduler, from_queue=True)
     if isinstance(preempting, list):
@@ -353,9 +459,17 @@ def _one(state: ClusterState, allocation: AllocationState, hints: Hints, now: da
         hints.nodes.add(preempting[-1].node)  # type: ignore[union-attr]
         no_room.clear()
         memo.no_plan.clear()
+        memo.moved(freed=True)
         return _CHANGED
     memo.no_plan.add(tried)
     return _NOTHING
+
+
+def _may_fit(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler, nodes: list[str]) -> bool:
+    """False only when the Scheduler's index knows ``spec`` fits none of ``nodes``."""
+    scheduler.sync(state)
+    need = scheduler.prepare(spec)[0]
+    return any(scheduler.may_fit(n, need) for n in nodes)
 
 
 def process(state: ClusterState, intent: AnyIntent, now: datetime, scheduler: Scheduler | None = None

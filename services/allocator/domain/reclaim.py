@@ -53,7 +53,7 @@ from services.allocator.domain.deadlines import protected_until
 from services.allocator.domain.model import GRANTED, AllocationState
 from services.allocator.domain.partition import usage as partition_usage
 from services.allocator.domain.placement import charge_on, usage_on
-from services.allocator.domain.preempting import try_preempt
+from services.allocator.domain.preempting import may_preempt, try_preempt
 from services.allocator.domain.preemption import CANDIDATE_PERCENT, MIN_CANDIDATES, NoPlan
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.shares import ShareIndex, allocation_amount
@@ -102,6 +102,16 @@ def may_reclaim(state: ClusterState, spec: AllocationSpec) -> str | None:
     if over(guarantee_of(index, leaf, spec.pool), usage_after(index, leaf, spec.pool, lower_amount(spec), ())):
         return f"share {leaf} would be beyond its guarantee in pool {spec.pool} with this request (borrowing)"
     return None
+
+
+def may_take(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler) -> bool:
+    """False only when :func:`try_take` surely finds nothing, known in O(1): preemption (and so
+    reclaim) is off in the pool, or the pool has no shares (no reclaim) and preemption by priority
+    cannot help (preempting.may_preempt). In a pool with shares a reclaim may take borrowed work
+    of any priority, so only ``off`` answers there."""
+    if spec.pool in state.share_index.terms:
+        return state.pool_config(spec.pool).preemption != "off"
+    return may_preempt(state, spec, scheduler)
 
 
 def try_take(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Scheduler, *,

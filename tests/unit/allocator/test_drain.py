@@ -9,7 +9,9 @@ identical after every intent.
 
 from __future__ import annotations
 
+import importlib
 from datetime import UTC, datetime
+from unittest import mock
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -20,7 +22,7 @@ from events import intents as it
 from events.values import AllocationSpec, PoolConfig, QuotaAmount, QuotaSpec, Resources, priority_of
 from services.allocator.domain import Scheduler, decide, evolve, process
 from services.allocator.domain.allocate import attempt, granted
-from services.allocator.domain.model import QUEUED
+from services.allocator.domain.model import QUEUED, AllocationState
 from services.allocator.domain.need import ShapeKey, shape_key
 from services.allocator.domain.placement import Grant
 from services.allocator.domain.preempting import try_preempt
@@ -29,6 +31,7 @@ from services.allocator.domain.state import ClusterState
 from services.allocator.domain.victims import PROTECTION_KEY
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request
 
+process_module = importlib.import_module("services.allocator.domain.process")  # the package exports process()
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 UIDS = tuple(f"u{i}" for i in range(40))
 
@@ -177,3 +180,57 @@ def test_a_passed_group_resumes_after_a_preemption_frees_more_than_it_takes() ->
     assert out == walk_process(walked, release, Scheduler(), now=c.now)
     granted_ids = [e.spec.allocation_id for e in out if isinstance(e, ev.AllocationGranted)]
     assert granted_ids == ["p", "x2"] and c.state.allocations["x1"].status == QUEUED
+
+
+def _saturated() -> tuple[Cluster, ClusterState]:
+    """Pool p (preemption by priority, no shares): n0's two GPUs 80 % taken by v (priority 0,
+    protected until the clock moves on), n1's one small GPU by r (priority 10). Waiting: g1 and hi
+    (priority 5: g1 fits n1 once r goes, hi needs a whole GPU), then y (30, priority 0: fits n1
+    too) and x (50, priority 0: fits n1 never). The walked copy replays the same events."""
+    c = Cluster()
+    c.pool("p", preemption="cluster")
+    c.node("n0", "p", a_gpu("n0-g0", 100, 16 * Gi, index=0), a_gpu("n0-g1", 100, 16 * Gi, index=1))
+    c.node("n1", "p", a_gpu("n1-g0", 30, 16 * Gi, index=0))
+    victim = a_request("v", 80, Gi, pool="p", ns="b", count=2, attributes={PROTECTION_KEY: "30m"})
+    assert isinstance(c.request(victim), ev.AllocationGranted)
+    assert isinstance(c.request(a_request("r", 30, Gi, pool="p", ns="c", priority=10)), ev.AllocationGranted)
+    for uid, ns, tflops, priority in (("g1", "c", 30, 5), ("hi", "b", 100, 5), ("y", "a", 30, 0), ("x", "a", 50, 0)):
+        assert isinstance(c.request(a_request(uid, tflops, Gi, pool="p", ns=ns, priority=priority)),
+                          ev.AllocationQueued)
+    c.tick(3600)  # v's protection is over: hi may now preempt it
+    walked = ClusterState.empty()
+    for event in c.events:
+        evolve(walked, event)
+    return c, walked
+
+
+def test_groups_passed_over_unseen_are_tried_again_after_a_preemption() -> None:
+    """Releasing r: x (fits n1 never, priority 0 at the pool's lowest priority, so no search)
+    is passed over before the walk starts, and y once g1's grant has taken n1; hi then preempts v
+    and leaves a whole GPU of n0 free, where both must be tried again: y and x are granted."""
+    c, walked = _saturated()
+    release = it.ReleaseAllocation(intent_id="release-r", allocation_id="r")
+    out = c.send(release)
+    assert out == walk_process(walked, release, Scheduler(), now=c.now)
+    assert [e.spec.allocation_id for e in out if isinstance(e, ev.AllocationGranted)] == ["g1", "hi", "y", "x"]
+    assert [e.allocation_id for e in out if isinstance(e, ev.AllocationPreempted)] == ["v"]
+
+
+def test_a_release_that_helps_no_group_tries_none_of_them() -> None:
+    """Releasing g1 after the drain above frees 30 on n1's GPU for a queue left with z (50,
+    priority 0, at the pool's lowest priority): z fits n1 never and may preempt nothing, so the
+    drain tries no request at all (no placement walk, no preemption search)."""
+    c, _ = _saturated()
+    c.send(it.ReleaseAllocation(intent_id="release-r", allocation_id="r"))
+    assert isinstance(c.request(a_request("z", 50, Gi, pool="p", ns="a")), ev.AllocationQueued)
+    tried: list[str] = []
+    one = process_module._one
+
+    def counted(state: ClusterState, allocation: AllocationState, *args: object) -> object:
+        tried.append(allocation.spec.allocation_id)
+        return one(state, allocation, *args)  # type: ignore[arg-type]
+
+    with mock.patch.object(process_module, "_one", counted):
+        out = c.release("g1")
+    assert [type(e) for e in out] == [ev.AllocationReleased] and tried == []
+    assert c.state.allocations["z"].status == QUEUED

@@ -20,10 +20,12 @@ from events.values import AllocationSpec, PoolConfig, Resources, priority_of
 from services.allocator.domain import Scheduler, digest
 from services.allocator.domain.deadlines import protected_until
 from services.allocator.domain.model import GRANTED
+from services.allocator.domain.preempting import may_preempt
 from services.allocator.domain.preemption import (
     CANDIDATE_PERCENT,
     MIN_CANDIDATES,
     Key,
+    NoPlan,
     Plan,
     _cpu_bound,
     _lower_bound,
@@ -31,11 +33,12 @@ from services.allocator.domain.preemption import (
     find,
     key_of,
 )
+from services.allocator.domain.reclaim import may_take, try_take
 from services.allocator.domain.reference import ReferenceScheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.trial import Trial
 from services.allocator.domain.victims import PROTECTION_KEY, Refusals, candidates_on, ranked_on
-from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota
+from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_share
 
 PRIORITIES = (None, None, -5, 5, 500)
 QOS = ("low", "medium", "high", "critical")
@@ -322,3 +325,31 @@ def test_the_chosen_node_is_the_rules_first_and_again_after_releases(
         assert ((found.node, found.key) if isinstance(found, Plan) else None) == expected
         if step < len(freed):
             c.send(it.ReleaseAllocation(intent_id=f"rel{step}", allocation_id=f"v{freed[step]}"))
+
+
+@given(granted=st.lists(st.sampled_from(PRIORITIES), max_size=4), priority=st.sampled_from(PRIORITIES),
+       count=st.integers(1, 2), preemption=st.sampled_from(["off", "cluster", "namespace"]), shared=st.booleans())
+@settings(max_examples=150, deadline=None)
+def test_the_drains_quick_refusals_are_the_searches_own(granted: list[int | None], priority: int | None, count: int,
+                                                        preemption: str, shared: bool) -> None:
+    """What a queue drain asks before a search: ``may_preempt`` is False exactly when ``find``
+    refuses without searching (codes ``off`` and ``priority``), and ``may_take`` is False only
+    when ``try_take`` (reclaim first in a pool with shares, then preemption) finds nothing."""
+    c = Cluster()
+    c.pool("p", preemption=preemption)
+    c.node("n0", "p", *(a_gpu(f"n0-g{i}", 100, 10 * Gi, index=i) for i in range(2)))
+    if shared:
+        c.share("sx", a_share("x", pool="p", gpus=1))
+    for k, level in enumerate(granted):
+        c.request(AllocationSpec(allocation_id=f"w{k}", namespace="y", pod=f"w{k}", pool="p", priority=level,
+                                 request=Resources(milli_tflops=60_000, vram_bytes=Gi),
+                                 limit=Resources(milli_tflops=60_000, vram_bytes=Gi)))
+    spec = AllocationSpec(allocation_id="probe", namespace="x", pod="probe", pool="p", priority=priority,
+                          gpu_count=count, request=Resources(milli_tflops=100_000, vram_bytes=Gi),
+                          limit=Resources(milli_tflops=100_000, vram_bytes=Gi))
+    state, now, scheduler = c.state, c.now, c.scheduler
+    found = find(state, spec, now, scheduler)
+    refused = isinstance(found, NoPlan) and found.code in ("off", "priority")
+    assert may_preempt(state, spec, scheduler) == (not refused)
+    if not may_take(state, spec, scheduler):
+        assert isinstance(try_take(state, spec, now, scheduler, from_queue=True), NoPlan)
