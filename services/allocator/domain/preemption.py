@@ -132,6 +132,7 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     least = (floor, floor + PRIORITY_OFFSET, 1)  # no plan's key is lower
     first: Key | None = None  # the first plan's key: which nodes are pending (the best may improve early)
     counted = 0
+    short: list[tuple[str, Ranked]] = []  # no plan there (CPU): their candidates count only if none is found
     order: Iterable[tuple[int, str]] = enumerate(scheduler.node_order(state, spec.pool, among=touched))
     for at, name in order:
         ranked = scheduler.ranked(state, name)
@@ -141,6 +142,12 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
                 search.seen.append(name)
             continue
         if first is not None and (ranked[0][0], ranked[0][0] + PRIORITY_OFFSET, 1) >= first:
+            continue
+        if (plans is None or name not in plans.nodes) and _short_of_cpu(search, scheduler, name, priority):
+            short.append((name, ranked))
+            if plans is not None:
+                plans.idle.add(name)
+                search.seen.append(name)
             continue
         node = search.node(name, ranked, priority, config.preemption, now, refusals)
         if not node.cands:
@@ -172,6 +179,9 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     if best is not None:
         memo.forget(scheduler)
         return best[0]
+    for name, ranked in short:  # the failure's explanation counts their candidates as the walk would have
+        if search.node(name, ranked, priority, config.preemption, now, refusals).cands:
+            searched.add(name)
     searched |= memo.searched_before(touched)
     memo.remember(scheduler, searched, refusals)
     return _why_not(spec, len(searched), refusals)
@@ -264,14 +274,14 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
 
 def _short_of_cpu(search: _Search, scheduler: Scheduler, name: str, priority: int) -> bool:
     """Whether the node lacks the request's CPU even with every allocation of a lower priority
-    gone: ``Trial.bound``'s CPU check over a superset of any candidate set, so no plan exists there
-    (the walks of :func:`_live_search` treat it like a node with nothing to preempt, without
-    building its candidates). The whole walk of :func:`find` does not use it: its candidates count
-    toward a failure's explanation."""
+    gone: ``Trial.bound``'s CPU check over a superset of any candidate set, so no plan exists there.
+    The walks pass such a node over without building its candidates (kept as ``idle`` until it is
+    touched); the whole walk of :func:`find` builds them only when no plan is found, for the
+    failure's counts."""
     need, node = search.need, search.state.nodes[name]
     if not (need.cpu_milli and node.cpu_milli):
         return False
-    return node.cpu_milli - node.used_cpu_milli + scheduler.cpu_below(name, priority) < need.cpu_milli
+    return node.cpu_milli - node.used_cpu_milli + scheduler.cpu_below(search.state, name, priority) < need.cpu_milli
 
 
 _At = TypeVar("_At", int, SortKey)

@@ -118,6 +118,11 @@ class ReferenceScheduler(Scheduler):
         """Computed from the node's allocations."""
         return ranked_on(state, node)
 
+    def cpu_below(self, state: ClusterState, node: str, priority: int) -> int:
+        """Computed from the node's allocations."""
+        allocations = state.allocations
+        return sum(allocations[aid].spec.cpu_milli for level, aid in ranked_on(state, node) if level < priority)
+
     def pool_floor(self, state: ClusterState, pool: str) -> int | None:
         """Computed from every node of the pool."""
         floors = [r[0][0] for n in state.pool_nodes.get(pool, ()) if (r := ranked_on(state, n))]

@@ -332,7 +332,7 @@ class Scheduler:
         refreshed for the nodes evolve touched (call :meth:`sync` first)."""
         return self._floors.ranked(node)
 
-    def cpu_below(self, node: str, priority: int) -> int:
+    def cpu_below(self, state: ClusterState, node: str, priority: int) -> int:
         """CPU (millicores) held on ``node`` by allocations of a priority below ``priority``, kept
         with :meth:`ranked` (call :meth:`sync` first)."""
         return self._floors.cpu_below(node, priority)

@@ -9,17 +9,20 @@ nodes put back when touched, and the search over the kept live node lists.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from events import intents as it
-from events.values import AllocationSpec, Resources
+from events.values import AllocationSpec, Resources, priority_of
 from services.allocator.domain import Scheduler
 from services.allocator.domain.node_plans import NodeResult
-from services.allocator.domain.preemption import Plan, _kept_loser, find
+from services.allocator.domain.preemption import NoPlan, Plan, _kept_loser, find
 from services.allocator.domain.reference import ReferenceScheduler
-from services.allocator.domain.victims import PROTECTION_KEY
+from services.allocator.domain.state import ClusterState
+from services.allocator.domain.victims import PROTECTION_KEY, Refusals, candidates_on, ranked_on
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu
 
 UIDS = tuple(f"w{i}" for i in range(30))
@@ -28,6 +31,17 @@ PROBES = (
     (60_000, 1, 5), (100_000, 1, 5), (40_000, 2, 5),
 )
 """(milli-TFLOPS per GPU, GPU count, priority) of the repeated searches."""
+
+
+def plain_counts(state: ClusterState, spec: AllocationSpec, now: datetime) -> tuple[int, int, int]:
+    """A failed search's counts computed plainly: the nodes of the pool with a candidate, and the
+    lower-priority allocations protection or scope refused, over every node."""
+    refusals, searched = Refusals(), 0
+    for name in state.pool_nodes.get(spec.pool, ()):
+        searched += bool(candidates_on(state, ranked_on(state, name), priority=priority_of(spec),
+                                       namespace=spec.namespace, scope=state.pool_config(spec.pool).preemption,
+                                       now=now, refusals=refusals))
+    return searched, refusals.protected, refusals.out_of_scope
 
 
 def outcome(found: object) -> object:
@@ -83,7 +97,10 @@ class KeptSearches(RuleBasedStateMachine):
         spec = AllocationSpec(allocation_id=f"probe-{self.n}", namespace=ns, pod="probe", pool="p", request=amount,
                               limit=amount, gpu_count=count, priority=priority, cpu_milli=cpu)
         state, now = self.c.state, self.c.now
-        expected = outcome(find(state, spec, now, ReferenceScheduler()))
+        fresh = find(state, spec, now, ReferenceScheduler())
+        if isinstance(fresh, NoPlan) and fresh.code == "fit":
+            assert (fresh.searched, fresh.protected, fresh.out_of_scope) == plain_counts(state, spec, now)
+        expected = outcome(fresh)
         for _ in range(times):
             assert outcome(find(state, spec, now, self.kept)) == expected
 
