@@ -9,7 +9,7 @@ repetitions is reported per tree (the run least disturbed by other processes), w
 On a 2-core machine shared with other work, differences under ~5 % are noise.
 
     python3 benchmarks/ab_saturated.py TREE [TREE ...] [--scale 1] [--waiting 500]
-        [--strategy node-compact-gpu-low-load] [--decisions 1000] [--reps 3]
+        [--strategy node-compact-gpu-low-load] [--decisions 1000] [--reps 3] [--target 0.6]
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ sys.path.insert(0, ".")
 from benchmarks.bench_decide import NOW, Driver, build
 from services.allocator.domain import Scheduler, process
 scheduler = Scheduler()
-driver = Driver(build({scale}, {strategy!r}, scheduler), scheduler, 0.75, 7, {waiting}, True)
+driver = Driver(build({scale}, {strategy!r}, scheduler), scheduler, {target}, 7, {waiting}, {saturated})
 driver.fill()
 total = 0.0
 for _ in range({decisions}):
@@ -46,8 +46,12 @@ def main() -> None:
     parser.add_argument("--strategy", default="node-compact-gpu-low-load")
     parser.add_argument("--decisions", type=int, default=1000)
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--target", type=float, default=None,
+                        help="instead of saturated: hold this TFLOPS utilisation (bench_decide's 60 %% mode: 0.6)")
     args = parser.parse_args()
-    code = CHILD.format(scale=args.scale, strategy=args.strategy, waiting=args.waiting, decisions=args.decisions)
+    saturated = args.target is None
+    code = CHILD.format(scale=args.scale, strategy=args.strategy, waiting=args.waiting, decisions=args.decisions,
+                        target=0.75 if saturated else args.target, saturated=saturated)
     totals: dict[str, list[float]] = {tree: [] for tree in args.trees}
     for _ in range(args.reps):
         for tree in args.trees:
@@ -55,7 +59,8 @@ def main() -> None:
             done = subprocess.run([sys.executable, "-c", code], cwd=tree, env=env, capture_output=True, text=True,
                                   check=True)
             totals[tree].append(float(done.stdout.split()[-1]))
-    print(f"# {args.decisions} decisions, {args.scale}x, full + {args.waiting}, {args.strategy}: "
+    regime = f"full + {args.waiting}" if saturated else f"{args.target:.0%} utilisation"
+    print(f"# {args.decisions} decisions, {args.scale}x, {regime}, {args.strategy}: "
           "thread CPU seconds, least of the repetitions (all)")
     for tree, values in totals.items():
         print(f"{tree}  {min(values):.3f}  ({', '.join(f'{v:.3f}' for v in values)})")
