@@ -172,13 +172,7 @@ def test_when_the_tick_is_not_due_a_full_retry_of_the_queue_changes_nothing(
         c.request(a_request(f"w{i}", 100, 16 * Gi, pool="p", qos=qos))
     for seconds in steps:
         c.tick(seconds)
-        if due(c.state, c.now):
-            _check(c)
-            continue
-        copy = decode_snapshot(encode_snapshot(c.state))
-        hints = Hints()
-        hints.pools.update(copy.pool_nodes)
-        assert drain(copy, hints, c.now, Scheduler()) == []
+        _decided_or_idle(c)
     assert c.replayed_digest() == digest(c.state)
     assert timedelta(0) <= c.now - (c.state.checked_at or c.now)
 
@@ -211,14 +205,20 @@ def test_reclaim_blocks_when_the_tick_is_not_due_a_full_retry_changes_nothing(
         c.tick(seconds)
         if arrival:
             c.request(a_request(f"new{n}", 100, 16 * Gi, pool="p", ns="ns-b"))
-        if due(c.state, c.now):
-            _check(c)
-            continue
-        copy = decode_snapshot(encode_snapshot(c.state))
-        hints = Hints()
-        hints.pools.update(copy.pool_nodes)
-        assert drain(copy, hints, c.now, Scheduler()) == []
+        _decided_or_idle(c)
     assert c.replayed_digest() == digest(c.state)
+
+
+def _decided_or_idle(c: Cluster) -> None:
+    """When the tick is due, decide its CheckHeartbeats (``_check``); when it is not, a retry of
+    every pool's whole queue on a copy of the state must decide nothing."""
+    if due(c.state, c.now):
+        _check(c)
+        return
+    copy = decode_snapshot(encode_snapshot(c.state))
+    hints = Hints()
+    hints.pools.update(copy.pool_nodes)
+    assert drain(copy, hints, c.now, Scheduler()) == []
 
 
 async def _ticks(c: Cluster, ticks: int) -> list[it.AnyIntent]:
