@@ -20,7 +20,8 @@ from typing import Any
 import msgspec
 
 from events import decisions as ev
-from events.values import AllocationSpec
+from events.values import AllocationSpec, priority_of
+from services.allocator.domain.deadlines import PROTECTION_KEY
 from services.allocator.domain.defrag_fold import HANDLERS as DEFRAG_HANDLERS
 from services.allocator.domain.fairshare import advance, advance_all, forget_unshared
 from services.allocator.domain.model import (
@@ -85,7 +86,7 @@ def _granted(state: ClusterState, e: ev.AllocationGranted) -> None:
         state.share_index.charge(allocation, 1)
     state.deadlines.add(allocation)
     state.gangs.granted(spec)
-    state.changes.touch(e.node)
+    state.changes.touch(e.node, granted=True, protected=bool(spec.attributes.get(PROTECTION_KEY)))
 
 
 def _arrived(state: ClusterState, spec: AllocationSpec) -> None:
@@ -143,7 +144,7 @@ def _released(state: ClusterState, e: ev.AllocationReleased | ev.AllocationPreem
     if state.share_index.terms:
         advance(state, allocation.spec.pool, e.at)
         state.share_index.charge(allocation, -1)
-    state.changes.touch(node.name)
+    state.changes.touch(node.name, grew=priority_of(allocation.spec))
 
 
 RECLAIM_WINDOW = timedelta(minutes=1)

@@ -10,6 +10,8 @@ memo on an inventory change). The ReferenceScheduler keeps none, so the equivale
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
+
 import msgspec
 
 from events.values import AllocationSpec
@@ -26,12 +28,13 @@ class Memo:
     (time and scope do not change what such a search saw) and while the namespace's quota and
     usage are unchanged (quota frees room on every node at once). The ReferenceScheduler keeps none."""
 
-    __slots__ = ("key", "mark", "previous", "validity")
+    __slots__ = ("key", "mark", "previous", "scope", "validity")
 
     def __init__(self, state: ClusterState, spec: AllocationSpec, priority: int, scope: str) -> None:
         quota = state.quotas.get(spec.namespace)
         usage = state.usage.get(spec.namespace)
         self.key = (shape_key(spec), priority, spec.namespace, scope)
+        self.scope = scope
         self.validity = (quota, None if quota is None or usage is None else msgspec.structs.astuple(usage))
         self.mark = state.changes.seq
         self.previous: tuple[int, object, frozenset[str]] | None = None
@@ -50,7 +53,7 @@ class Memo:
             return frozenset()
         return self.previous[2] - touched
 
-    def remember(self, scheduler: Scheduler, searched: set[str], refusals: Refusals) -> None:
+    def remember(self, scheduler: Scheduler, searched: AbstractSet[str], refusals: Refusals) -> None:
         """Keep this failure (when protection and scope played no part)."""
         if refusals.protected or refusals.out_of_scope:
             scheduler.forget_failed_plan(self.key)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Iterable, Sequence
+from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import NamedTuple, TypeVar, cast
 
@@ -107,6 +108,10 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
         return NoPlan("priority", f"no allocation in pool {spec.pool} has a priority below {priority}")
     memo = Memo(state, spec, priority, config.preemption)
     touched = memo.touched(scheduler)
+    still = None if touched is None else _still_none(state, spec, scheduler, memo, touched, priority)
+    if still is not None:  # the walk of the touched nodes would find no plan: its answer, at once
+        memo.remember(scheduler, still, Refusals())
+        return _why_not(spec, len(still), Refusals())
     need, chain = scheduler.prepare(spec)
     strategy = scheduler.strategy(state, spec.pool)
     indexed = scheduler.indexed(strategy)
@@ -270,6 +275,41 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
     best = _searched_pending(search, pending, best)
     plans.settle(search.seen)
     return best[0]
+
+
+def _still_none(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler, memo: Memo, touched: set[str],
+                priority: int) -> AbstractSet[str] | None:
+    """The nodes with a candidate that the walk of ``touched`` (the nodes touched since the
+    remembered failure) plus the failure's own would count, when none of the touched nodes can
+    hold a plan now; None when one might (the caller then walks them). Only where a dry run's fit
+    survives more victims (no quota, no partition templates: ``Trial.monotone``) and scope is the
+    whole pool.
+
+    Exact. At the failure no node it searched had a plan even with every candidate gone, and none
+    had protected or out-of-scope work below the request's priority (else nothing is remembered).
+    A touched node it searched whose touches since were only grants without protection and
+    releases of work below the request's priority (``Changes.grew_since``) has at most the room
+    with every candidate gone it had then, so still no plan; a touched node it did not search has
+    a plan only if it has a candidate now, and then it is walked. The counts are the walk's: the
+    touched nodes with a candidate now and the failure's others, none refused."""
+    if spec.isolation == "partitioned" or state.quotas.get(spec.namespace) is not None:
+        return None
+    if memo.scope != "cluster" or memo.previous is None:
+        return None
+    mark, searched = memo.previous[0], memo.previous[2]
+    changes = state.changes
+    left: list[str] = []
+    for name in touched:
+        ranked = scheduler.ranked(state, name)
+        has = bool(ranked) and ranked[0][0] < priority
+        if name in searched:
+            if changes.grew_since(name, priority, mark):
+                return None
+            if not has:
+                left.append(name)  # its candidates are gone: not counted any more
+        elif has:
+            return None
+    return searched.difference(left) if left else searched  # (the same set, usually: no copy)
 
 
 def _short_of_cpu(search: _Search, scheduler: Scheduler, name: str, priority: int) -> bool:

@@ -53,6 +53,10 @@ LOG_LIMIT = 1 << 16
 """Recent touches :class:`Changes` keeps in order (older marks walk the per-node record instead)."""
 
 
+ANY_PRIORITY = 2**63
+"""A ``Changes.grown`` level above every priority: a touch that may have freed any room."""
+
+
 class Changes:
     """What ``evolve`` touched, for whoever caches derived data (the Scheduler).
 
@@ -63,7 +67,7 @@ class Changes:
     removed or resized, nodes removed). Not part of the snapshot or the digest.
     """
 
-    __slots__ = ("_base", "_limit", "_log", "inventory", "nodes", "seq")
+    __slots__ = ("_base", "_limit", "_log", "_origin", "grown", "inventory", "nodes", "protected", "seq")
 
     def __init__(self, *, log_limit: int = LOG_LIMIT) -> None:
         self.seq = 0
@@ -73,18 +77,35 @@ class Changes:
         self._base = 0
         """``_log[i]`` is the node of touch ``_base + i + 1``."""
         self._limit = log_limit
+        self.grown: dict[str, dict[int, int]] = {}
+        """Per node, per priority level, the ``seq`` of the last touch that may have given back room
+        held by work of that priority or above (:data:`ANY_PRIORITY`: any touch but a grant or a
+        release)."""
+        self.protected: dict[str, int] = {}
+        """Per node, the ``seq`` of the last grant of work carrying an eviction protection."""
+        self._origin = 0
+        """Marks before it predate this record (a continuing copy's): :meth:`grew_since` says yes."""
 
     def continuing(self, other: Changes) -> Changes:
         """A fresh record whose touches continue ``other``'s numbering (for a hypothetical copy of
         a state: its readers' marks taken on ``other`` stay valid); ``other`` is not changed."""
-        self.seq = self._base = other.seq
+        self.seq = self._base = self._origin = other.seq
         self.inventory = other.inventory
         self.nodes, self._log = {}, []
+        self.grown, self.protected = {}, {}
         return self
 
-    def touch(self, node: str) -> None:
-        """Record that ``node``'s records (or its GPUs', or its pool's settings) changed."""
+    def touch(self, node: str, *, grew: int | None = None, granted: bool = False, protected: bool = False) -> None:
+        """Record that ``node``'s records (or its GPUs', or its pool's settings) changed. ``grew``:
+        the priority of the work a release took off the node (room it held is free again);
+        ``granted``: the change was a grant (it only takes room; ``protected`` when the grant
+        carries an eviction protection); anything else may have changed any room there."""
         self.seq += 1
+        level = ANY_PRIORITY if grew is None and not granted else grew
+        if level is not None:
+            self.grown.setdefault(node, {})[level] = self.seq
+        if protected:
+            self.protected[node] = self.seq
         self.nodes.pop(node, None)
         self.nodes[node] = self.seq
         log = self._log
@@ -93,6 +114,17 @@ class Changes:
             drop = len(log) // 2
             del log[:drop]
             self._base += drop
+
+    def grew_since(self, node: str, priority: int, mark: int) -> bool:
+        """Whether a touch of ``node`` after ``mark`` may have given back room held by work of
+        ``priority`` or above, or granted work with an eviction protection there: then a request of
+        ``priority`` may find room with every lower-priority allocation gone that it did not find
+        at ``mark`` (preemption.py ``_still_none``). True for a mark older than this record."""
+        if mark < self._origin:
+            return True
+        if self.protected.get(node, 0) > mark:
+            return True
+        return any(seq > mark and level >= priority for level, seq in self.grown.get(node, {}).items())
 
     def nodes_since(self, mark: int) -> Iterator[str]:
         """Names of the nodes touched after ``mark`` (a past ``seq``), each once, most recent first."""

@@ -154,3 +154,83 @@ def test_a_kept_result_is_skipped_only_when_it_loses_against_every_better_plan()
     assert _kept_loser(result(None, (same, False)), best)  # no plan below best: a tie cannot win here
     assert not _kept_loser(result(None, (better, False)), best)
     assert not _kept_loser(NodeResult([], 0), best)  # not searched yet
+
+
+def test_a_remembered_failure_is_searched_again_where_room_above_the_request_came_back() -> None:
+    """A failed search is remembered; a release of work the request may not take (priority at or
+    above its own) on a node the failure searched gives that room back, so the next search must
+    find the plan there, as a fresh one does; a release of a candidate does not (no walk needed)."""
+    fast, fresh = Cluster(), Cluster(ReferenceScheduler())
+    for c in (fast, fresh):
+        c.pool("p")
+        c.node("n0", "p", a_gpu("n0-g0", 100, 16 * Gi, index=0))
+        c.node("n1", "p", a_gpu("n1-g0", 100, 16 * Gi, index=0))
+    work = (("high-0", "n0", 60_000, 7), ("low-0", "n0", 40_000, 0), ("high-1", "n1", 100_000, 7))
+    for uid, _, tflops, priority in work:
+        amount = Resources(milli_tflops=tflops, vram_bytes=Gi)
+        spec = AllocationSpec(allocation_id=uid, namespace="x", pod=uid, pool="p", request=amount, limit=amount,
+                              priority=priority)
+        assert fast.request(spec) == fresh.request(spec)
+    assert {a: s.node for a, s in fast.state.allocations.items()} == {uid: node for uid, node, _, _ in work}
+    amount = Resources(milli_tflops=70_000, vram_bytes=Gi)
+    probe = AllocationSpec(allocation_id="probe", namespace="y", pod="probe", pool="p", request=amount,
+                           limit=amount, priority=5)
+    assert isinstance(find(fast.state, probe, fast.now, fast.scheduler), NoPlan)  # remembered
+    assert fast.release("high-0") == fresh.release("high-0")  # room at priority 7 comes back on n0
+    found = find(fast.state, probe, fast.now, fast.scheduler)
+    assert outcome(found) == outcome(find(fresh.state, probe, fresh.now, ReferenceScheduler()))
+    assert isinstance(found, Plan) and found.node == "n0"
+
+
+def test_a_remembered_failure_is_searched_again_where_a_node_it_passed_over_gains_a_candidate() -> None:
+    """A node without lower-priority work is passed over by a failed search; once work below the
+    request's priority lands there, the next search must walk it (its room with that work gone may
+    hold the request), as a fresh one does."""
+    fast, fresh = Cluster(), Cluster(ReferenceScheduler())
+    for c in (fast, fresh):
+        c.pool("p")
+        for k in range(3):
+            c.node(f"n{k}", "p", a_gpu(f"n{k}-g0", 100, 16 * Gi, index=0))
+
+    def grant(uid: str, tflops: int, priority: int) -> None:
+        amount = Resources(milli_tflops=tflops, vram_bytes=Gi)
+        spec = AllocationSpec(allocation_id=uid, namespace="x", pod=uid, pool="p", request=amount, limit=amount,
+                              priority=priority)
+        assert fast.request(spec) == fresh.request(spec)
+
+    grant("high-0", 100_000, 7)
+    grant("high-1", 90_000, 7)
+    grant("low-1", 10_000, 0)  # the only candidate (on n1): not enough there, so the search fails
+    grant("high-2", 20_000, 7)
+    assert {a: s.node for a, s in fast.state.allocations.items()} == {
+        "high-0": "n0", "high-1": "n1", "low-1": "n1", "high-2": "n2"}
+    amount = Resources(milli_tflops=70_000, vram_bytes=Gi)
+    probe = AllocationSpec(allocation_id="probe", namespace="y", pod="probe", pool="p", request=amount,
+                           limit=amount, priority=5)
+    assert isinstance(find(fast.state, probe, fast.now, fast.scheduler), NoPlan)  # remembered: no candidate
+    grant("low-2", 40_000, 0)  # a candidate lands on n2, which the failure passed over
+    found = find(fast.state, probe, fast.now, fast.scheduler)
+    assert outcome(found) == outcome(find(fresh.state, probe, fresh.now, ReferenceScheduler()))
+    assert isinstance(found, Plan) and found.victims[0].spec.allocation_id == "low-2"
+
+
+def test_a_remembered_failure_is_searched_again_where_protected_work_was_granted() -> None:
+    """Work under eviction protection granted since a failure is refused as a victim: the search
+    walks its node again and its explanation counts it, as a fresh one does."""
+    fast, fresh = Cluster(), Cluster(ReferenceScheduler())
+    for c in (fast, fresh):
+        c.pool("p")
+        c.node("n0", "p", a_gpu("n0-g0", 100, 16 * Gi, index=0))
+    amount = Resources(milli_tflops=30_000, vram_bytes=Gi)
+    for uid, priority, protect in (("high", 7, ""), ("low", 0, ""), ("guarded", 0, "1h")):
+        spec = AllocationSpec(allocation_id=uid, namespace="x", pod=uid, pool="p", request=amount, limit=amount,
+                              priority=priority, attributes={PROTECTION_KEY: protect} if protect else {})
+        assert fast.request(spec) == fresh.request(spec)
+        if uid == "low":
+            probe = AllocationSpec(allocation_id="probe", namespace="y", pod="probe", pool="p",
+                                   request=Resources(milli_tflops=90_000, vram_bytes=Gi),
+                                   limit=Resources(milli_tflops=90_000, vram_bytes=Gi), priority=5)
+            assert isinstance(find(fast.state, probe, fast.now, fast.scheduler), NoPlan)  # remembered
+    found = find(fast.state, probe, fast.now, fast.scheduler)
+    assert isinstance(found, NoPlan) and found.protected == 1
+    assert outcome(found) == outcome(find(fresh.state, probe, fresh.now, ReferenceScheduler()))
