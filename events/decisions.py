@@ -8,7 +8,7 @@ recompute a decision.
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Union, get_args
 
 from events.base import Event
 from events.defrag import DefragEnded as DefragEnded
@@ -299,34 +299,4 @@ AnyEvent = Union[
 ]
 """Every event type; the tagged union the codec decodes."""
 
-EVENT_TYPES: tuple[type[Event], ...] = (
-    AllocationGranted,
-    AllocationQueued,
-    AllocationRejected,
-    AllocationReleased,
-    AllocationPreempted,
-    AllocationResized,
-    ResizeRejected,
-    NodeRegistered,
-    NodeHeartbeat,
-    NodeRemoved,
-    NodePhaseChanged,
-    GpuCapacityChanged,
-    GpuPhaseChanged,
-    HeartbeatsChecked,
-    QuotaSet,
-    QuotaRemoved,
-    PoolConfigured,
-    PoolRemoved,
-    IntentRejected,
-    GangPlaced,
-    GangTimedOut,
-    GangDegraded,
-    DefragStarted,
-    MoveReserved,
-    MoveCompleted,
-    MoveCancelled,
-    DefragEnded,
-    ShareSet,
-    ShareRemoved,
-)
+EVENT_TYPES: tuple[type[Event], ...] = get_args(AnyEvent)

@@ -6,7 +6,7 @@ Each is an immutable, tagged msgspec Struct published on ``gpuledger.intent.<tag
 
 from __future__ import annotations
 
-from typing import Annotated, Union
+from typing import Annotated, Union, get_args
 
 import msgspec
 
@@ -145,20 +145,4 @@ AnyIntent = Union[
 ]
 """Every intent type; the tagged union the codec decodes."""
 
-INTENT_TYPES: tuple[type[Intent], ...] = (
-    RequestAllocation,
-    ReleaseAllocation,
-    ResizeAllocation,
-    RegisterNode,
-    RemoveNode,
-    SetQuota,
-    RemoveQuota,
-    ConfigurePool,
-    RemovePool,
-    CheckHeartbeats,
-    StartDefrag,
-    CancelDefrag,
-    CancelMove,
-    SetShare,
-    RemoveShare,
-)
+INTENT_TYPES: tuple[type[Intent], ...] = get_args(AnyIntent)

@@ -154,3 +154,16 @@ def env_cluster(**pool_kw: object) -> Cluster:
     c.node("node-2", "other-pool", a_gpu("gpu-3", 120, 24 * Gi))
     c.node("node-3", "test-pool", a_gpu("gpu-4", 150, 48 * Gi, model="H100", phase="Pending"))
     return c
+
+
+def three_half_used_nodes() -> Cluster:
+    """Three nodes of two GPUs, a 30-TFLOPS share of workload w<n> on each (spread by low-load-first);
+    the pool then packs (node-compact-gpu-low-load): a campaign empties two nodes."""
+    c = Cluster()
+    c.pool("p", placement="low-load-first")
+    for n in range(3):
+        c.node(f"n{n}", "p", *(a_gpu(f"n{n}-g{g}", 100, 16 * Gi, index=g) for g in range(2)))
+    for n in range(3):
+        c.request(a_request(f"a{n}", 30, Gi, pool="p", workload=f"w{n}"))
+    c.pool("p", placement="node-compact-gpu-low-load")
+    return c

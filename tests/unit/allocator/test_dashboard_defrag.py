@@ -15,23 +15,12 @@ from aiohttp.test_utils import TestClient, TestServer
 
 from events import intents as it
 from services.allocator.dashboard import pages
-from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request
-
-
-def _cluster() -> Cluster:
-    c = Cluster()
-    c.pool("p", placement="low-load-first")
-    for n in range(3):
-        c.node(f"n{n}", "p", *(a_gpu(f"n{n}-g{g}", 100, 16 * Gi, index=g) for g in range(2)))
-    for n in range(3):
-        c.request(a_request(f"a{n}", 30, Gi, pool="p", workload=f"w{n}"))
-    c.pool("p", placement="node-compact-gpu-low-load")
-    return c
+from tests.unit.allocator.builders import Cluster, three_half_used_nodes
 
 
 @pytest.fixture
 async def served() -> AsyncIterator[tuple[Cluster, TestClient[web.Request, web.Application]]]:
-    c = _cluster()
+    c = three_half_used_nodes()
     app = web.Application(middlewares=[pages._problems])
     app[pages.FOLLOWER] = SimpleNamespace(state=c.state)  # type: ignore[assignment]  # only .state is read
     app.router.add_get("/ui/defrag", pages.defrag)

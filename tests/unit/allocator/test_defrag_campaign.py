@@ -31,7 +31,7 @@ from services.allocator.domain.defrag_schedule import check_schedule
 from services.allocator.domain.model import GRANTED
 from services.allocator.domain.victims import PROTECTION_KEY
 from services.allocator.ports import StoredEvent
-from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request, tf
+from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request, tf, three_half_used_nodes
 
 
 def _start(c: Cluster, pool: str = "p", **kw: object) -> list[ev.AnyEvent]:
@@ -155,7 +155,7 @@ def test_a_campaign_reserves_safely_and_replays_at_every_step(
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=st.integers(0, 3), late=st.booleans())
 def test_an_interrupted_campaign_frees_every_hold_at_its_deadline(steps: int, late: bool) -> None:
-    c = _three_half_used_nodes()
+    c = three_half_used_nodes()
     started = _start(c, max_duration_s=300)
     reserved = [e for e in started if isinstance(e, ev.MoveReserved)]
     assert len(reserved) == 2 and _holds(c.state)
@@ -176,21 +176,8 @@ def test_an_interrupted_campaign_frees_every_hold_at_its_deadline(steps: int, la
     _replayed_equals_live(c)
 
 
-def _three_half_used_nodes() -> Cluster:
-    """Three nodes of two GPUs, a 30-TFLOPS share of workload w<n> on each (spread by low-load-first);
-    the pool then packs (node-compact-gpu-low-load): a campaign empties two nodes."""
-    c = Cluster()
-    c.pool("p", placement="low-load-first")
-    for n in range(3):
-        c.node(f"n{n}", "p", *(a_gpu(f"n{n}-g{g}", 100, 16 * Gi, index=g) for g in range(2)))
-    for n in range(3):
-        c.request(a_request(f"a{n}", 30, Gi, pool="p", workload=f"w{n}"))
-    c.pool("p", placement="node-compact-gpu-low-load")
-    return c
-
-
 def test_a_campaign_records_its_plan_and_the_replacement_takes_the_reserved_gpus() -> None:
-    c = _three_half_used_nodes()
+    c = three_half_used_nodes()
     out = _start(c, max_moves=5, trigger="cli")
     started, first, second = out
     assert isinstance(started, ev.DefragStarted) and started.moves == 2 and started.nodes == ("n0", "n2")
@@ -216,7 +203,7 @@ def test_a_campaign_records_its_plan_and_the_replacement_takes_the_reserved_gpus
 
 
 def test_a_refused_eviction_frees_its_reservation_and_cancel_ends_the_campaign() -> None:
-    c = _three_half_used_nodes()
+    c = three_half_used_nodes()
     started = _start(c)
     cid = started[0].campaign_id  # type: ignore[union-attr]
     before = _holds(c.state)
@@ -238,7 +225,7 @@ def test_a_refused_eviction_frees_its_reservation_and_cancel_ends_the_campaign()
 
 
 def test_refusals_name_the_field() -> None:
-    c = _three_half_used_nodes()
+    c = three_half_used_nodes()
     assert _start(c, pool="nowhere")[0].field == "pool"  # type: ignore[union-attr]
     assert _start(c, pool="Bad_Pool")[0].field == "pool"  # type: ignore[union-attr]
     _start(c)
@@ -264,7 +251,7 @@ def test_a_plan_without_moves_starts_and_ends_at_once() -> None:
 
 
 def test_a_due_schedule_starts_one_campaign_per_tick_within_its_window() -> None:
-    c = _three_half_used_nodes()
+    c = three_half_used_nodes()
     c.pool("p", placement="node-compact-gpu-low-load",
            defrag=DefragSchedule(schedule="0 3 * * *", timezone="Europe/Paris", max_duration_s=3600, max_moves=5))
     c.now = datetime(2026, 1, 2, 1, 59, tzinfo=UTC)  # 02:59 in Paris: not yet
@@ -290,7 +277,7 @@ def test_a_due_schedule_starts_one_campaign_per_tick_within_its_window() -> None
 
 
 def test_a_schedule_that_cannot_run_is_refused_naming_the_field() -> None:
-    c = _three_half_used_nodes()
+    c = three_half_used_nodes()
     for schedule, field in ((DefragSchedule(schedule="0 3 * *"), "config.defrag.schedule"),
                             (DefragSchedule(schedule="CRON_TZ=UTC 0 3 * * *"), "config.defrag.schedule"),
                             (DefragSchedule(schedule="61 3 * * *"), "config.defrag.schedule"),
@@ -303,7 +290,7 @@ def test_a_schedule_that_cannot_run_is_refused_naming_the_field() -> None:
 
 
 def test_what_if_rebuilds_each_campaign_intent_from_its_events() -> None:
-    c = _three_half_used_nodes()
+    c = three_half_used_nodes()
     sent: list[tuple[it.AnyIntent, list[ev.AnyEvent]]] = []
 
     def send(intent: it.AnyIntent) -> None:
@@ -323,7 +310,7 @@ def test_what_if_rebuilds_each_campaign_intent_from_its_events() -> None:
 
 
 def test_the_sql_read_model_rewrites_the_gpus_a_hold_takes_or_frees() -> None:
-    c = _three_half_used_nodes()
+    c = three_half_used_nodes()
     started = _start(c)
     reserved = [e for e in started if isinstance(e, ev.MoveReserved)]
 

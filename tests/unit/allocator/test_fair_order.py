@@ -340,18 +340,8 @@ def test_a_passed_group_resumes_after_what_the_walk_reached_under_the_share_orde
         assert isinstance(c.request(a_request(uid, tflops, Gi, pool="p", ns=ns, priority=5)), ev.AllocationQueued)
     assert fairshare.waiting(c.state) == ["x1", "x2", "p"]
     c.tick(3600)  # the victim's protection is over
-    walked = ClusterState.empty()
-    for event in c.events:
-        evolve(walked, event)
-    release = it.ReleaseAllocation(intent_id="release-r", allocation_id="r")
-    drains = []
-    for state, drain, scheduler in ((c.state, process_module.drain, c.scheduler), (walked, fair_walk, Scheduler())):
-        released = decide(state, release, c.now, scheduler)
-        for event in released:
-            evolve(state, event)
-        drains.append(drain(state, hints_of(state, released), c.now, scheduler))
-    assert drains[0] == drains[1]
-    assert granted_ids(drains[0]) == ["p"] and c.state.allocations["x2"].status == QUEUED
+    drained = _drained_like_the_walk(c, "r")
+    assert granted_ids(drained) == ["p"] and c.state.allocations["x2"].status == QUEUED
 
 
 def test_a_preemption_that_lowers_a_shares_rank_moves_its_waiting_requests_up_in_the_same_drain() -> None:
@@ -373,19 +363,9 @@ def test_a_preemption_that_lowers_a_shares_rank_moves_its_waiting_requests_up_in
         assert isinstance(c.request(a_request(uid, 50, Gi, pool="p", ns=ns, priority=priority)), ev.AllocationQueued)
     assert fairshare.waiting(c.state) == ["a-hi", "b-w", "v-w"]
     c.tick(3600)  # the protection is over
-    walked = ClusterState.empty()
-    for event in c.events:
-        evolve(walked, event)
-    release = it.ReleaseAllocation(intent_id="release-r", allocation_id="r")
-    drains = []
-    for state, drain, scheduler in ((c.state, process_module.drain, c.scheduler), (walked, fair_walk, Scheduler())):
-        released = decide(state, release, c.now, scheduler)
-        for event in released:
-            evolve(state, event)
-        drains.append(drain(state, hints_of(state, released), c.now, scheduler))
-    assert drains[0] == drains[1]
-    assert [e.allocation_id for e in drains[0] if isinstance(e, ev.AllocationPreempted)] in (["v1"], ["v2"])
-    assert granted_ids(drains[0]) == ["a-hi", "v-w"]
+    drained = _drained_like_the_walk(c, "r")
+    assert [e.allocation_id for e in drained if isinstance(e, ev.AllocationPreempted)] in (["v1"], ["v2"])
+    assert granted_ids(drained) == ["a-hi", "v-w"]
 
 
 NO_SHARES_DIGEST = "ae46ef9ca0a0db27247785828825066fa6778d23c1e2f008522ca51594807eed"
@@ -510,3 +490,20 @@ def test_decayed_usage_never_runs_back_and_goes_with_the_half_life_or_the_shares
     c.remove_share("sb")  # the pool has no shares any more: its decayed usage goes
     assert not c.state.decayed
     assert c.replayed_digest() == digest(c.state)
+
+
+def _drained_like_the_walk(c: Cluster, released: str) -> list[ev.AnyEvent]:
+    """Release ``released`` on the cluster and on a replayed copy, drain the first with the
+    drain and the second with the plain fair walk; the two must emit the same events (returned)."""
+    walked = ClusterState.empty()
+    for event in c.events:
+        evolve(walked, event)
+    release = it.ReleaseAllocation(intent_id=f"release-{released}", allocation_id=released)
+    drains = []
+    for state, drain, scheduler in ((c.state, process_module.drain, c.scheduler), (walked, fair_walk, Scheduler())):
+        out = decide(state, release, c.now, scheduler)
+        for event in out:
+            evolve(state, event)
+        drains.append(drain(state, hints_of(state, out), c.now, scheduler))
+    assert drains[0] == drains[1]
+    return drains[0]
