@@ -55,6 +55,15 @@ def writer_session(ttl_s: float) -> tuple[dict[str, str], float]:
     return settings, max(5.0, 4 * ttl_s)
 
 
+async def keep_session(conn: asyncpg.Connection) -> None:
+    """The pools' ``reset``: nothing beyond asyncpg's own release step (which rolls back an open
+    transaction and drops listeners). The project keeps no session state on a pooled connection (no
+    ``SET`` outside a transaction, no LISTEN, advisory lock, cursor or temporary table), so
+    asyncpg's default reset query (``pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL``)
+    would be one more round trip per release for nothing: three per decided batch of the writer
+    (BENCHMARKS.md "Read load")."""
+
+
 async def create_pool(url: str, *, min_size: int = 1, max_size: int = 4,
                       server_settings: dict[str, str] | None = None,
                       command_timeout: float | None = None) -> asyncpg.Pool:
@@ -63,7 +72,7 @@ async def create_pool(url: str, *, min_size: int = 1, max_size: int = 4,
     client waits for any query and for a new connection (None: forever, and asyncpg's 60 s connect)."""
     pool = await asyncpg.create_pool(asyncpg_dsn(url), min_size=min_size, max_size=max_size,
                                      server_settings=server_settings, command_timeout=command_timeout,
-                                     timeout=command_timeout or 60)
+                                     timeout=command_timeout or 60, reset=keep_session)
     if pool is None:  # pragma: no cover - asyncpg returns None only when used without await
         raise RuntimeError("asyncpg.create_pool returned None")
     return pool
