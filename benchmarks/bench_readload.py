@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -40,6 +41,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import msgspec
+import psutil
 
 from benchmarks import openb
 from benchmarks.bench_pipeline import Watch, percentile
@@ -123,8 +125,9 @@ async def stream(js: object, watch: Watch, *, prefix: str, rate: float, seconds:
         if n % 2 == 0 or len(sent) <= live:
             name = f"{prefix}-{n}"
             spec = msgspec.structs.replace(pods[n % len(pods)], allocation_id=name, pod=name)
-            intent: intents.AnyIntent = intents.RequestAllocation(intent_id=name, spec=spec)
-            sent.append(intent)
+            request = intents.RequestAllocation(intent_id=name, spec=spec)
+            sent.append(request)
+            intent: intents.AnyIntent = request
         else:
             old = sent[len(sent) - live - 1].spec
             intent = intents.ReleaseAllocation(intent_id=f"rel-{old.allocation_id}", allocation_id=old.allocation_id)
@@ -134,32 +137,68 @@ async def stream(js: object, watch: Watch, *, prefix: str, rate: float, seconds:
     return [i.intent_id for i in sent]
 
 
+async def release_all(js: object, watch: Watch, ids: list[str]) -> None:
+    """Release every allocation of ``ids`` (a phase's requests) and wait for the outcomes, so that
+    each phase starts from the same pool (a release of one already released is rejected: harmless)."""
+    releases = [intents.ReleaseAllocation(intent_id=f"end-{i}", allocation_id=i) for i in ids]
+    for intent in releases:
+        watch.sent[intent.intent_id] = time.perf_counter()
+        await messaging.publish_intent(js, intent)  # type: ignore[arg-type]
+    await watch.wait_all([r.intent_id for r in releases])
+
+
+def cpu_s(pids: dict[str, int]) -> dict[str, float]:
+    """CPU seconds (user + system) so far of the writer, the reader (with its parse workers) and
+    PostgreSQL (every process of the server), by those names."""
+    out: dict[str, float] = {}
+    for name, pid in pids.items():
+        try:
+            proc = psutil.Process(pid)
+            family = [proc, *proc.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            continue
+        total = 0.0
+        for member in family:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                times = member.cpu_times()
+                total += times.user + times.system
+        out[name] = total
+    return out
+
+
 async def phase(name: str, js: object, watch: Watch, args: argparse.Namespace, writer: str, reader: str,
-                root: Path) -> None:
+                label: str, pids: dict[str, int]) -> list[float]:
+    """One phase (``name``: "without readers" or "with readers"); returns its intent -> outcome
+    latencies (ms) after printing its line. ``label`` names its intents (unique per phase)."""
     stop = asyncio.Event()
     samples: list[tuple[str, int]] = []
     watcher = asyncio.create_task(watch_writer(f"{writer}/readyz", stop, samples))
     before = await asyncio.to_thread(decision_p99_s, f"{writer}/metrics")
+    cpu_before = cpu_s(pids)
     load = None
     if name == "with readers":
         load = subprocess.Popen(["nice", "-n", str(args.load_nice), sys.executable, __file__, "--load", reader,
-                                 "--seconds", str(args.seconds), "--clients", str(args.clients)],
+                                 "--seconds", str(args.seconds), "--clients", str(args.clients),
+                                 "--why", f"{label}-10"],
                                 stdout=subprocess.PIPE)
-    ids = await stream(js, watch, prefix=name.replace(" ", ""), rate=args.rate, seconds=args.seconds, live=args.live)
+    ids = await stream(js, watch, prefix=label, rate=args.rate, seconds=args.seconds, live=args.live)
     await watch.wait_all(ids)
     stop.set()
     await watcher
     after = await asyncio.to_thread(decision_p99_s, f"{writer}/metrics")
+    cpu = {k: v - cpu_before.get(k, 0.0) for k, v in cpu_s(pids).items()}
     lat = [(watch.done[i] - watch.sent[i]) * 1000 for i in ids]
     epochs = sorted({e for _, e in samples})
     roles = Counter(r for r, _ in samples)
-    print(f"{name}: {len(ids)} requests at {args.rate:g} intents/s for {args.seconds:g} s: intent->outcome "
+    print(f"{label}: {len(ids)} requests at {args.rate:g} intents/s for {args.seconds:g} s: intent->outcome "
           f"p50 {percentile(lat, 0.5):.1f} ms, p99 {percentile(lat, 0.99):.1f} ms, max {max(lat):.1f} ms; "
           f"writer fetch-to-commit p99 <= {bucket_p99(before, after) * 1000:g} ms; writer epochs {epochs}, "
-          f"/readyz samples {dict(roles)}")
+          f"/readyz samples {dict(roles)}; CPU s " + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()))
     if load is not None:
         out, _ = load.communicate(timeout=args.seconds + 120)
         print(f"  reader answers: {out.decode().strip()}")
+    await release_all(js, watch, ids)
+    return lat
 
 
 async def run(args: argparse.Namespace, root: Path) -> None:
@@ -177,6 +216,8 @@ async def run(args: argparse.Namespace, root: Path) -> None:
              spawn("services.allocator.reader", "reader", {**common, "GPULEDGER_HTTP_PORT": str(reader_port),
                                                            "GPULEDGER_NICE": str(args.reader_nice)}, root)]
     writer, reader = f"http://127.0.0.1:{writer_port}", f"http://127.0.0.1:{reader_port}"
+    postmaster = int((pg.data_dir / "postmaster.pid").read_text().split()[0])
+    pids = {"writer": procs[0].pid, "reader": procs[1].pid, "PostgreSQL": postmaster}
     client = await messaging.connect(nats_server.url)
     js = client.jetstream()
     await messaging.ensure_streams(js)
@@ -190,8 +231,21 @@ async def run(args: argparse.Namespace, root: Path) -> None:
         await watch.wait_all([n.intent_id for n in nodes])
         print(f"inventory: {len(nodes)} nodes; writer {writer}, reader {reader} (nice +{args.reader_nice}); "
               f"load average {os.getloadavg()[0]:.2f}")
-        await phase("without readers", js, watch, args, writer, reader, root)
-        await phase("with readers", js, watch, args, writer, reader, root)
+        if args.warmup > 0:  # the first seconds after the inventory are slower (caches, the first snapshot)
+            warm = await stream(js, watch, prefix="warmup", rate=args.rate, seconds=args.warmup, live=args.live)
+            await watch.wait_all(warm)
+            await release_all(js, watch, warm)
+        pooled: dict[str, list[float]] = {"without readers": [], "with readers": []}
+        for n in range(args.rounds):
+            order = list(pooled) if n % 2 == 0 else list(pooled)[::-1]  # ABBA: a drift favours neither
+            for name in order:
+                label = name.replace(" ", "") + (str(n) if args.rounds > 1 else "")
+                pooled[name] += await phase(name, js, watch, args, writer, reader, label, pids)
+        if args.rounds > 1:
+            base, loaded = (percentile(pooled[k], 0.99) for k in pooled)
+            print(f"pooled over {args.rounds} rounds: p99 without readers {base:.1f} ms, with readers "
+                  f"{loaded:.1f} ms ({loaded / base:.2f}x); p50 {percentile(pooled['without readers'], 0.5):.1f} / "
+                  f"{percentile(pooled['with readers'], 0.5):.1f} ms")
         print(f"load average after: {os.getloadavg()[0]:.2f} (1 min)")
     finally:
         await client.close()
@@ -203,7 +257,7 @@ async def run(args: argparse.Namespace, root: Path) -> None:
         nats_server.stop()
 
 
-async def load(base: str, seconds: float, clients: int) -> Counter[str]:
+async def load(base: str, seconds: float, clients: int, why: str) -> Counter[str]:
     """``clients`` concurrent clients for ``seconds`` (module docstring); answers by route and status."""
     import aiohttp
 
@@ -211,7 +265,7 @@ async def load(base: str, seconds: float, clients: int) -> Counter[str]:
     answers: Counter[str] = Counter()
     big = big_yaml()
     routes = [("GET", "/ui/"), ("GET", "/ui/queue"), ("GET", "/ui/quality"), ("POST", "/api/v1/simulate"),
-              ("GET", "/api/v1/allocations/withreaders-10"), ("GET", "/api/v1/queue")]
+              ("GET", f"/api/v1/allocations/{why}"), ("GET", "/api/v1/queue")]
 
     async def client(n: int, session: aiohttp.ClientSession) -> None:
         method, path = ("POST", "/api/v1/simulate") if n % 5 == 4 else routes[n % len(routes)]
@@ -241,10 +295,16 @@ def main() -> None:
                         help="the reader's added niceness (GPULEDGER_NICE; default 5 as the reader's, 0: none)")
     parser.add_argument("--load-nice", type=int, default=10,
                         help="niceness of the HTTP clients' process (in production they run elsewhere)")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="phase pairs, alternated ABBA, each phase's requests released after it; "
+                        ">1 also prints the figures pooled by phase")
+    parser.add_argument("--warmup", type=float, default=5.0,
+                        help="seconds of the stream before the phases, not measured")
     parser.add_argument("--load", default="", help=argparse.SUPPRESS)  # the load process: the reader's URL
+    parser.add_argument("--why", default="withreaders-10", help=argparse.SUPPRESS)  # the load's why id
     args = parser.parse_args()
     if args.load:
-        answers = asyncio.run(load(args.load, args.seconds, args.clients))
+        answers = asyncio.run(load(args.load, args.seconds, args.clients, args.why))
         print(json.dumps(dict(sorted(answers.items()))))
         return
     root = Path(tempfile.mkdtemp(prefix="gpuledger-readload-"))
