@@ -1,9 +1,11 @@
 """``gpuledger defrag``: consolidation (defragmentation) of a pool (docs/allocation.md, "Idle nodes
 and consolidation" and "Executing a plan: defrag run").
 
-- ``defrag plan POOL --max-moves N [--max-share-of-namespace P] [--max-tflops T]``: the plan, dry
-  run, from ``GET /api/v1/pools/{pool}/defrag-plan``; nothing moves.
+- ``defrag plan POOL [--max-moves N] [--max-share-of-namespace P] [--max-tflops T]``: the plan, dry
+  run, from ``GET /api/v1/pools/{pool}/defrag-plan`` (without ``--max-moves``, the API's default
+  budget: 10 moves, as the dashboard's Defrag page); nothing moves.
 - ``defrag run POOL --max-moves N [...] [--max-duration 10m] --yes``: start a campaign executing it
+  (the budget is required: it moves pods)
   (``POST /api/v1/pools/{pool}/defrag``): each target reserved, then each source pod evicted through
   the Eviction API; its replacement gets the reserved GPUs. Without ``--yes`` it shows the plan and
   starts nothing.
@@ -34,11 +36,13 @@ MaxShare = Annotated[float, typer.Option(
 MaxTflops = Annotated[str | None, typer.Option(
     "--max-tflops", help="TFLOPS of allocations in motion at most (e.g. 250).")]
 """The budget options ``defrag plan`` and ``defrag run`` share (consolidation.Budget)."""
+PlanMoves = Annotated[int | None, typer.Option(
+    "--max-moves", min=1, max=1000, help="Allocations moved at most (1-1000; default the API's, 10).")]
 
 
 def defrag_plan(
     pool: PoolName,
-    max_moves: MaxMoves,
+    max_moves: PlanMoves = None,
     max_share: MaxShare = 100.0,
     max_tflops: MaxTflops = None,
     objective: Annotated[str, typer.Option(

@@ -318,6 +318,8 @@ def test_defrag_plan_is_a_dry_run_with_reasons(stack: Path) -> None:
     assert planned["before"]["busy_nodes"] >= 1 and all(s["code"] and s["reason"] for s in planned["skipped"])
     text = cli(stack, "defrag", "plan", "default", "--max-moves", "3")
     assert text.returncode == 0 and "nodes emptied" in text.stdout and "gpuledger defrag run" in text.stdout
+    defaulted = as_json(cli(stack, "defrag", "plan", "default", "--json"))  # the API's default budget
+    assert defaulted["budget"]["max_moves"] == 10 and defaulted["dry_run"] is True, defaulted
     assert as_json(cli(stack, "why", "team-a/defrag-check", "--json"))["node"] == submitted["node"]  # not moved
     for args, field in ((("nosuch", "--max-moves", "1"), "pool"), (("default", "--max-moves", "1", "--max-tflops",
                                                                      "lots"), "max_tflops")):
