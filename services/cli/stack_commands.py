@@ -349,13 +349,14 @@ def simulate(pod_file: PodFile, data_dir: DataDir = None, as_json: JsonOut = Fal
 
 
 def print_preemption(plan: Any) -> None:
-    """Text of simulate's preemption plan (victims, node, GPUs) or why there is none."""
+    """Text of simulate's preemption or reclaim plan (victims, node, GPUs) or why there is none."""
     if not isinstance(plan, dict):
         return
     if plan.get("possible"):
         victims = ", ".join(f"{v.get('allocation_id')} (priority {v.get('priority')}, "
                             f"GPUs {', '.join(v.get('gpus') or [])})" for v in plan.get("victims") or [])
-        typer.echo(f"  preemption plan: node {plan.get('node')}, GPUs {', '.join(plan.get('gpus') or [])}; "
+        kind = "reclaim" if plan.get("kind") == "reclaim" else "preemption"
+        typer.echo(f"  {kind} plan: node {plan.get('node')}, GPUs {', '.join(plan.get('gpus') or [])}; "
                    f"victims {victims}")
     elif plan.get("reason"):
         typer.echo(f"  no preemption: {plan['reason']}")

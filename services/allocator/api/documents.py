@@ -156,9 +156,10 @@ def pool_config_doc(config: PoolConfig) -> dict[str, Any]:
 def explanation(state: ClusterState, allocation: AllocationState, reason: reasons.Reason | None,
                 now: datetime | None = None, scheduler: domain.Scheduler | None = None) -> dict[str, Any]:
     """The live explanation: for a queued allocation its current reason (with filters, quota
-    dimension, what would have to free up and, given ``now``, the preemption plan it would get then
-    or why none exists), for a granted one where and how it was placed. ``scheduler``: the
-    reader's kept explainer (:func:`reasons.explainer`; None: a fresh one, which indexes the state)."""
+    dimension, what would have to free up and, given ``now``, what it would take then: the victims
+    of a priority preemption or a reclaim, or why no priority preemption exists), for a granted
+    one where and how it was placed. ``scheduler``: the reader's kept explainer
+    (:func:`reasons.explainer`; None: a fresh one, which indexes the state)."""
     if allocation.status == QUEUED and reason is not None:
         doc = {**reason_doc(reason), "queued_reason": allocation.reason,
                "would_need": _need(state, allocation, reason)}
@@ -166,7 +167,9 @@ def explanation(state: ClusterState, allocation: AllocationState, reason: reason
         if standing is not None:
             doc["fair_share"] = fair_share_doc(standing)
         if now is not None:
-            doc["preemption"] = views.preemption_view(reasons.preemption_now(state, allocation.spec, now, scheduler))
+            taken = reasons.taken_now(state, allocation.spec, now, scheduler)
+            doc["preemption"] = (views.taken_view(*taken) if taken is not None else
+                                 views.preemption_view(reasons.preemption_now(state, allocation.spec, now, scheduler)))
         return doc
     config = state.pool_config(allocation.spec.pool)
     doc = {"code": "granted", "node": allocation.node, "gpus": list(allocation.gpus),

@@ -90,6 +90,21 @@ def current(state: ClusterState, spec: AllocationSpec, scheduler: domain.Schedul
     return Reason(code="invalid", reason=text)
 
 
+def taken_now(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: domain.Scheduler | None = None
+              ) -> tuple[ev.AllocationGranted, list[ev.AllocationPreempted]] | None:
+    """When ``spec`` arriving at ``now`` would be granted by taking allocations (a priority
+    preemption or, in a pool with shares, a reclaim), its grant and the victims' AllocationPreempted
+    events; None when it would not take any. Pure. Cost: one ``decide``."""
+    probe = msgspec.structs.replace(spec, allocation_id=PROBE_ID)
+    events = domain.decide(state, intents.RequestAllocation(intent_id=PROBE_ID, spec=probe), now,
+                           scheduler or explainer())
+    granted = next((e for e in events if isinstance(e, ev.AllocationGranted) and e.spec.allocation_id == PROBE_ID),
+                   None)
+    if granted is None or not granted.preempted:
+        return None
+    return granted, [e for e in events if isinstance(e, ev.AllocationPreempted)]
+
+
 def preemption_now(state: ClusterState, spec: AllocationSpec, now: datetime,
                    scheduler: domain.Scheduler | None = None) -> domain.Plan | domain.NoPlan:
     """The preemption plan ``spec`` would get at ``now`` if it fit nowhere (victims, node, GPUs), or

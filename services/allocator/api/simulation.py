@@ -2,10 +2,11 @@
 
 Composes the Pod's request with ``services.podspec.compose`` (raises PodSpecError naming the
 field), runs the pure ``decide`` on the projection (decide never mutates it) and ``explain`` for
-the per-filter counts. Output: the ``simulate --json`` shape (``{"allocation_request", "outcome", "filters",
-"preemption", "device"}``; ``preemption`` is the plan it preempts with, or why no preemption would help, and
-null for a plain grant; ``device`` what a grant becomes on the pod, services.podspec.device_plan,
-null unless granted).
+the per-filter counts. Output: the ``simulate --json`` shape (``{"allocation_request", "outcome",
+"filters", "preemption", "device"}``; ``preemption`` is what the decision takes (a priority plan
+or, in a pool with shares, a reclaim: ``views.taken_view``), or why no priority preemption would
+help, and null for a plain grant; ``device`` what a grant becomes on the pod,
+services.podspec.device_plan, null unless granted).
 """
 
 from __future__ import annotations
@@ -40,13 +41,17 @@ def simulate_spec(state: ClusterState, spec: AllocationSpec, *, now: datetime | 
     scheduler = scheduler or domain.Scheduler(explaining=True)  # the full per-filter reason, one index for all three
     events = domain.decide(state, intent, now, scheduler)
     outcome = next((e for e in events if views.is_outcome_of(e, spec.allocation_id)), None)
-    plain_grant = isinstance(outcome, decisions.AllocationGranted) and not outcome.preempted
+    if outcome is None or (isinstance(outcome, decisions.AllocationGranted) and not outcome.preempted):
+        preemption = None
+    elif isinstance(outcome, decisions.AllocationGranted):  # what decide took: a priority plan or a reclaim
+        preemption = views.taken_view(outcome, [e for e in events if isinstance(e, decisions.AllocationPreempted)])
+    else:
+        preemption = views.preemption_view(domain.preemption_plan(state, spec, now, scheduler))
     return {
         "allocation_request": views.spec_view(spec),
         "outcome": None if outcome is None else views.outcome_view(outcome, position=None),
         "filters": [{"name": f.name, "removed": f.removed} for f in domain.explain(state, spec, scheduler)],
-        "preemption": None if plain_grant or outcome is None else views.preemption_view(
-            domain.preemption_plan(state, spec, now, scheduler)),
+        "preemption": preemption,
         "device": _device(state, spec, outcome),
     }
 

@@ -6,7 +6,7 @@ Pure functions shared by the allocator's HTTP API and the CLI (``status``, ``sub
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from events import codec, decisions
@@ -109,12 +109,27 @@ def is_outcome_of(event: decisions.AnyEvent, allocation_id: str) -> bool:
 
 
 def preemption_view(found: Plan | NoPlan) -> dict[str, Any]:
-    """A preemption plan: ``{"possible": true, "node", "gpus", "victims": [{"allocation_id",
-    "namespace", "pod", "priority", "gpus"}]}``, or why there is none: ``{"possible": false, "code",
-    "reason", "protected", "out_of_scope"}`` (codes: off, never, priority, candidates, fit)."""
+    """A priority preemption plan: ``{"possible": true, "kind": "priority", "node", "gpus", "victims":
+    [{"allocation_id", "namespace", "pod", "priority", "gpus", "reclaim": false}]}``, or why there is
+    none: ``{"possible": false, "code", "reason", "protected", "out_of_scope"}`` (codes: off, never,
+    priority, candidates, fit)."""
     if isinstance(found, NoPlan):
         return {"possible": False, "code": found.code, "reason": found.reason, "protected": found.protected,
                 "out_of_scope": found.out_of_scope}
-    return {"possible": True, "node": found.node, "gpus": list(found.gpus),
+    return {"possible": True, "kind": "priority", "node": found.node, "gpus": list(found.gpus),
             "victims": [{"allocation_id": v.spec.allocation_id, "namespace": v.spec.namespace, "pod": v.spec.pod,
-                         "priority": priority_of(v.spec), "gpus": list(v.gpus)} for v in found.victims]}
+                         "priority": priority_of(v.spec), "gpus": list(v.gpus), "reclaim": False}
+                        for v in found.victims]}
+
+
+def taken_view(granted: decisions.AllocationGranted, taken: Sequence[decisions.AllocationPreempted]) -> dict[str, Any]:
+    """What a decision that grants by taking allocations took, from its events: the shape of
+    :func:`preemption_view`'s plan, ``kind`` ``reclaim`` when the victims were reclaimed for a
+    share below its guarantee (docs/fairness.md) and ``priority`` otherwise, each victim with the
+    event's ``reason``. This, not the priority search alone, is what ``decide`` does in a pool with
+    shares, so ``simulate`` and ``why`` show it whenever the decision takes victims."""
+    return {"possible": True, "kind": "reclaim" if any(t.reclaim for t in taken) else "priority",
+            "node": granted.node, "gpus": list(granted.gpus),
+            "victims": [{"allocation_id": t.allocation_id, "namespace": t.namespace, "pod": t.pod,
+                         "priority": t.priority, "gpus": list(t.gpus), "reclaim": t.reclaim, "reason": t.reason}
+                        for t in taken]}

@@ -167,3 +167,17 @@ def three_half_used_nodes() -> Cluster:
         c.request(a_request(f"a{n}", 30, Gi, pool="p", workload=f"w{n}"))
     c.pool("p", placement="node-compact-gpu-low-load")
     return c
+
+
+def borrowed_pool(qos: str = "medium", **pool_kw: object) -> Cluster:
+    """test-pool: one node of four whole GPUs (gpu-0..3, 100 TFLOPS, 40 GiB); share alpha (ns-a,
+    guarantee 1 GPU) holds all four with ``qos`` work a0..a3 (a1..a3 borrowed); share beta (ns-b,
+    guarantee 3 GPUs) holds none, so a beta request reclaims."""
+    c = Cluster()
+    c.pool("test-pool", **pool_kw)
+    c.node("node-0", "test-pool", *(a_gpu(f"gpu-{i}", 100, 40 * Gi) for i in range(4)))
+    c.share("alpha", a_share("ns-a", gpus=1))
+    c.share("beta", a_share("ns-b", gpus=3))
+    for i in range(4):
+        c.request(a_request(f"a{i}", 100, 40 * Gi, ns="ns-a", qos=qos))
+    return c

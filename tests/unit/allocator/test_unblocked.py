@@ -19,7 +19,7 @@ from services.allocator.domain.process import Hints, drain, process
 from services.allocator.domain.state import decode_snapshot, encode_snapshot
 from services.allocator.domain.victims import PROTECTION_KEY
 from services.allocator.loop.liveness import check_heartbeats, due
-from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request, a_share
+from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_request, a_share, borrowed_pool
 
 
 def _one_gpu_pool(**pool_kw: object) -> Cluster:
@@ -94,19 +94,9 @@ def test_preemption_off_names_no_pool() -> None:
     assert unblocked.pools(c.state, c.now) == ()
 
 
-def _shared(**pool_kw: object) -> Cluster:
-    c = Cluster()
-    c.pool("test-pool", **pool_kw)
-    c.node("node-0", "test-pool", *(a_gpu(f"gpu-{i}", 100, 40 * Gi) for i in range(4)))
-    c.share("alpha", a_share("ns-a", gpus=1))
-    c.share("beta", a_share("ns-b", gpus=3))
-    for i in range(4):
-        c.request(a_request(f"a{i}", 100, 40 * Gi, ns="ns-a"))  # a1..a3 borrowed
-    return c
-
 
 def test_a_reclaim_minimum_runtime_that_ends_is_retried_by_the_check() -> None:
-    c = _shared(reclaim_min_runtime_s=60)
+    c = borrowed_pool(reclaim_min_runtime_s=60)
     c.tick(30)
     waiting = c.request(a_request("b1", 100, 40 * Gi, ns="ns-b"))
     assert isinstance(waiting, ev.AllocationQueued) and "reclaim" in waiting.reason
@@ -120,7 +110,7 @@ def test_a_reclaim_minimum_runtime_that_ends_is_retried_by_the_check() -> None:
 
 
 def test_a_reclaim_rate_window_that_passes_is_retried_by_the_check() -> None:
-    c = _shared(reclaim_max_per_minute=1)
+    c = borrowed_pool(reclaim_max_per_minute=1)
     assert isinstance(c.request(a_request("b1", 100, 40 * Gi, ns="ns-b")), ev.AllocationPreempted)
     c.tick(1)
     second = c.request(a_request("b2", 100, 40 * Gi, ns="ns-b"))
