@@ -18,7 +18,7 @@ from typing import NamedTuple
 import msgspec
 
 from events import decisions as ev
-from events.values import AllocationSpec, priority_of
+from events.values import AllocationSpec
 from services.allocator.domain.allocate import attempt, granted, no_room
 from services.allocator.domain.evolve import evolve
 from services.allocator.domain.model import QuotaUsage
@@ -26,7 +26,8 @@ from services.allocator.domain.placement import Blocked, Grant, lower_bound_usag
 from services.allocator.domain.preempting import explained, plan_events
 from services.allocator.domain.preemption import NoPlan, find
 from services.allocator.domain.quota import check_totals
-from services.allocator.domain.reclaim import marked
+from services.allocator.domain.reclaim import ReclaimPlan, marked, may_reclaim, may_take, neither, reclaim_events
+from services.allocator.domain.reclaim import find as reclaim_plan
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
 
@@ -45,6 +46,7 @@ class Scratch:
         s.usage = dict(state.usage)
         s.quotas, s.pools, s.recent, s.pool_nodes = state.quotas, state.pools, state.recent, state.pool_nodes
         s.shares, s.share_index = state.shares, state.share_index.copy()
+        s.reclaims = {pool: list(times) for pool, times in state.reclaims.items()}  # the rate bound sees the quorum's
         s.changes.continuing(state.changes)
         self.state = s
         self.scheduler = scheduler.fork(state, s)
@@ -158,9 +160,21 @@ def _preempt(scratch: Scratch, spec: AllocationSpec, now: datetime, *, from_queu
     return marked(scratch.state, spec, plan_events(spec, found, now, from_queue=from_queue))
 
 
-def _may_preempt(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler) -> bool:
-    floor = scheduler.pool_floor(state, spec.pool)
-    return state.pool_config(spec.pool).preemption != "off" and floor is not None and floor < priority_of(spec)
+def _take(scratch: Scratch, spec: AllocationSpec, now: datetime, *, from_queue: bool) -> list[ev.AnyEvent] | NoPlan:
+    """What a member of the quorum that fits nowhere takes, as a single request would
+    (``reclaim.try_take``): in a pool with shares, a reclaim of other shares' borrowed work when its
+    share, the members before it counted, stays within its guarantee (KAI reclaims for a whole
+    podgroup, NVIDIA/KAI-Scheduler ``pkg/scheduler/actions/reclaim``); else a priority preemption
+    (``_preempt``), its grant marked with the share. Never of the gang's own members: a reclaim
+    takes nothing of the reclaimer's own share, a preemption refuses a plan that takes them."""
+    state = scratch.state
+    if spec.pool not in state.share_index.terms or may_reclaim(state, spec) is not None:
+        return _preempt(scratch, spec, now, from_queue=from_queue)
+    plan = reclaim_plan(state, spec, now, scratch.scheduler)
+    if isinstance(plan, ReclaimPlan):
+        return reclaim_events(state, spec, plan, now, from_queue=from_queue)
+    found = _preempt(scratch, spec, now, from_queue=from_queue)
+    return neither(found, plan) if isinstance(found, NoPlan) else found
 
 
 def place(state: ClusterState, members: list[AllocationSpec], quorum: int, scheduler: Scheduler, now: datetime,
@@ -169,9 +183,10 @@ def place(state: ClusterState, members: list[AllocationSpec], quorum: int, sched
 
     ``members``: the gang's waiting members in arrival order (``arriving``: the id of the one
     whose request is being decided now, granted with ``from_queue`` False). A member of the quorum
-    that fits nowhere may preempt lower-priority work as a single request would, on the scratch
-    state where the members before it are placed (so the victims are chosen for the whole quorum,
-    member by member); nothing is preempted unless the whole quorum is placed. Never mutates
+    that fits nowhere may preempt lower-priority work, or in a pool with shares reclaim borrowed
+    work, as a single request would (:func:`_take`), on the scratch state where the members before
+    it are placed (so the victims are chosen for the whole quorum, member by member); nothing is
+    preempted or reclaimed unless the whole quorum is placed. Never mutates
     ``state``; ``scheduler`` keeps its caches for ``state``. Cost: one ``attempt`` on ``state``
     when the first member finds no room and may not preempt, else the scratch copy plus one
     ``attempt`` (and, where it fails, one preemption search) per member."""
@@ -180,7 +195,7 @@ def place(state: ClusterState, members: list[AllocationSpec], quorum: int, sched
     if block is not None:
         return Failed(None, block, 0, None)
     first = attempt(state, head[0], scheduler)  # the common "no room" answer without a scratch copy
-    if not isinstance(first, Grant) and not _may_preempt(state, head[0], scheduler):
+    if not isinstance(first, Grant) and not may_take(state, head[0], scheduler):
         return Failed(head[0], first, 0, (state, scheduler))
     scratch = Scratch(state, scheduler)
     events: list[ev.AnyEvent] = []
@@ -194,7 +209,7 @@ def place(state: ClusterState, members: list[AllocationSpec], quorum: int, sched
             left.append((spec, outcome))
             continue
         else:
-            plan = _preempt(scratch, spec, now, from_queue=from_queue)
+            plan = _take(scratch, spec, now, from_queue=from_queue)
             if isinstance(plan, NoPlan):
                 return Failed(spec, outcome, i, (scratch.state, scratch.scheduler), plan)
             made = plan

@@ -131,8 +131,13 @@ def try_take(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler
     found = try_preempt(state, spec, now, scheduler, from_queue=from_queue)
     if not isinstance(found, NoPlan):
         return marked(state, spec, found)
-    if reclaimed is None:
-        return found
+    return found if reclaimed is None else neither(found, reclaimed)
+
+
+def neither(found: NoPlan, reclaimed: NoPlan) -> NoPlan:
+    """Why a request that may reclaim got neither a preemption by priority (``found``) nor a
+    reclaim (``reclaimed``): code ``fit``, the preemption's reason when it was about nodes, then
+    ``no reclaim: ...``."""
     parts = [found.reason] if found.code in ("candidates", "fit") else []
     return NoPlan("fit", "; ".join([*parts, f"no reclaim: {reclaimed.reason}"]), found.searched, found.protected,
                   found.out_of_scope)

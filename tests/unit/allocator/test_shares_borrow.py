@@ -178,6 +178,54 @@ def test_a_gang_is_reclaimed_whole_or_not_at_all() -> None:
     assert _grants(out)["b1"].share == "beta"
 
 
+def test_a_gang_below_its_guarantee_reclaims_for_its_whole_quorum_or_takes_nothing() -> None:
+    c = _pool(gpus=2, nodes=2)
+    c.share("alpha", a_share("ns-a", gpus=0))
+    c.share("beta", a_share("ns-b", gpus=2))
+    for i in range(4):
+        c.request(_whole(f"a{i}", "ns-a", qos="critical"))  # alpha borrows all four GPUs
+    c.tick(10)
+    gang = GangSpec(key="ns-b/train", quorum=2, desired=2)
+    first = c.request(_whole("b1", "ns-b", qos="low", gang=gang))
+    assert isinstance(first, ev.AllocationQueued)  # a gang waits for its quorum
+    out = c.send(it.RequestAllocation(intent_id="b2", spec=_whole("b2", "ns-b", qos="low", gang=gang)))
+    taken = [e for e in out if isinstance(e, ev.AllocationPreempted)]
+    assert len(taken) == 2 and all(t.reclaim for t in taken)  # one GPU per member, within beta's 2
+    grants = _grants(out)
+    assert set(grants) == {"b1", "b2"} and all(g.share == "beta" and not g.borrowed for g in grants.values())
+    assert sorted(p for g in grants.values() for p in g.preempted) == sorted(t.allocation_id for t in taken)
+    assert c.replayed_digest() == digest(c.state)
+
+
+def test_a_gang_whose_quorum_would_go_beyond_its_guarantee_reclaims_nothing() -> None:
+    c = _pool(gpus=2, nodes=2)
+    c.share("alpha", a_share("ns-a", gpus=0))
+    c.share("beta", a_share("ns-b", gpus=1))  # one GPU guaranteed, the quorum needs two
+    for i in range(4):
+        c.request(_whole(f"a{i}", "ns-a", qos="critical"))
+    c.tick(10)
+    gang = GangSpec(key="ns-b/train", quorum=2, desired=2)
+    c.request(_whole("b1", "ns-b", qos="low", gang=gang))
+    out = c.send(it.RequestAllocation(intent_id="b2", spec=_whole("b2", "ns-b", qos="low", gang=gang)))
+    assert not [e for e in out if isinstance(e, ev.AllocationPreempted | ev.AllocationGranted)]
+    assert all(c.state.allocations[f"a{i}"].status == "granted" for i in range(4))
+
+
+def test_a_gang_reclaim_counts_the_pools_earlier_reclaims_of_the_minute() -> None:
+    c = _pool(gpus=2, nodes=2, reclaim_max_per_minute=2)
+    c.share("alpha", a_share("ns-a", gpus=0))
+    c.share("beta", a_share("ns-b", gpus=3))
+    for i in range(4):
+        c.request(_whole(f"a{i}", "ns-a", qos="critical"))
+    c.tick(10)
+    assert isinstance(c.request(_whole("b0", "ns-b", qos="low")), ev.AllocationPreempted)  # 1 of the 2
+    gang = GangSpec(key="ns-b/train", quorum=2, desired=2)
+    c.request(_whole("b1", "ns-b", qos="low", gang=gang))
+    out = c.send(it.RequestAllocation(intent_id="b2", spec=_whole("b2", "ns-b", qos="low", gang=gang)))
+    assert not [e for e in out if isinstance(e, ev.AllocationPreempted)]  # the quorum needs 2, 1 is left
+    assert len(c.state.reclaims["test-pool"]) == 1
+
+
 def test_an_allocation_granted_within_its_guarantee_is_never_reclaimed_even_of_lower_priority() -> None:
     c = _pool(gpus=4)
     c.share("alpha", a_share("ns-a", gpus=2))
