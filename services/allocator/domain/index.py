@@ -12,7 +12,7 @@ all its TFLOPS free and a little VRAM taken for a request of TFLOPS only.) Never
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 from sortedcontainers import SortedList
 
@@ -76,14 +76,19 @@ class _Pool:
 class NodeIndex:
     """Pool -> free classes -> SortedList of (−node score, node name), and the pool's largest free
     room (:class:`~services.allocator.domain.summaries.PoolRoom`); node -> (pool, key, class, GPU
-    count) and its NodeFree."""
+    count) and its NodeFree. For a pool asked about a GPU model (:meth:`track_models`), also a
+    room per GPU model of the pool (the nodes' GPUs of that model only), kept from then on."""
 
-    __slots__ = ("_keys", "_pools", "free")
+    __slots__ = ("_keys", "_model_parts", "_model_rooms", "_pools", "free")
 
     def __init__(self) -> None:
         self._pools: dict[str, _Pool] = {}
         self._keys: dict[str, tuple[str, tuple[int, str], int, int]] = {}
         self.free: dict[str, NodeFree] = {}
+        self._model_rooms: dict[str, dict[str, PoolRoom]] = {}
+        """Pool -> GPU model -> the room of the pool's GPUs of that model (tracked pools only)."""
+        self._model_parts: dict[str, tuple[tuple[str, NodeFree, int], ...]] = {}
+        """Node of a tracked pool -> (model, its free amounts on the node's GPUs of it, GPU count)."""
 
     def refresh(self, node: NodeState, gpus: dict[str, GpuState], score: ScoreFn, config: PoolConfig) -> None:
         """Recompute ``node``'s score and free amounts and re-place it in its pool's order."""
@@ -99,6 +104,48 @@ class NodeIndex:
         for g in members:
             pool.max_tflops = max(pool.max_tflops, g.spec.capacity.milli_tflops)
         self._keys[node.name] = (node.pool, key, cls, len(members))
+        rooms = self._model_rooms.get(node.pool)
+        if rooms is not None:
+            self._add_models(node, members, free, rooms)
+
+    def _add_models(self, node: NodeState, members: list[GpuState], free: NodeFree,
+                    rooms: dict[str, PoolRoom]) -> None:
+        by_model: dict[str, list[GpuState]] = {}
+        for g in members:
+            by_model.setdefault(g.spec.model, []).append(g)
+        parts = []
+        for model, group in by_model.items():
+            part = free if len(by_model) == 1 else NodeFree(group, node)
+            (rooms.get(model) or rooms.setdefault(model, PoolRoom())).add(part, len(group))
+            parts.append((model, part, len(group)))
+        self._model_parts[node.name] = tuple(parts)
+
+    def track_models(self, pool: str, nodes: Mapping[str, NodeState], gpus: Mapping[str, GpuState]) -> None:
+        """Keep a room per GPU model of ``pool`` from now on, built from its indexed nodes (``nodes``
+        and ``gpus``: the state the index was refreshed from). O(the pool's GPUs) once."""
+        if pool in self._model_rooms:
+            return
+        rooms = self._model_rooms[pool] = {}
+        entry = self._pools.get(pool)
+        for lst in entry.classes if entry is not None else ():
+            for _, name in lst:
+                node = nodes[name]
+                self._add_models(node, [gpus[g] for g in node.gpus if g in gpus], self.free[name], rooms)
+
+    def fits_no_model(self, pool: str, need: Need) -> bool:
+        """True when no GPU of ``need``'s allowed models in ``pool`` can take it, by the rooms of
+        those models (:meth:`PoolRoom.fits_nowhere` on each; a model the pool lacks has no room;
+        with several models a node may give GPUs of more than one, so the GPU count is left to the
+        pool's room). False for a request that allows any model. The pool must be tracked
+        (:meth:`track_models`)."""
+        if need.models is None:
+            return False
+        rooms, whole = self._model_rooms[pool], len(need.models) == 1
+        return all(model not in rooms or rooms[model].fits_nowhere(need, whole=whole) for model in need.models)
+
+    def tracks_models(self, pool: str) -> bool:
+        """Whether :meth:`track_models` keeps rooms per GPU model for ``pool``."""
+        return pool in self._model_rooms
 
     def copy(self) -> NodeIndex:
         """An independent copy (for a hypothetical state: a gang placed member by member)."""
@@ -110,6 +157,9 @@ class NodeIndex:
             twin.room = pool.room.copy()
         other._keys = dict(self._keys)
         other.free = dict(self.free)
+        other._model_rooms = {pool: {m: room.copy() for m, room in rooms.items()}
+                              for pool, rooms in self._model_rooms.items()}
+        other._model_parts = dict(self._model_parts)
         return other
 
     def drop(self, node_name: str) -> None:
@@ -121,6 +171,11 @@ class NodeIndex:
             pool.classes[entry[2]].remove(entry[1])
             if free is not None:
                 pool.room.remove(free, entry[3])
+            parts = self._model_parts.pop(node_name, None)
+            if parts is not None:
+                rooms = self._model_rooms[entry[0]]
+                for model, part, count in parts:
+                    rooms[model].remove(part, count)
 
     def room(self, pool: str) -> PoolRoom:
         """``pool``'s largest free room (an empty one for a pool without indexed nodes)."""

@@ -208,6 +208,8 @@ class Scheduler:
 
         Fits nowhere without walking a node when the pool's summary rules every node out
         (:meth:`PoolRoom.fits_nowhere <services.allocator.domain.summaries.PoolRoom.fits_nowhere>`),
+        or, for a request restricted to GPU models, the summaries of those models in the pool do
+        (:meth:`NodeIndex.fits_no_model <services.allocator.domain.index.NodeIndex.fits_no_model>`),
         or when the shape was known to fit nowhere at a change mark and no node touched since
         could hold one share of it; otherwise a known-unfit shape walks only the nodes touched
         since (the others are as they were when it fit nowhere). A full walk that fails marks
@@ -216,7 +218,7 @@ class Scheduler:
         key = shape_key(spec)
         need, chain = self._prepare(key, spec)
         pool = need.pool
-        if self.index.room(pool).fits_nowhere(need):
+        if self.index.room(pool).fits_nowhere(need) or self._fits_no_model(state, pool, need):
             return None
         whole = restrict is None
         mark = self._unfit.get(key)
@@ -239,6 +241,15 @@ class Scheduler:
                 self._unfit.clear()
             self._unfit[key] = state.changes.seq
         return found
+
+    def _fits_no_model(self, state: ClusterState, pool: str, need: Need) -> bool:
+        """For a request restricted to GPU models: whether no GPU of those models in ``pool`` can
+        take it (the pool's per-model rooms, kept from the first such request on)."""
+        if need.models is None:
+            return False
+        if not self.index.tracks_models(pool):
+            self.index.track_models(pool, state.nodes, state.gpus)
+        return self.index.fits_no_model(pool, need)
 
     def _find(self, state: ClusterState, spec: AllocationSpec, need: Need, chain: Chain,
               restrict: Iterable[str] | None) -> Found | None:

@@ -1,4 +1,4 @@
-"""Per-pool summaries of the largest free room, so "fits nowhere" is known without walking a node.
+"""Per-pool (and per-GPU-model) summaries of the largest free room: "fits nowhere" without walking a node.
 
 Kept by the node index (:class:`services.allocator.domain.index.NodeIndex`) from the nodes evolve
 touched (``ClusterState.changes``): per pool, each node's largest free amounts
@@ -9,6 +9,10 @@ node re-placed in O(log n). A request is refused by :meth:`PoolRoom.fits_nowhere
 dimension, it asks more than every node of its pool has: every node's own summary
 (``NodeFree.may_fit``) would rule it out, so the walk could not find a node (conservative: it never
 says "fits nowhere" where the brute-force walk finds a fit; tests/unit/allocator/test_summaries.py).
+
+The node index keeps the same rooms per pool and GPU model (``NodeIndex.track_models``, from the
+first request restricted to a model on), each over the nodes' GPUs of that model only, so a
+request allowed only some models is refused when none of their rooms can hold it.
 
 The same maxima make the cheap part of a queued request's reason (:meth:`PoolRoom.room`): the
 largest free TFLOPS and VRAM on one GPU and the most idle GPUs on one node of the pool. The
@@ -96,11 +100,13 @@ class PoolRoom:
             else:
                 lst.remove(value)
 
-    def fits_nowhere(self, need: Need) -> bool:
+    def fits_nowhere(self, need: Need, *, whole: bool = True) -> bool:
         """True when no node of the pool can hold ``need``: in one dimension it asks more than every
         node's summary has (the test of ``NodeFree.may_fit``, against the pool's largest values),
-        or more GPUs than any node has. False says nothing (the nodes must be walked)."""
-        if not self.nodes or need.count > self.count[-1]:
+        or more GPUs than any node has. False says nothing (the nodes must be walked). ``whole``
+        False: the room holds only some of the GPUs a node may give ``need`` (one of several
+        allowed GPU models), so the GPU count is not judged here."""
+        if not self.nodes or (whole and need.count > self.count[-1]):
             return True
         if need.cpu_milli and self.cpu[-1] < need.cpu_milli:
             return True

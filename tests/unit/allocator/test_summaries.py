@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -111,6 +112,71 @@ def test_a_known_unfit_shape_is_walked_again_exactly_where_a_touched_node_could_
         assert counting.walks == []
     else:
         assert [sorted(w) if w is not None else None for w in counting.walks] == ([could] if could else [])
+
+
+model_nodes = st.lists(st.lists(st.tuples(st.sampled_from(["A", "B"]), st.sampled_from([50, 100])),
+                                min_size=1, max_size=3), min_size=1, max_size=4)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=model_nodes, fills=fills, later=st.lists(st.tuples(st.booleans(), st.integers(0, 30)), max_size=6),
+       probe=probes(), models=st.sampled_from([("A",), ("B",), ("C",), ("A", "B")]))
+def test_per_model_summaries_never_refuse_what_the_brute_force_walk_places(
+        nodes: list[list[tuple[str, int]]], fills: list[tuple[int, int]], later: list[tuple[bool, int]],
+        probe: AllocationSpec, models: tuple[str, ...]) -> None:
+    """Rooms per GPU model, kept from the first request restricted to a model on (grants and
+    releases after it re-place nodes in them): a refusal is always the brute-force walk's answer,
+    and the kept rooms answer as rooms built afresh from the final state."""
+    c = Cluster()
+    for n, gpus in enumerate(nodes):
+        c.node(f"n{n}", "p", *(a_gpu(f"n{n}-g{i}", tflops, 24 * Gi, model=model, index=i)
+                               for i, (model, tflops) in enumerate(gpus)), cpu_milli=2000, memory_bytes=64 * Gi)
+    probe = msgspec.structs.replace(probe, gpu_models=models)
+    c.scheduler.sync(c.state)
+    c.scheduler.index.track_models("p", c.state.nodes, c.state.gpus)  # kept from here on, as a find would
+    for i, (tflops, vram) in enumerate(fills):
+        c.request(a_request(f"f{i}", tflops, vram * Gi, pool="p", cpu_milli=300,
+                            gpu_models=(nodes[i % len(nodes)][0][0],)))
+    for n, (release, pick) in enumerate(later):
+        live = sorted(a for a, s in c.state.allocations.items() if s.status == "granted")
+        if release and live:
+            c.release(live[pick % len(live)])
+        elif not release:
+            c.request(a_request(f"late{n}", 1 + pick, Gi, pool="p"))
+    scheduler = c.scheduler
+    scheduler.sync(c.state)
+    need = scheduler.prepare(probe)[0]
+    refused = scheduler.index.fits_no_model("p", need)
+    if refused:
+        assert ReferenceScheduler().find(c.state, probe) is None
+    fresh = Scheduler()
+    fresh.sync(c.state)
+    fresh.index.track_models("p", c.state.nodes, c.state.gpus)
+    assert fresh.index.fits_no_model("p", need) == refused
+
+
+def test_a_request_for_a_full_gpu_model_is_refused_without_a_walk_while_the_pool_has_room() -> None:
+    c = Cluster()
+    c.node("a", "p", a_gpu("a-g0", 100, 24 * Gi, model="H100"))
+    c.node("b", "p", a_gpu("b-g0", 100, 24 * Gi, model="A100"))
+    c.request(a_request("full", 100, Gi, pool="p", gpu_models=("H100",)))
+    counting = Counting()
+    assert counting.find(c.state, a_request("more", 50, Gi, pool="p", gpu_models=("H100",))) is None
+    assert counting.walks == []  # the H100 room said it: nothing walked
+    assert counting.find(c.state, a_request("any", 50, Gi, pool="p")) is not None  # the pool has room (A100)
+    assert counting.find(c.state, a_request("either", 50, Gi, pool="p", gpu_models=("H100", "A100"))) is not None
+
+
+def test_a_request_allowing_two_models_may_take_one_gpu_of_each_on_a_node() -> None:
+    """No node has two GPUs of one model, yet the node with one of each gives two allowed GPUs."""
+    c = Cluster()
+    c.node("m", "p", a_gpu("m-g0", 100, 24 * Gi, model="H100", index=0), a_gpu("m-g1", 100, 24 * Gi, model="A100",
+                                                                                 index=1))
+    pair = a_request("pair", 50, Gi, pool="p", count=2, gpu_models=("H100", "A100"))
+    assert ReferenceScheduler().find(c.state, pair) is not None
+    found = c.scheduler.find(c.state, pair)
+    assert found is not None and sorted(g.spec.name for g in found[1]) == ["m-g0", "m-g1"]
+    assert c.scheduler.find(c.state, msgspec.structs.replace(pair, gpu_models=("H100",))) is None
 
 
 def test_the_reason_of_a_queued_request_reads_the_summaries() -> None:
