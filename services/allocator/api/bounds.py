@@ -28,10 +28,11 @@ import structlog
 from aiohttp import web
 
 from events import guard as events_guard
-from events.values import AllocationSpec
+from events.values import AllocationSpec, Resources
 from services import podspec
 from services.allocator.api import parse_worker
 from services.allocator.api.parse_worker import HEADER, parse_checked
+from services.allocator.domain.state import ClusterState
 
 log = structlog.get_logger(__name__)
 
@@ -64,17 +65,39 @@ class ApiError(Exception):
         return web.json_response({"error": self.message, "field": self.field}, status=self.status)
 
 
-def compose_pod(pod: dict[str, Any]) -> AllocationSpec:
+def compose_pod(pod: dict[str, Any], state: ClusterState | None = None) -> AllocationSpec:
     """The Pod's allocation request (services.podspec.compose): a PodSpecError is 400 naming its
     field; any other error while reading the Pod (a gap in the parser's own checks) is 400 too,
-    naming ``body``, and logged: a hostile manifest must never be a 5xx."""
+    naming ``body``, and logged: a hostile manifest must never be a 5xx.
+
+    ``state`` (the reader's projection) supplies the cluster facts the webhook reads from its own
+    caches (services/admission/view.py), so ``simulate`` and ``submit`` compose what admission
+    would: each GPU model's full capacity (``dedicated-gpu``) and the namespace's quota defaults
+    (``defaultRequests``/``defaultLimits``). WorkloadProfiles and PriorityClasses live only in
+    Kubernetes: a Pod naming one is composed without it here."""
     try:
-        return podspec.compose(pod)
+        if state is None:
+            return podspec.compose(pod)
+        meta = pod.get("metadata")
+        namespace = meta.get("namespace") if isinstance(meta, dict) else None
+        quota = state.quotas.get(namespace) if isinstance(namespace, str) else None
+        return podspec.compose(pod, quota_defaults=quota,
+                               context=podspec.ComposeContext(model_capacity=model_capacities(state)))
     except podspec.PodSpecError as exc:
         raise ApiError(400, str(exc), field=exc.field) from exc
     except (ArithmeticError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
         log.warning("the pod parser failed on a manifest", error=repr(exc))
         raise ApiError(400, f"the Pod could not be read: {type(exc).__name__}", field="body") from exc
+
+
+def model_capacities(state: ClusterState) -> dict[str, Resources]:
+    """GPU model -> the full capacity of a GPU of it, from the projection's GPUs (the webhook's
+    ``model_capacity``, kept from NodeRegistered events). O(GPUs)."""
+    found: dict[str, Resources] = {}
+    for gpu in state.gpus.values():
+        if gpu.spec.model and gpu.spec.model not in found:
+            found[gpu.spec.model] = gpu.spec.capacity
+    return found
 
 
 class BodyParser:

@@ -229,7 +229,8 @@ async def simulate(request: web.Request) -> web.Response:
     ``tensor-fusion.ai/*`` key among them); ``notes`` lists the TensorFusion annotations ignored."""
     paging.query(request, allowed=())
     pod = await bounds.read_object(request)
-    spec = bounds.compose_pod(pod)
-    result = simulation.simulate_spec(state_of(request), spec, scheduler=explainer_of(request))
+    state = state_of(request)
+    spec = bounds.compose_pod(pod, state)
+    result = simulation.simulate_spec(state, spec, scheduler=explainer_of(request))
     notes = podspec.annotation_notes(pod)
     return _json({**result, "notes": list(notes)} if notes else result)

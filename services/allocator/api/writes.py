@@ -170,8 +170,8 @@ async def submit(request: web.Request) -> web.Response:
     params = paging.query(request, allowed=("force", "wait"), choices={"force": ("true", "false")})
     wait = _wait_of(params)
     pod = _pod_of(await bounds.read_object(request), force=params.get("force") == "true")
-    spec = bounds.compose_pod(pod)
     follower = follower_of(request)
+    spec = bounds.compose_pod(pod, follower.state)
     async with _TURNS.setdefault(follower, _PodTurns()).turn(spec.namespace, spec.pod):
         live = _live_pod(follower.state.allocations, spec.namespace, spec.pod)
         if live is not None:

@@ -8,7 +8,7 @@ from urllib.parse import quote
 import pytest
 
 from events import intents
-from events.values import GpuSpec, Resources
+from events.values import GpuSpec, QuotaSpec, Resources
 from services.cli import output
 
 from .conftest import Api, pod
@@ -49,3 +49,27 @@ async def test_simulate_and_the_allocation_show_the_devices_and_limits_the_pod_g
         "devices"][0]
     listed = (await api.get("/api/v1/allocations", pod="p1"))[1]["items"]
     assert listed[0]["device"] == doc["device"]
+
+
+async def test_simulate_and_submit_compose_with_the_clusters_facts_as_the_webhook_does(api: Api) -> None:
+    """``dedicated-gpu`` takes the model's whole capacity from the projection's GPUs, and a Pod that
+    leaves TFLOPS/VRAM unset takes its namespace quota's defaults (services/admission/view.py)."""
+    await api.publish(_node())
+    dedicated = pod("whole", tflops="", vram="")
+    dedicated["metadata"]["annotations"] = {"tensor-fusion.ai/dedicated-gpu": "true",
+                                            "tensor-fusion.ai/gpu-model": "H100"}
+    status, simulated = await api.send("POST", "/api/v1/simulate", dedicated)
+    assert status == 200, simulated
+    assert simulated["allocation_request"]["request"] == {"tflops": "100", "vram": "16Gi"}, simulated
+    status, submitted = await api.send("POST", "/api/v1/allocations", dedicated)
+    assert status == 200 and submitted["type"] == "allocation_granted", submitted
+    unknown = {**dedicated["metadata"]["annotations"], "tensor-fusion.ai/gpu-model": "B200"}
+    status, refused = await api.send("POST", "/api/v1/simulate", {**dedicated, "metadata": {
+        **dedicated["metadata"], "annotations": unknown}})
+    assert status == 400 and refused["field"] == "tensor-fusion.ai/gpu-model", refused
+    await api.publish(intents.SetQuota(intent_id="quota-team-b", namespace="team-b", spec=QuotaSpec(
+        default_requests=Resources(milli_tflops=7_000, vram_bytes=2**30))))
+    bare = pod("bare", namespace="team-b")
+    bare["metadata"]["annotations"] = {}
+    status, simulated = await api.send("POST", "/api/v1/simulate", bare)
+    assert status == 200 and simulated["allocation_request"]["request"] == {"tflops": "7", "vram": "1Gi"}, simulated
