@@ -3,7 +3,8 @@
 Two clusters get the same intents, one decided by the Scheduler and one by the ReferenceScheduler:
 they must emit identical events. Invariants: a gang is never partially placed (the decision that
 first grants members of an unplaced gang grants at least its quorum, with a GangPlaced; a gang
-not placed holds nothing); GPU and namespace usage equal the sums of live charges; ``decide``
+not placed holds nothing, also where its quorum reclaims borrowed work in a pool with shares); GPU
+and namespace usage equal the sums of live charges; ``decide``
 alone leaves the state untouched; folding the emitted events from empty state, and restoring a
 snapshot, reproduce the state and its gang members.
 """
@@ -22,7 +23,7 @@ from events.values import GangSpec
 from services.allocator.domain import ClusterState, decide, decode_snapshot, digest, encode_snapshot, evolve
 from services.allocator.domain.model import GRANTED
 from services.allocator.domain.reference import ReferenceScheduler
-from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_request
+from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_request, a_share
 
 GANGS = {
     "g1": GangSpec(key="ns/g1", quorum=2, desired=3),
@@ -84,10 +85,30 @@ class GangMachine(RuleBasedStateMachine):
         spec = a_request(uid, tflops, 4 * Gi, count=count, pool="p", ns="ns", gang=GANGS[gang], qos=qos)
         self._send(it.RequestAllocation(intent_id=self._id(), spec=spec))
 
-    @rule(uid=st.sampled_from(UIDS), tflops=st.sampled_from([30, 100]), qos=st.sampled_from(["low", "high"]))
-    def single(self, uid: str, tflops: int, qos: str) -> None:
-        spec = a_request(uid, tflops, 4 * Gi, pool="p", ns="ns", qos=qos)
+    @rule(uid=st.sampled_from(UIDS), tflops=st.sampled_from([30, 100]), qos=st.sampled_from(["low", "high"]),
+          ns=st.sampled_from(["ns", "other"]))
+    def single(self, uid: str, tflops: int, qos: str, ns: str) -> None:
+        spec = a_request(uid, tflops, 4 * Gi, pool="p", ns=ns, qos=qos)
         self._send(it.RequestAllocation(intent_id=self._id(), spec=spec))
+
+    @rule(uids=st.lists(st.sampled_from(UIDS), min_size=1, max_size=6, unique=True))
+    def borrow(self, uids: list[str]) -> None:
+        """Whole-GPU work of the other namespace, beyond its guarantee once shares are set."""
+        for uid in uids:
+            self._send(it.RequestAllocation(intent_id=self._id(), spec=a_request(uid, 100, 4 * Gi, pool="p",
+                                                                                 ns="other", qos="critical")))
+
+    @initialize(gangs=st.integers(0, 4), others=st.integers(0, 2), shared=st.booleans())
+    def first_shares(self, gangs: int, others: int, shared: bool) -> None:
+        if shared:
+            self.shares(gangs, others)
+
+    @rule(gangs=st.integers(0, 4), others=st.integers(0, 2))
+    def shares(self, gangs: int, others: int) -> None:
+        """Shares in the pool (guarantees in whole GPUs): the gangs' namespace may then reclaim
+        what the other one borrowed, a quorum at a time."""
+        self._send(it.SetShare(intent_id=self._id(), name="gangs", spec=a_share("ns", pool="p", gpus=gangs)))
+        self._send(it.SetShare(intent_id=self._id(), name="others", spec=a_share("other", pool="p", gpus=others)))
 
     @rule(uid=st.sampled_from(UIDS))
     def release(self, uid: str) -> None:
