@@ -10,33 +10,26 @@ only reads that document and writes it in TensorFusion's shape (api/v1/gpuresour
 subresource of the namespace's quota in force (its first by name, :class:`watches.QuotaTracker`).
 A status that would not change is not written; ``lastTransitionTime`` changes only with the
 condition's status. The allocator unreachable, or a quota it does not know yet, skips that round.
+The mechanics (paging, the patch, the condition, the period) are services.admission.status_writer's.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 import structlog
 from kubernetes_asyncio import client
-from kubernetes_asyncio.client.exceptions import ApiException
 
+from services.admission import status_writer
 from services.admission.watches import GROUP, VERSION, QuotaTracker
 
 PLURAL = "gpuresourcequotas"
-FetchQuotas = Callable[[], Awaitable[dict[str, dict[str, Any]]]]
+FetchQuotas = status_writer.Fetch
 log = structlog.get_logger("gpuledger.admission.quota_sync")
 _ZERO = {"tflops": "0", "vram": "0"}
-
-
-def _ready(status: Mapping[str, Any], previous: Mapping[str, Any] | None, now: str) -> dict[str, Any]:
-    value = "False" if status["alert"] else "True"
-    unchanged = previous is not None and previous.get("status") == value
-    return {"type": "Ready", "status": value, "reason": status["reason"], "message": status["message"],
-            "lastTransitionTime": previous.get("lastTransitionTime", now) if previous and unchanged else now}
 
 
 def status_patch(obj: Mapping[str, Any], doc: Mapping[str, Any], *, now: datetime) -> dict[str, Any] | None:
@@ -45,42 +38,20 @@ def status_patch(obj: Mapping[str, Any], doc: Mapping[str, Any], *, now: datetim
     status, usage = doc.get("status"), doc.get("usage") or {}
     if not status:
         return None
-    stamp = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    raw = obj.get("status")
-    current: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-    conditions = [c for c in current.get("conditions") or [] if isinstance(c, Mapping)]
-    previous = next((c for c in conditions if c.get("type") == "Ready"), None)
-    ready = _ready(status, previous, stamp)
-    if previous is not None and all(previous.get(k) == ready[k] for k in ("status", "reason", "message")):
-        ready = dict(previous)
+    stamp = status_writer.timestamp(now)
+    current = status_writer.current_status(obj)
+    conditions = status_writer.conditions_with(
+        current, "Ready", status="False" if status["alert"] else "True", reason=status["reason"],
+        message=status["message"], stamp=stamp)
     wanted = {"used": {"requests": usage.get("requests") or _ZERO, "limits": usage.get("limits") or _ZERO,
                        "workers": usage.get("workers") or 0},
-              "availablePercent": status["available_percent"],
-              "conditions": [ready, *(c for c in conditions if c.get("type") != "Ready")]}
-    if all(current.get(k) == v for k, v in wanted.items()):
-        return None
-    return {"status": {**wanted, "lastUpdateTime": stamp}}
+              "availablePercent": status["available_percent"], "conditions": conditions}
+    return status_writer.status_patch(current, wanted, stamp=stamp)
 
 
 def api_reader(session: aiohttp.ClientSession, base_url: str, *, token: str = "") -> FetchQuotas:
     """A function fetching every item of ``GET {base_url}/api/v1/quotas`` by namespace (all pages)."""
-    headers = {"Authorization": f"Bearer {token}"} if token else {}
-
-    async def fetch() -> dict[str, dict[str, Any]]:
-        found: dict[str, dict[str, Any]] = {}
-        params: dict[str, str] = {"limit": "1000"}
-        more = True
-        while more:
-            async with session.get(f"{base_url.rstrip('/')}/api/v1/quotas", params=params, headers=headers,
-                                   timeout=aiohttp.ClientTimeout(total=10)) as response:
-                response.raise_for_status()
-                page = await response.json()
-            found.update({item["namespace"]: item for item in page["items"]})
-            more = bool(page.get("continue"))
-            params["continue"] = str(page.get("continue"))
-        return found
-
-    return fetch
+    return status_writer.page_reader(session, base_url, "/api/v1/quotas", key="namespace", token=token)
 
 
 async def sync_once(api: client.ApiClient, *, tracker: QuotaTracker, fetch: FetchQuotas,
@@ -95,15 +66,14 @@ async def sync_once(api: client.ApiClient, *, tracker: QuotaTracker, fetch: Fetc
         body = None if doc is None else status_patch(objects[name], doc, now=now or datetime.now(UTC))
         if body is None:
             continue
-        try:
-            objects[name] = await custom.patch_namespaced_custom_object_status(  # type: ignore[call-arg]
-                GROUP, VERSION, namespace, PLURAL, name, body, _content_type="application/merge-patch+json")
-        except ApiException as exc:
-            if exc.status not in (404, 409, 422):
-                raise
-            log.info("quota_status_skipped", namespace=namespace, name=name, status=exc.status)
-            continue
-        written += 1
+        answer = await status_writer.write_status(
+            lambda: custom.patch_namespaced_custom_object_status(  # type: ignore[call-arg]
+                GROUP, VERSION, namespace, PLURAL, name, body,  # noqa: B023 (awaited at once)
+                _content_type="application/merge-patch+json"),
+            log=log, event="quota_status_skipped", namespace=namespace, name=name)
+        if answer is not None:
+            objects[name] = answer
+            written += 1
     return written
 
 
@@ -112,9 +82,5 @@ async def sync_forever(api: client.ApiClient, *, tracker: QuotaTracker, fetch: F
     """:func:`sync_once` every ``period_s`` seconds (until cancelled); a failed round (allocator or
     Kubernetes API unavailable, an unexpected answer) is logged and the next one tries again: the
     status is a report, so its failures never stop the webhook or the binder."""
-    while True:
-        try:
-            await sync_once(api, tracker=tracker, fetch=fetch)
-        except (aiohttp.ClientError, ApiException, TimeoutError, KeyError, TypeError) as exc:
-            log.warning("quota_status_unavailable", error=str(exc) or type(exc).__name__)
-        await asyncio.sleep(period_s)
+    await status_writer.every(period_s, lambda: sync_once(api, tracker=tracker, fetch=fetch), log=log,
+                              event="quota_status_unavailable")

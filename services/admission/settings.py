@@ -40,11 +40,12 @@ class AdmissionSettings(msgspec.Struct, kw_only=True):
     """Namespace to watch ("" = all namespaces)."""
     allocator_url: str = ""
     """Base URL of the HTTP API, served by the readers (``http://gpuledger-api:8480``); when set (and
-    ``kube``), GPUResourceQuota status is written from its quota status (services.admission.quota_sync)."""
+    ``kube``), GPUResourceQuota status is written from its quota status (services.admission.quota_sync)
+    and GPUShare status from its share figures (services.admission.share_status)."""
     api_token: str = ""
     """Bearer token of the allocator's HTTP API, when it requires one."""
     quota_status_period_s: float = 10.0
-    """Seconds between two GPUResourceQuota status rounds."""
+    """Seconds between two status rounds of the GPUResourceQuota and GPUShare status writers."""
     webhook_token: str = ""
     """Bearer token every AdmissionReview must carry ("" = none; the API server sends it from its
     AdmissionConfiguration kubeconfig, docs/kubernetes.md)."""

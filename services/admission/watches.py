@@ -150,6 +150,11 @@ class ShareTracker:
         """Deleted GPUShares whose RemoveShare waits for their children's."""
         self.synced = False
         self.versions: dict[str, str] = {}
+        self.present: dict[str, dict[str, Any]] = {}
+        """Name -> the GPUShare object as last seen (malformed ones too), for the status writer
+        (services.admission.share_status), which also stores the objects its patches answer."""
+        self.errors: dict[str, str] = {}
+        """Name -> why a present GPUShare cannot be read (PodSpecError's message)."""
 
     def apply(self, kind: str, obj: dict[str, Any]) -> list[Intent]:
         """Fold one watch event (``SYNCED`` included); returns the intents to publish, in order."""
@@ -160,13 +165,18 @@ class ShareTracker:
         self.versions[name] = _version(obj)
         if kind == "DELETED":
             self.objects.pop(name, None)
+            self.present.pop(name, None)
+            self.errors.pop(name, None)
             self.deleted.add(name)
         else:
+            self.present[name] = obj
             try:
                 share, spec = parse_share(obj)
             except PodSpecError as exc:
                 log.warning("bad_share", name=name, field=exc.field, error=str(exc))
+                self.errors[name] = str(exc)
                 return []
+            self.errors.pop(name, None)
             self.objects[share] = spec
             self.deleted.discard(share)
         return self._pending() if self.synced else []
@@ -204,7 +214,8 @@ class ShareTracker:
 
 
 async def watch_shares(api: client.ApiClient, *, publish: PublishIntent, tracker: ShareTracker | None = None) -> None:
-    """Publish SetShare/RemoveShare for the cluster's GPUShares (cluster-scoped; until cancelled)."""
+    """Publish SetShare/RemoveShare for the cluster's GPUShares (cluster-scoped; until cancelled).
+    ``tracker`` (shared with the status writer, services.admission.share_status) keeps the objects."""
     tracker = tracker or ShareTracker()
     custom = client.CustomObjectsApi(api)
     lister = functools.partial(custom.list_cluster_custom_object, SHARE_GROUP, SHARE_VERSION, SHARE_PLURAL)

@@ -3,7 +3,8 @@
 
 Composition root of this area: connects NATS, builds the ClusterView, serves the webhook over
 HTTPS, and (``settings.kube``) runs the WorkloadProfile/GPUResourceQuota/GPUShare watches and the binder
-against the Kubernetes API, and (``settings.allocator_url``) the GPUResourceQuota status writer.
+against the Kubernetes API, and (``settings.allocator_url``) the GPUResourceQuota and GPUShare status
+writers (one period, ``quota_status_period_s``).
 Without Kubernetes it still follows GPULEDGER_EVENTS so the view knows GPU models
 (dedicated-gpu) and pools.
 """
@@ -23,7 +24,7 @@ from nats.js import JetStreamContext
 
 from events import codec, subjects
 from events.base import Intent
-from services.admission import quota_sync, tls, watches
+from services.admission import quota_sync, share_status, tls, watches
 from services.admission.binder import Binder
 from services.admission.book import AllocationBook
 from services.admission.settings import AdmissionSettings
@@ -129,12 +130,17 @@ async def _background(
             group.create_task(watches.watch_profiles(api, view=view, namespace=settings.namespace))
             group.create_task(watches.watch_quotas(api, view=view, publish=publish, namespace=settings.namespace,
                                                    tracker=tracker))
+            shares = watches.ShareTracker()
             if settings.allocator_url:
                 fetch = quota_sync.api_reader(session, settings.allocator_url, token=settings.api_token)
                 group.create_task(quota_sync.sync_forever(api, tracker=tracker, fetch=fetch,
                                                           period_s=settings.quota_status_period_s))
+                group.create_task(share_status.sync_forever(
+                    api, tracker=shares, fetch=share_status.api_reader(session, settings.allocator_url,
+                                                                        token=settings.api_token),
+                    period_s=settings.quota_status_period_s))
             group.create_task(watches.watch_priority_classes(api, view=view))
-            group.create_task(watches.watch_shares(api, publish=publish))
+            group.create_task(watches.watch_shares(api, publish=publish, tracker=shares))
     finally:
         await session.close()
         await api.close()

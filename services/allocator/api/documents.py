@@ -335,5 +335,13 @@ def share_doc(state: ClusterState, name: str, figures: list[share_status.PoolFig
                        "borrowing_limit": share_amount_doc(f.terms.borrowing_limit),
                        "lending_limit": share_amount_doc(f.terms.lending_limit),
                        "used": figure_doc(f.used), "borrowed": figure_doc(f.borrowed), "lent": figure_doc(f.lent),
-                       "fair_share": figure_doc(f.fair), "below_guarantee": list(f.below), "waiting": f.waiting}
+                       "fair_share": figure_doc(f.fair), "below_guarantee": list(f.below),
+                       "above_guarantee": list(f.above), "standing": standing(f), "waiting": f.waiting}
                       for f in figures]}
+
+
+def standing(figures: share_status.PoolFigures) -> str:
+    """Where a share stands against its guarantee in a pool: ``over`` when its usage exceeds the
+    guarantee in some resource (``above``: it is borrowing, docs/allocation.md "Fair share"), else
+    ``below`` when it uses less than the guarantee in some resource, else ``at``."""
+    return "over" if figures.above else "below" if figures.below else "at"

@@ -31,6 +31,7 @@ from fractions import Fraction
 import msgspec
 
 from events.values import SHARE_RESOURCES, ShareAmount, SharePool
+from services.allocator.domain import borrowing
 from services.allocator.domain import shares as domain_shares
 from services.allocator.domain.model import GRANTED, MISSING, QUEUED, AllocationState, GpuState
 from services.allocator.domain.state import ClusterState
@@ -43,7 +44,9 @@ ZERO: Vector = (Fraction(0), Fraction(0), Fraction(0))
 class PoolFigures(msgspec.Struct, frozen=True, kw_only=True):
     """One share in one pool: its ``terms`` (``pool`` "" when it names none there but a child does)
     and the figures of the module docstring; ``below``: the resources whose used is under the
-    guarantee; ``waiting``: the share's queued requests in the pool."""
+    guarantee; ``above``: those whose used exceeds it as borrowing judges a grant
+    (domain/borrowing.py ``exceeded``: a guarantee that sets no resource guarantees 0 of each);
+    ``waiting``: the share's queued requests in the pool."""
 
     share: str
     pool: str
@@ -54,6 +57,7 @@ class PoolFigures(msgspec.Struct, frozen=True, kw_only=True):
     lent: Vector
     fair: Vector
     below: tuple[str, ...]
+    above: tuple[str, ...]
     waiting: int
 
 
@@ -179,9 +183,12 @@ def pool_figures(state: ClusterState, pool: str, *, lives: Iterable[AllocationSt
     for t in top:
         for name in [t, *kids.get(t, [])]:
             below = tuple(r for i, r in enumerate(SHARE_RESOURCES) if used[name][i] < guaranteed[name][i])
+            usage = index.usage_of(name, pool)
+            above = tuple(borrowing.exceeded(terms[name].guaranteed, (usage.milli_tflops, usage.vram_bytes,
+                                                                       usage.gpus)))
             figures.append(PoolFigures(share=name, pool=pool, terms=terms[name], guaranteed=guaranteed[name],
                                        used=used[name], borrowed=borrowed.get(name, ZERO), lent=lent.get(name, ZERO),
-                                       fair=fair[name], below=below, waiting=waiting.get(name, 0)))
+                                       fair=fair[name], below=below, above=above, waiting=waiting.get(name, 0)))
     return PoolTotals(pool=pool, capacity=capacity, reserved=reserved, surplus=surplus, borrowed=all_borrowed,
                       unshared=unshared), figures
 

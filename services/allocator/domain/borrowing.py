@@ -22,7 +22,7 @@ Pure; reads the state, never mutates it. Costs nothing in a pool without shares 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from events.quantity import tflops_text, vram_text
@@ -71,13 +71,20 @@ def guarantee_of(index: ShareIndex, share: str, pool: str) -> ShareAmount:
     return index.terms_of(share, pool).guaranteed if share else ShareAmount()
 
 
-def over(guarantee: ShareAmount, usage: Amount) -> str | None:
-    """The first resource in which ``usage`` exceeds ``guarantee`` (a guarantee that sets no
-    resource guarantees 0 of each), or None when it is within."""
+def exceeded(guarantee: ShareAmount, usage: Amount) -> Iterator[str]:
+    """The resources (of :data:`events.values.SHARE_RESOURCES`, in order) in which ``usage``
+    exceeds ``guarantee``: those the guarantee sets, or every one when it sets none (a guarantee
+    of 0 of each). Lazy, so :func:`over` stops at the first."""
     values = (guarantee.milli_tflops, guarantee.vram_bytes, guarantee.gpus)
     if all(v is None for v in values):
-        return next((r for r, u in zip(SHARE_RESOURCES, usage, strict=True) if u > 0), None)
-    return next((r for r, g, u in zip(SHARE_RESOURCES, values, usage, strict=True) if g is not None and u > g), None)
+        return (r for r, u in zip(SHARE_RESOURCES, usage, strict=True) if u > 0)
+    return (r for r, g, u in zip(SHARE_RESOURCES, values, usage, strict=True) if g is not None and u > g)
+
+
+def over(guarantee: ShareAmount, usage: Amount) -> str | None:
+    """The first resource in which ``usage`` exceeds ``guarantee`` (:func:`exceeded`), or None
+    when it is within."""
+    return next(exceeded(guarantee, usage), None)
 
 
 def usage_after(index: ShareIndex, share: str, pool: str, add: Amount, without: Sequence[AllocationState]) -> Amount:

@@ -15,10 +15,10 @@ from nats.js import JetStreamContext
 
 from events import codec, decisions, intents, subjects
 from events.values import AllocationSpec, Resources
-from services.admission import quota_sync
+from services.admission import quota_sync, share_status
 from services.admission.binder import Binder
 from services.admission.view import ClusterView
-from services.admission.watches import QuotaTracker, watch_profiles, watch_quotas
+from services.admission.watches import QuotaTracker, ShareTracker, watch_profiles, watch_quotas
 from services.podspec import keys
 from services.shared import kube, messaging
 from tests.fixtures.kube_api import KubeApiServer
@@ -221,6 +221,26 @@ async def test_the_quota_status_writer_survives_an_unreachable_allocator(kube_ap
         finally:
             await _stop(task)
     assert len(calls) >= 2 and written["conditions"][0]["reason"] == "CapacitySufficient"
+
+
+async def test_the_share_status_writer_survives_an_unreachable_allocator(kube_api: KubeApiServer) -> None:
+    tracker, calls = ShareTracker(), []
+    tracker.apply("ADDED", kube_api.create("gpushares", {"metadata": {"name": "s"}, "spec": {}}))
+    tracker.apply(kube.SYNCED, {})
+
+    async def fetch() -> dict[str, Any]:
+        calls.append(1)
+        if len(calls) == 1:
+            raise aiohttp.ClientConnectionError("allocator down")
+        return {"s": {"name": "s", "spec": {"namespaces": [], "parent": "", "weight": 1, "pools": []}, "pools": []}}
+
+    async with await kube.api_client(url=kube_api.url) as api:
+        task = asyncio.create_task(share_status.sync_forever(api, tracker=tracker, fetch=fetch, period_s=0.01))
+        try:
+            written = await _until(lambda: (kube_api.get("gpushares", "s") or {}).get("status"))
+        finally:
+            await _stop(task)
+    assert len(calls) >= 2 and written["conditions"][0]["reason"] == "InForce"
 
 
 async def test_timed_out_gang_members_are_annotated_with_the_reason(kube_api: KubeApiServer, jetstream) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from fractions import Fraction as F
 
+import msgspec
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
@@ -59,6 +60,8 @@ def test_used_and_borrowed_come_from_the_projection(cluster: Cluster) -> None:
     assert got["dept"].used == (tf(50), 40 * Gi, 1)  # its children's sum
     assert got["b"].waiting == 1 and got["dept"].waiting == 1 and got["a"].waiting == 0
     assert got["b"].below == ("milli_tflops", "gpus") and got["c"].below == ()
+    # above: as borrowing judges a grant, only the resources the guarantee sets (c guarantees no VRAM)
+    assert got["c"].above == ("milli_tflops", "gpus") and got["a"].above == got["dept"].above == ()
 
 
 def test_lent_splits_the_borrowing_beyond_the_surplus_over_what_each_can_lend(cluster: Cluster) -> None:
@@ -91,6 +94,12 @@ def test_share_document_rounds_down_and_names_parent_and_children(cluster: Clust
     assert pool["lent"] == {"tflops": "166666m", "vram": "0", "gpus": 2}
     assert pool["fair_share"] == {"tflops": "312500m", "vram": "80Gi", "gpus": 3.12}
     assert pool["borrowing_limit"] is None and pool["lending_limit"] is None
+    assert (pool["below_guarantee"], pool["above_guarantee"]) == (["milli_tflops", "gpus"], [])
+    assert pool["standing"] == "below"
+    (borrowing,) = documents.share_doc(state, "c", figures["c"])["pools"]
+    assert (borrowing["above_guarantee"], borrowing["standing"]) == (["milli_tflops", "gpus"], "over")
+    assert documents.standing(msgspec.structs.replace(figures["a"][0], below=())) == "at"
+    assert documents.standing(msgspec.structs.replace(figures["c"][0], below=("vram_bytes",))) == "over"
     assert doc["spec"]["pools"][0]["guaranteed"] == {"tflops": "300", "vram": None, "gpus": 3}
     summary = documents.summary(state)["shares"]
     assert [(s["share"], s["pool"]) for s in summary] == [
