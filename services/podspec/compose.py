@@ -118,9 +118,11 @@ def _dedicated(opts: Options, context: ComposeContext) -> Resources | None:
         )
     capacity = context.model_capacity.get(opts.gpu_model)
     if capacity is None:
+        known = sorted(context.model_capacity)
+        hint = f" (known models: {', '.join(known[:8])}{', ...' if len(known) > 8 else ''})" if known else ""
         raise PodSpecError(
             f"{keys.GPU_MODEL}={opts.gpu_model!r}: handle dedicated GPU: could not find capacity"
-            f" information for GPU model: {opts.gpu_model}",
+            f" information for GPU model: {opts.gpu_model}{hint}",
             field=keys.GPU_MODEL,
             value=opts.gpu_model,
         )

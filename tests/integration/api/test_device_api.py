@@ -67,6 +67,7 @@ async def test_simulate_and_submit_compose_with_the_clusters_facts_as_the_webhoo
     status, refused = await api.send("POST", "/api/v1/simulate", {**dedicated, "metadata": {
         **dedicated["metadata"], "annotations": unknown}})
     assert status == 400 and refused["field"] == "tensor-fusion.ai/gpu-model", refused
+    assert "(known models: H100)" in refused["error"], refused
     await api.publish(intents.SetQuota(intent_id="quota-team-b", namespace="team-b", spec=QuotaSpec(
         default_requests=Resources(milli_tflops=7_000, vram_bytes=2**30))))
     bare = pod("bare", namespace="team-b")
