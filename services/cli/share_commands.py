@@ -218,7 +218,9 @@ def shares_show(name: Annotated[str, typer.Argument(help="Share name.")],
                           ("  used", figure_text(pool.get("used"))), ("  borrowed", figure_text(pool.get("borrowed"))),
                           ("  lent", figure_text(pool.get("lent"))),
                           ("  fair share", figure_text(pool.get("fair_share"))),
+                          ("  standing", pool.get("standing") or "-"),
                           ("  below guarantee in", ", ".join(pool.get("below_guarantee") or []) or "-"),
+                          ("  above guarantee in", ", ".join(pool.get("above_guarantee") or []) or "-"),
                           ("  waiting", pool.get("waiting", 0))])
 
     guarded(as_json, body)

@@ -358,6 +358,7 @@ def test_shares_set_list_show_status_and_remove(stack: Path) -> None:
     assert listed[0]["pools"][0]["used"] == {"tflops": "10", "vram": "4Gi", "gpus": 1}
     shown = cli(stack, "shares", "show", "research")
     assert shown.returncode == 0 and "team-s" in shown.stdout and "fair share" in shown.stdout
+    assert any("standing" in line and line.rstrip().endswith("below") for line in shown.stdout.splitlines())
     status = cli(stack, "status")
     assert "share research in default: used 10 TFLOPS of 20 TFLOPS; 4 GiB (none guaranteed); 1 of 1 GPUs; borrowed 0" \
         in status.stdout, status.stdout
