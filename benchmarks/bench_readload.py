@@ -18,7 +18,9 @@ bound), the writer's epoch changes and non-leader samples of ``/readyz`` (polled
 the reader's answers by status. Targets (BENCHMARKS.md): zero epoch changes, phase-2 p99 within
 1.2x of phase 1.
 
-Usage: ``python3 benchmarks/bench_readload.py [--seconds 60] [--rate 200] [--clients 50]``
+Usage: ``python3 benchmarks/bench_readload.py [--seconds 60] [--rate 200] [--clients 50] [--rounds 1]
+[--warmup 5] [--think-ms 0]`` (``--think-ms``: each client's pause between its requests; 0 is the
+harshest load, every client asking again as soon as it is answered).
 """
 
 from __future__ import annotations
@@ -179,7 +181,7 @@ async def phase(name: str, js: object, watch: Watch, args: argparse.Namespace, w
     if name == "with readers":
         load = subprocess.Popen(["nice", "-n", str(args.load_nice), sys.executable, __file__, "--load", reader,
                                  "--seconds", str(args.seconds), "--clients", str(args.clients),
-                                 "--why", f"{label}-10"],
+                                 "--why", f"{label}-10", "--think-ms", str(args.think_ms)],
                                 stdout=subprocess.PIPE)
     ids = await stream(js, watch, prefix=label, rate=args.rate, seconds=args.seconds, live=args.live)
     await watch.wait_all(ids)
@@ -257,7 +259,7 @@ async def run(args: argparse.Namespace, root: Path) -> None:
         nats_server.stop()
 
 
-async def load(base: str, seconds: float, clients: int, why: str) -> Counter[str]:
+async def load(base: str, seconds: float, clients: int, why: str, think_s: float = 0.0) -> Counter[str]:
     """``clients`` concurrent clients for ``seconds`` (module docstring); answers by route and status."""
     import aiohttp
 
@@ -279,6 +281,8 @@ async def load(base: str, seconds: float, clients: int, why: str) -> Counter[str
                     answers[f"{label} {response.status}"] += 1
             except (aiohttp.ClientError, TimeoutError) as exc:
                 answers[f"{label} {type(exc).__name__}"] += 1
+            if think_s:
+                await asyncio.sleep(think_s)
 
     async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
         await asyncio.gather(*(client(n, session) for n in range(clients)))
@@ -298,13 +302,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1,
                         help="phase pairs, alternated ABBA, each phase's requests released after it; "
                         ">1 also prints the figures pooled by phase")
+    parser.add_argument("--think-ms", type=float, default=0.0,
+                        help="pause of each client between its requests (0: each sends its next request as soon "
+                        "as the last is answered, the harshest load; a dashboard tab polls every 2,000)")
     parser.add_argument("--warmup", type=float, default=5.0,
                         help="seconds of the stream before the phases, not measured")
     parser.add_argument("--load", default="", help=argparse.SUPPRESS)  # the load process: the reader's URL
     parser.add_argument("--why", default="withreaders-10", help=argparse.SUPPRESS)  # the load's why id
     args = parser.parse_args()
     if args.load:
-        answers = asyncio.run(load(args.load, args.seconds, args.clients, args.why))
+        answers = asyncio.run(load(args.load, args.seconds, args.clients, args.why, args.think_ms / 1000))
         print(json.dumps(dict(sorted(answers.items()))))
         return
     root = Path(tempfile.mkdtemp(prefix="gpuledger-readload-"))

@@ -5,7 +5,8 @@ Allocation (``/ui/allocations?id=`` jumps there), ``/ui/nodes/{name}`` Node, ``/
 ``/ui/defrag`` Defrag (``?pool=&max_moves=``: a pool's running or last campaign and its plan, dry run),
 ``/ui/live.json`` ``{"position", "role", "head", "lag"}`` (what the page script polls to refresh in place),
 ``/ui/static/*`` the CSS and the script. Bad query values answer 400 naming the field; unknown
-nodes and allocations 404. Everything reads the reader's own projection through ``reads``,
+nodes and allocations 404. The Cluster and Placement-quality pages, the costly ones, are rendered at
+most once a second per path and query (``recent``). Everything reads the reader's own projection through ``reads``,
 an allocation's events through ``lives`` (the History port), and the quality series from memory
 (``timeline``, kept as the projection folds; its start-up backfill runs in the background).
 """
@@ -29,6 +30,7 @@ from services.allocator.api import defrag as defrag_api
 from services.allocator.api import lives
 from services.allocator.api.follower import Follower
 from services.allocator.dashboard import auth, reads, render
+from services.allocator.dashboard.recent import RecentPages
 from services.allocator.dashboard.timeline import QualityTimeline
 from services.allocator.domain.consolidation import Budget
 from services.allocator.domain.consolidation import plan as plan_of
@@ -41,6 +43,8 @@ FOLLOWER = web.AppKey("dashboard_follower", Follower)
 HISTORY = web.AppKey("dashboard_history", History)
 TIMELINE = web.AppKey("dashboard_timeline", QualityTimeline)
 BACKFILL = web.AppKey("dashboard_backfill", asyncio.Task[None])
+RECENT = web.AppKey("dashboard_recent", RecentPages)
+"""The Cluster and Placement-quality pages rendered in the last second (``recent``)."""
 BACKFILL_RETRY_S = 5.0
 """Seconds between two tries of the quality series' start-up backfill when the log cannot be read."""
 
@@ -251,13 +255,14 @@ def build(follower: Follower, history: History, *, token: str | None = None) -> 
     follower.steps.append(timeline.observe)
     app.on_startup.append(_start_backfill)
     app.on_cleanup.append(_stop_backfill)
-    app.router.add_get("/", cluster)
+    app[RECENT] = recent = RecentPages()
+    app.router.add_get("/", recent.serving(cluster))
     app.router.add_get("/queue", queue)
     app.router.add_get("/shares", shares)
     app.router.add_get("/allocations", find_allocation)
     app.router.add_get("/allocations/{id:.+}", allocation)  # an id NAMESPACE/POD may come unencoded
     app.router.add_get("/nodes/{name}", node)
-    app.router.add_get("/quality", quality)
+    app.router.add_get("/quality", recent.serving(quality))
     app.router.add_get("/defrag", defrag)
     app.router.add_get("/live.json", live)
     app.router.add_static("/static/", render.STATIC)
