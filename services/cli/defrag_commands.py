@@ -5,8 +5,8 @@ and consolidation" and "Executing a plan: defrag run").
   run, from ``GET /api/v1/pools/{pool}/defrag-plan`` (without ``--max-moves``, the API's default
   budget: 10 moves, as the dashboard's Defrag page); nothing moves.
 - ``defrag run POOL --max-moves N [...] [--max-duration 10m] --yes``: start a campaign executing it
-  (the budget is required: it moves pods)
-  (``POST /api/v1/pools/{pool}/defrag``): each target reserved, then each source pod evicted through
+  (``POST /api/v1/pools/{pool}/defrag``; its budget is required, since it moves pods): each target
+  reserved, then each source pod evicted through
   the Eviction API; its replacement gets the reserved GPUs. Without ``--yes`` it shows the plan and
   starts nothing.
 - ``defrag status POOL``: the running or last campaign (``GET``); ``defrag cancel POOL``: stop it
