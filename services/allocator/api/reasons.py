@@ -71,9 +71,7 @@ def current(state: ClusterState, spec: AllocationSpec, scheduler: domain.Schedul
     if member is not None:
         code, text, dimension = member
         return Reason(code=code, reason=text, quota_dimension=dimension)
-    probe = msgspec.structs.replace(spec, allocation_id=PROBE_ID)
-    events = domain.decide(state, intents.RequestAllocation(intent_id=PROBE_ID, spec=probe), _EPOCH,
-                           scheduler or explainer())
+    events = _probe(state, spec, _EPOCH, scheduler)
     for event in events:
         if isinstance(event, ev.AllocationQueued):
             return Reason(code=event.code, reason=event.reason, quota_dimension=event.quota_dimension,
@@ -90,14 +88,20 @@ def current(state: ClusterState, spec: AllocationSpec, scheduler: domain.Schedul
     return Reason(code="invalid", reason=text)
 
 
+def _probe(state: ClusterState, spec: AllocationSpec, now: datetime,
+           scheduler: domain.Scheduler | None) -> list[ev.AnyEvent]:
+    """The events ``decide`` gives ``spec`` arriving at ``now`` under the probe id (nothing written)."""
+    probe = msgspec.structs.replace(spec, allocation_id=PROBE_ID)
+    return domain.decide(state, intents.RequestAllocation(intent_id=PROBE_ID, spec=probe), now,
+                         scheduler or explainer())
+
+
 def taken_now(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: domain.Scheduler | None = None
               ) -> tuple[ev.AllocationGranted, list[ev.AllocationPreempted]] | None:
     """When ``spec`` arriving at ``now`` would be granted by taking allocations (a priority
     preemption or, in a pool with shares, a reclaim), its grant and the victims' AllocationPreempted
     events; None when it would not take any. Pure. Cost: one ``decide``."""
-    probe = msgspec.structs.replace(spec, allocation_id=PROBE_ID)
-    events = domain.decide(state, intents.RequestAllocation(intent_id=PROBE_ID, spec=probe), now,
-                           scheduler or explainer())
+    events = _probe(state, spec, now, scheduler)
     granted = next((e for e in events if isinstance(e, ev.AllocationGranted) and e.spec.allocation_id == PROBE_ID),
                    None)
     if granted is None or not granted.preempted:

@@ -159,16 +159,24 @@ DrainEquivalence.TestCase.settings = settings(max_examples=60, stateful_step_cou
 TestDrainEquivalence = DrainEquivalence.TestCase
 
 
+def _protected_victim_and_r(preemption: str, victim_tflops: int) -> Cluster:
+    """Pool p (``preemption``): n0 with two 100-TFLOPS GPUs, each ``victim_tflops`` taken by v
+    (namespace b, priority 0, protected for 30 min), n1 with one 30-TFLOPS GPU taken by r
+    (namespace c, priority 10)."""
+    c = Cluster()
+    c.pool("p", preemption=preemption)
+    c.node("n0", "p", a_gpu("n0-g0", 100, 16 * Gi, index=0), a_gpu("n0-g1", 100, 16 * Gi, index=1))
+    c.node("n1", "p", a_gpu("n1-g0", 30, 16 * Gi, index=0))
+    victim = a_request("v", victim_tflops, Gi, pool="p", ns="b", count=2, attributes={PROTECTION_KEY: "30m"})
+    assert isinstance(c.request(victim), ev.AllocationGranted)
+    assert isinstance(c.request(a_request("r", 30, Gi, pool="p", ns="c", priority=10)), ev.AllocationGranted)
+    return c
+
+
 def test_a_passed_group_resumes_after_a_preemption_frees_more_than_it_takes() -> None:
     """X1 and X2 share a group; X1 finds nothing, then P (between them in the queue) preempts a
     two-GPU victim and takes one GPU: X2 must be tried again and granted the other one."""
-    c = Cluster()
-    c.pool("p", preemption="namespace")
-    c.node("n0", "p", a_gpu("n0-g0", 100, 16 * Gi, index=0), a_gpu("n0-g1", 100, 16 * Gi, index=1))
-    c.node("n1", "p", a_gpu("n1-g0", 30, 16 * Gi, index=0))
-    victim = a_request("v", 60, Gi, pool="p", ns="b", count=2, attributes={PROTECTION_KEY: "30m"})
-    assert isinstance(c.request(victim), ev.AllocationGranted)
-    assert isinstance(c.request(a_request("r", 30, Gi, pool="p", ns="c", priority=10)), ev.AllocationGranted)
+    c = _protected_victim_and_r("namespace", 60)
     for uid, ns, tflops in (("x1", "a", 50), ("p", "b", 100), ("x2", "a", 50)):
         assert isinstance(c.request(a_request(uid, tflops, Gi, pool="p", ns=ns, priority=5)), ev.AllocationQueued)
     c.tick(3600)  # the victim's protection is over
@@ -187,13 +195,7 @@ def _saturated() -> tuple[Cluster, ClusterState]:
     protected until the clock moves on), n1's one small GPU by r (priority 10). Waiting: g1 and hi
     (priority 5: g1 fits n1 once r goes, hi needs a whole GPU), then y (30, priority 0: fits n1
     too) and x (50, priority 0: fits n1 never). The walked copy replays the same events."""
-    c = Cluster()
-    c.pool("p", preemption="cluster")
-    c.node("n0", "p", a_gpu("n0-g0", 100, 16 * Gi, index=0), a_gpu("n0-g1", 100, 16 * Gi, index=1))
-    c.node("n1", "p", a_gpu("n1-g0", 30, 16 * Gi, index=0))
-    victim = a_request("v", 80, Gi, pool="p", ns="b", count=2, attributes={PROTECTION_KEY: "30m"})
-    assert isinstance(c.request(victim), ev.AllocationGranted)
-    assert isinstance(c.request(a_request("r", 30, Gi, pool="p", ns="c", priority=10)), ev.AllocationGranted)
+    c = _protected_victim_and_r("cluster", 80)
     for uid, ns, tflops, priority in (("g1", "c", 30, 5), ("hi", "b", 100, 5), ("y", "a", 30, 0), ("x", "a", 50, 0)):
         assert isinstance(c.request(a_request(uid, tflops, Gi, pool="p", ns=ns, priority=priority)),
                           ev.AllocationQueued)
