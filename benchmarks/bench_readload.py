@@ -151,15 +151,18 @@ async def release_all(js: object, watch: Watch, ids: list[str]) -> None:
 
 def cpu_s(pids: dict[str, int]) -> dict[str, float]:
     """CPU seconds (user + system) so far of the writer, the reader (with its parse workers) and
-    PostgreSQL (every process of the server), by those names."""
+    PostgreSQL (every process of the server), by those names: each process's own, its live
+    descendants', and those of its children that have exited (a backend that ended within a phase
+    still counts, so a phase's difference is never negative)."""
     out: dict[str, float] = {}
     for name, pid in pids.items():
         try:
             proc = psutil.Process(pid)
             family = [proc, *proc.children(recursive=True)]
+            root = proc.cpu_times()
         except psutil.NoSuchProcess:
             continue
-        total = 0.0
+        total = root.children_user + root.children_system
         for member in family:
             with contextlib.suppress(psutil.NoSuchProcess):
                 times = member.cpu_times()
