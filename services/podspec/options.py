@@ -65,11 +65,19 @@ class Options(msgspec.Struct, kw_only=True):
 def _pool(annotations: Mapping[str, str], pool: PoolDefaults, context: ComposeContext) -> str:
     name = annotations.get(keys.POOL) or pool.name
     if not name or (context.known_pools is not None and name not in context.known_pools):
-        raise PodSpecError(f"{keys.POOL}={name!r}: gpu pool not found", field=keys.POOL, value=name)
+        known = "" if context.known_pools is None else f" (known pools: {_listed(context.known_pools)})"
+        raise PodSpecError(f"{keys.POOL}={name!r}: gpu pool not found{known}", field=keys.POOL, value=name)
     invalid = names.problem("pool", name, field=keys.POOL)
     if invalid:
         raise PodSpecError(invalid, field=keys.POOL, value=name)
     return name
+
+
+def _listed(pools: frozenset[str], most: int = 20) -> str:
+    """``pools`` sorted and comma-separated, the first ``most`` and how many more."""
+    names = sorted(pools)
+    more = f", and {len(names) - most} more" if len(names) > most else ""
+    return (", ".join(names[:most]) or "none") + more
 
 
 def _isolation(annotations: Mapping[str, str]) -> str:

@@ -72,17 +72,20 @@ def compose_pod(pod: dict[str, Any], state: ClusterState | None = None) -> Alloc
 
     ``state`` (the reader's projection) supplies the cluster facts the webhook reads from its own
     caches (services/admission/view.py), so ``simulate`` and ``submit`` compose what admission
-    would: each GPU model's full capacity (``dedicated-gpu``) and the namespace's quota defaults
-    (``defaultRequests``/``defaultLimits``). WorkloadProfiles and PriorityClasses live only in
-    Kubernetes: a Pod naming one is composed without it here."""
+    would: each GPU model's full capacity (``dedicated-gpu``), the namespace's quota defaults
+    (``defaultRequests``/``defaultLimits``) and the known pools (those with a node or a
+    configuration: a Pod naming another is 400 naming the pool annotation and the known pools;
+    none is checked while the projection has no pool, as the webhook's view). WorkloadProfiles and
+    PriorityClasses live only in Kubernetes: a Pod naming one is composed without it here."""
     try:
         if state is None:
             return podspec.compose(pod)
         meta = pod.get("metadata")
         namespace = meta.get("namespace") if isinstance(meta, dict) else None
         quota = state.quotas.get(namespace) if isinstance(namespace, str) else None
-        return podspec.compose(pod, quota_defaults=quota,
-                               context=podspec.ComposeContext(model_capacity=model_capacities(state)))
+        pools = frozenset(state.pool_nodes.keys() | state.pools.keys())
+        return podspec.compose(pod, quota_defaults=quota, context=podspec.ComposeContext(
+            model_capacity=model_capacities(state), known_pools=pools or None))
     except podspec.PodSpecError as exc:
         raise ApiError(400, str(exc), field=exc.field) from exc
     except (ArithmeticError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:

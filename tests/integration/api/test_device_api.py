@@ -74,3 +74,19 @@ async def test_simulate_and_submit_compose_with_the_clusters_facts_as_the_webhoo
     bare["metadata"]["annotations"] = {}
     status, simulated = await api.send("POST", "/api/v1/simulate", bare)
     assert status == 200 and simulated["allocation_request"]["request"] == {"tflops": "7", "vram": "1Gi"}, simulated
+
+
+async def test_a_pod_naming_an_unknown_pool_is_refused_naming_the_known_ones(api: Api) -> None:
+    """As the webhook refuses it (services/podspec/options.py): 400 naming the pool annotation and
+    the pools the reader knows, for simulate and submit alike; with no pool known yet, nothing is
+    checked (the decision answers)."""
+    elsewhere = pod("p1", tflops="10", vram="1Gi")
+    elsewhere["metadata"]["annotations"]["tensor-fusion.ai/gpupool"] = "defualt"
+    status, answer = await api.send("POST", "/api/v1/simulate", elsewhere)
+    assert status == 200 and answer["outcome"]["type"] == "allocation_rejected", answer  # nothing known yet
+    await api.publish(_node())
+    for route in ("/api/v1/simulate", "/api/v1/allocations"):
+        status, refused = await api.send("POST", route, elsewhere)
+        assert status == 400 and refused["field"] == "tensor-fusion.ai/gpupool", refused
+        assert "'defualt': gpu pool not found (known pools: default)" in refused["error"], refused
+    assert (await api.get("/api/v1/allocations", pod="p1"))[1]["items"] == []

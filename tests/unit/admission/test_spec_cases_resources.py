@@ -76,8 +76,8 @@ CASES = [
          error_field=keys.GPU_MODEL),
     Case("C48", a_pod({"vendor": "AMD", **RES}), error='isolation=soft is not supported for vendor "AMD"; set'
          f" annotation {keys.ISOLATION}=partitioned or pick another mode", error_field=keys.ISOLATION),
-    Case("C49-unknown", a_pod({"gpupool": "nope", **RES}), context=ComposeContext(known_pools=frozenset({"mock"})),
-         error="gpu pool not found", error_field=keys.POOL),
+    Case("C49-unknown", a_pod({"gpupool": "nope", **RES}), context=ComposeContext(known_pools=frozenset({"mock", "b"})),
+         error="gpu pool not found (known pools: b, mock)", error_field=keys.POOL),
     Case("C49-no-default", a_pod(RES), pool=PoolDefaults(name=""), error="gpu pool not found"),
     Case("C50", a_pod({"workload-profile": "missing", **RES}),
          error='get workload profile(missing) : workloadprofiles.tensor-fusion.ai "missing" not found',
