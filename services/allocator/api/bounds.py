@@ -1,11 +1,12 @@
 """Input bounds of the HTTP API: every request body and query value is hostile until checked.
 
 Owns :class:`ApiError` (a 4xx answer ``{"error", "field"}``) and the body reader: at most
-:data:`MAX_BODY_BYTES` (413 beyond), a declared charset must be UTF-8 or ASCII (415), the bytes
-must be valid UTF-8 (400), no string may hold a lone surrogate (JSON ``"\\ud800"``; 400 naming
-its field), the document is JSON or YAML (PyYAML's safe loader, libyaml's when present: no
-Python objects; :mod:`~services.allocator.api.parse_worker`) nested at most :data:`MAX_DEPTH` deep with at most :data:`MAX_NODES` values once aliases are
-expanded (a YAML alias bomb is refused, 400), and the top level must be an object.
+:data:`MAX_BODY_BYTES` (413 beyond), a declared charset must be UTF-8 or ASCII (415), the bytes must
+be valid UTF-8 (400), no string may hold a lone surrogate (JSON ``"\\ud800"``; 400 naming its
+field), the document is JSON or YAML (PyYAML's safe loader, libyaml's when present: no Python
+objects; :mod:`~services.allocator.api.parse_worker`) nested at most :data:`MAX_DEPTH` deep with at
+most :data:`MAX_NODES` values once aliases are expanded (a YAML alias bomb is refused, 400), and the
+top level must be an object.
 
 Parsing has a bounded cost and never runs on the event loop for a large body: a body of at most
 :data:`INLINE_BYTES` is parsed in place (well under a millisecond); a larger one goes to the
