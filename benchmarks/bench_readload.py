@@ -60,12 +60,14 @@ spec: {containers: [{name: main}]}
 """
 
 
-def big_yaml(size: int = 1_040_000) -> bytes:
-    """A 1 MiB YAML Pod (many labels), as the issue's trial sent."""
-    lines = ["apiVersion: v1", "kind: Pod", "metadata:", "  name: big", "  namespace: team-a", "  labels:"]
+def big_yaml(size: int = 1_040_000, *, under: str = "labels", entry: str = "k{i}: v{i}") -> bytes:
+    """A YAML Pod of about ``size`` bytes, its metadata's ``under`` map filled with ``entry``
+    (formatted with ``i``); by default 1 MiB of short labels, as the issue's trial sent (more than
+    100,000 values: refused after the parse)."""
+    lines = ["apiVersion: v1", "kind: Pod", "metadata:", "  name: big", "  namespace: team-a", f"  {under}:"]
     total, i = sum(len(line) + 1 for line in lines), 0
     while total < size:
-        lines.append(f"    k{i}: v{i}")
+        lines.append("    " + entry.format(i=i))
         total += len(lines[-1]) + 1
         i += 1
     return "\n".join(lines).encode()

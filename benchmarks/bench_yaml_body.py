@@ -30,13 +30,8 @@ from services.allocator.api import parse_worker
 
 def pod_yaml(size: int = 1 << 20) -> str:
     """A Pod manifest of about ``size`` bytes, its annotations filling it."""
-    lines = ["apiVersion: v1", "kind: Pod", "metadata:", "  name: big", "  namespace: team-a", "  annotations:"]
-    total, i = sum(len(line) + 1 for line in lines), 0
-    while total < size:
-        lines.append(f"    example.com/key-{i}: value-{i}")
-        total += len(lines[-1]) + 1
-        i += 1
-    return "\n".join([*lines, "spec: {containers: [{name: main}]}"])
+    filled = big_yaml(size, under="annotations", entry="example.com/key-{i}: value-{i}").decode()
+    return filled + "\nspec: {containers: [{name: main}]}"
 
 
 def best_cpu_s(text: str, reps: int) -> tuple[float, int]:
