@@ -80,19 +80,28 @@ class AllocationBook:
                 for allocation_id in waiting:  # their pods stay gated, annotated like a rejection
                     self._forget(allocation_id)
                     self.rejected[allocation_id] = reason
-            case decisions.NodeRegistered(pool=pool, gpus=gpus):
+            case decisions.NodeRegistered(node=node, pool=pool, gpus=gpus):
                 for gpu in gpus:
                     self.gpu_capacity[gpu.name] = gpu.capacity.milli_tflops
                     self.gpus[gpu.name] = gpu
                 if view is not None:
-                    view.pools.add(pool)
+                    view.node_pools[node] = pool
                     for gpu in gpus:
                         if gpu.model:
                             view.model_capacity[gpu.model] = gpu.capacity
+            case decisions.NodeRemoved(node=node):
+                if view is not None:
+                    view.node_pools.pop(node, None)
             case decisions.PoolConfigured(pool=pool, config=config):
                 self.enforcement[pool] = config.enforcement
                 if view is not None:
                     view.enforcement[pool] = config.enforcement
+                    view.configured.add(pool)
+            case decisions.PoolRemoved(pool=pool):  # its configuration is gone: the defaults again
+                self.enforcement.pop(pool, None)
+                if view is not None:
+                    view.enforcement.pop(pool, None)
+                    view.configured.discard(pool)
         return None
 
     def _grant(self, spec: AllocationSpec, node: str, gpus: tuple[str, ...],

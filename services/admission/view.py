@@ -18,14 +18,17 @@ from services.podspec import ComposeContext, PoolDefaults
 class ClusterView(msgspec.Struct, kw_only=True):
     """Caches keyed for admission: ``profiles[(namespace, name)]`` is the WorkloadProfile object,
     ``quotas[namespace]`` the first GPUResourceQuota spec, ``model_capacity[model]`` a GPU's full
-    capacity, ``pools`` the pool names seen in NodeRegistered events (empty: do not check),
-    ``priority_classes[name]`` a PriorityClass's ``value``, ``enforcement[pool]`` the pool's mode."""
+    capacity, ``node_pools[node]`` the pool of each registered node and ``configured`` the pools
+    with a configuration (from NodeRegistered/NodeRemoved and PoolConfigured/PoolRemoved: the known
+    :attr:`pools`), ``priority_classes[name]`` a PriorityClass's ``value``, ``enforcement[pool]``
+    the pool's mode."""
 
     pool: PoolDefaults = msgspec.field(default_factory=PoolDefaults)
     profiles: dict[tuple[str, str], dict[str, Any]] = {}
     quotas: dict[str, QuotaSpec] = {}
     model_capacity: dict[str, Resources] = {}
-    pools: set[str] = set()
+    node_pools: dict[str, str] = {}
+    configured: set[str] = set()
     native_resources: tuple[str, ...] = ("nvidia.com/gpu",)
     priority_classes: dict[str, int] = {}
     enforcement: dict[str, Enforcement] = {}
@@ -35,12 +38,19 @@ class ClusterView(msgspec.Struct, kw_only=True):
     process at start): reviews are refused with 503 then, so no pod is admitted under the default
     enforcement of a pool whose PoolConfigured event is still unread."""
 
+    @property
+    def pools(self) -> frozenset[str]:
+        """The pools the allocator knows, as its reader's API checks them: those with a node or a
+        configuration (empty: nothing is checked)."""
+        return frozenset(self.node_pools.values()) | self.configured
+
     def context(self, *, review_uid: str) -> ComposeContext:
         """The parser context for one review."""
+        pools = self.pools
         return ComposeContext(
             model_capacity=self.model_capacity,
             native_resources=self.native_resources,
             review_uid=review_uid,
-            known_pools=frozenset(self.pools) if self.pools else None,
+            known_pools=pools or None,
             priority_classes=self.priority_classes,
         )

@@ -10,7 +10,7 @@ import jsonpatch
 import pytest
 
 from events import decisions
-from events.values import AllocationSpec, GpuSpec, QuotaAmount, Resources
+from events.values import AllocationSpec, GpuSpec, PoolConfig, QuotaAmount, Resources
 from services.admission.binding import claim_refusal, is_gated, pin_ops, ungate_ops
 from services.admission.book import AllocationBook, Grant
 from services.admission.quota import parse_quota
@@ -74,6 +74,21 @@ def test_book_tracks_grants_queue_and_releases_and_feeds_the_view() -> None:
     book.apply(decisions.AllocationReleased(at=NOW, allocation_id="q", namespace="ns", pod="p", pool="pool"))
     book.apply(decisions.AllocationRejected(at=NOW, spec=_spec("r"), reason="never", code="invalid"))
     assert book.live() == {} and view.pools == {"pool"} and view.model_capacity["A100"] == gpu.capacity
+
+
+def test_the_views_known_pools_are_those_with_a_node_or_a_configuration() -> None:
+    """As the reader's API checks a Pod's pool (services/allocator/api/bounds.compose_pod): a pool
+    is known while it has a node or a configuration; with none known, nothing is checked."""
+    book, view = AllocationBook(), ClusterView()
+    book.apply(decisions.NodeRegistered(at=NOW, node="n", pool="a"), view=view)
+    book.apply(decisions.PoolConfigured(at=NOW, pool="b", config=PoolConfig(enforcement="hami-core")), view=view)
+    assert view.pools == {"a", "b"} and view.context(review_uid="u").known_pools == {"a", "b"}
+    book.apply(decisions.NodeRegistered(at=NOW, node="n", pool="c"), view=view)  # the node moved
+    assert view.pools == {"b", "c"}
+    book.apply(decisions.NodeRemoved(at=NOW, node="n", pool="c"), view=view)
+    book.apply(decisions.PoolRemoved(at=NOW, pool="b"), view=view)
+    assert view.pools == set() and view.context(review_uid="u").known_pools is None
+    assert "b" not in view.enforcement and "b" not in book.enforcement  # the removed pool's mode is the default again
 
 
 def test_quota_object_becomes_quota_spec_with_unbounded_dimensions_left_none() -> None:
