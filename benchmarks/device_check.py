@@ -15,8 +15,8 @@ Backends:
   package needed). In a container of the NVIDIA runtime the toolkit has already narrowed the devices
   to ``NVIDIA_VISIBLE_DEVICES``; on a bare host (no toolkit) ``--emulate-toolkit`` copies
   ``NVIDIA_VISIBLE_DEVICES`` into ``CUDA_VISIBLE_DEVICES`` (CUDA accepts UUIDs there) before CUDA
-  starts. Under HAMi-core (``LD_PRELOAD=.../libvgpu.so``) the driver reports the limit as total
-  memory and refuses allocations beyond it.
+  starts. Under HAMi-core (``LD_PRELOAD=.../libvgpu.so``, or ``/etc/ld.so.preload`` naming it) the
+  driver reports the limit as total memory and refuses allocations beyond it.
 * ``fake`` (``--fake CAPTURE``): no GPU. A node of ``--node-gpus`` devices built from an NVML
   capture (tests/fixtures/nvml_h100_80gb_hbm3.json: name, UUID, memory; the other devices get
   derived UUIDs), the NVIDIA container toolkit's selection rule (``void``/empty/unset: none;
@@ -82,17 +82,34 @@ def parse_limit(text: str) -> int:
     return int(number) * scale
 
 
-def hami_limits(env: dict[str, str], count: int) -> list[int]:
+PRELOAD_FILE = Path("/etc/ld.so.preload")
+"""The dynamic loader's preload list: gpuledger mounts the node's ``ld.so.preload`` naming
+``libvgpu.so`` on it (docs/runtime.md), so HAMi-core loads also in a process that clears
+``LD_PRELOAD``."""
+
+
+def hami_loaded(env: dict[str, str], preload_file: Path = PRELOAD_FILE) -> bool:
+    """Whether HAMi-core's ``libvgpu.so`` is loaded into a process of ``env``: named by
+    ``LD_PRELOAD`` or by ``preload_file`` (unreadable or absent: not)."""
+    if "libvgpu.so" in env.get("LD_PRELOAD", ""):
+        return True
+    try:
+        return "libvgpu.so" in preload_file.read_text(errors="replace")
+    except OSError:
+        return False
+
+
+def hami_limits(env: dict[str, str], count: int, preload_file: Path = PRELOAD_FILE) -> list[int]:
     """Per visible device, the VRAM limit HAMi-core applies (0: none); none without libvgpu.so."""
-    if "libvgpu.so" not in env.get("LD_PRELOAD", ""):
+    if not hami_loaded(env, preload_file):
         return [0] * count
     default = parse_limit(env.get("CUDA_DEVICE_MEMORY_LIMIT", ""))
     return [parse_limit(env.get(f"CUDA_DEVICE_MEMORY_LIMIT_{i}", "")) or default for i in range(count)]
 
 
-def sm_limit(env: dict[str, str]) -> int:
+def sm_limit(env: dict[str, str], preload_file: Path = PRELOAD_FILE) -> int:
     """HAMi-core's SM percent (0: none)."""
-    if "libvgpu.so" not in env.get("LD_PRELOAD", ""):
+    if not hami_loaded(env, preload_file):
         return 0
     text = env.get("CUDA_DEVICE_SM_LIMIT", "").strip()
     return int(text) if text.isdigit() else 0

@@ -6,11 +6,13 @@ set -u
 D=$PWD/.devcheck
 OUT=${OUT:?OUT must be set}
 DRY=${DRY:-0}                # DRY=1: print the plan of commands, run nothing on a GPU
+ONLY=${ONLY:-}               # e.g. ONLY=f,g: only those cases (the summary and the build always run)
 exec > >(tee "$OUT/run.log") 2>&1
 export PYTHONUNBUFFERED=1
 T0=$(date +%s)
 say() { echo; echo "=== $* (t=$(( $(date +%s) - T0 ))s)"; }
 run() { if [ "$DRY" = 1 ]; then echo "DRY: $*"; else "$@"; fi; }
+want() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
 
 say summary
 date -u; uname -r; uptime
@@ -48,16 +50,23 @@ echo "exported cu* hooks: $(nm -D --defined-only $VDIR/libvgpu.so | grep -c ' T 
 VGPU=$VDIR/libvgpu.so
 CHECK="python3 $D/device_check.py --emulate-toolkit"
 declare -A RC
+SECS=6
+sed "s/GPU-00000000-0000-0000-0000-0000000000aa/$UUID/" "$D/plan.env" > /tmp/plan.env
 
+if want a; then
 say "case a: NVIDIA_VISIBLE_DEVICES=<UUID>, no HAMi-core: sees exactly that GPU"
 run timeout 120 env NVIDIA_VISIBLE_DEVICES="$UUID" $CHECK --expect-devices "$UUID" > "$OUT/case_a.json"
 RC[a]=$?; cat "$OUT/case_a.json"; echo "rc=${RC[a]}"
+fi
 
+if want b; then
 say 'case b: NVIDIA_VISIBLE_DEVICES="" (and void): sees no GPU'
 run timeout 60 env NVIDIA_VISIBLE_DEVICES="" $CHECK --expect-devices "" > "$OUT/case_b.json"
 RC[b]=$?; cat "$OUT/case_b.json"; echo "rc=${RC[b]}"
 run timeout 60 env NVIDIA_VISIBLE_DEVICES=void $CHECK --expect-devices ""; echo "void rc=$?"
+fi
 
+if want c; then
 say "case c: HAMi-core, CUDA_DEVICE_MEMORY_LIMIT_0=10240m: total = 10 GiB, nothing beyond"
 HC=(NVIDIA_VISIBLE_DEVICES="$UUID" LD_PRELOAD=$VGPU CUDA_DEVICE_MEMORY_LIMIT_0=10240m
     CUDA_DEVICE_MEMORY_SHARED_CACHE=/tmp/hami-c.cache)
@@ -65,9 +74,10 @@ run timeout 120 env "${HC[@]}" $CHECK --expect-devices "$UUID" --expect-limit 10
 RC[c]=$?; cat "$OUT/case_c.json"; echo "rc=${RC[c]}"
 echo "-- torch under the same limit (mem_get_info; 8 GiB then 11 GiB):"
 run timeout 120 env "${HC[@]}" CUDA_VISIBLE_DEVICES="$UUID" python3 $D/torch_check.py mem
+fi
 
+if want d; then
 say "case d: HAMi-core CUDA_DEVICE_SM_LIMIT=25: compute throughput with and without"
-SECS=6
 {
   echo '{'
   echo '"smloop_none":';       run timeout 60 $D/smloop $SECS; echo ','
@@ -81,9 +91,11 @@ SECS=6
   echo '}'
 } > "$OUT/case_d.json" 2> "$OUT/case_d.stderr"
 cat "$OUT/case_d.json"; echo "-- stderr:"; tail -20 "$OUT/case_d.stderr"; rm -f "$OUT/case_d.stderr"
+fi
 
+if want e; then
 say "case e: the exact environment of gpuledger's device_plan (1 GPU, 10 GiB / 25 %)"
-sed "s/GPU-00000000-0000-0000-0000-0000000000aa/$UUID/" "$D/plan.env" > /tmp/plan.env; cat /tmp/plan.env
+cat /tmp/plan.env
 (
   set -a; . /tmp/plan.env; set +a
   run timeout 120 $CHECK --expect-from-env > "$OUT/case_e.json"
@@ -92,7 +104,9 @@ sed "s/GPU-00000000-0000-0000-0000-0000000000aa/$UUID/" "$D/plan.env" > /tmp/pla
   exit $rc
 )
 RC[e]=$?
+fi
 
+if want f; then
 say "case f: what the plan's second round closes (per-device SM limit, CUDA_REDIRECT, per-limit cache file)"
 LIBCUDA=$(ldconfig -p | awk '/libcuda.so.1 /{print $NF; exit}'); echo "libcuda: $LIBCUDA"
 OLD=(NVIDIA_VISIBLE_DEVICES="$UUID" LD_PRELOAD=$VGPU CUDA_DEVICE_MEMORY_LIMIT_0=10240m CUDA_DEVICE_SM_LIMIT=25)
@@ -113,9 +127,35 @@ echo "-- f4 control: the same cache file as the 10 GiB run, now asking 20 GiB (t
 run timeout 120 env NVIDIA_VISIBLE_DEVICES="$UUID" LD_PRELOAD=$VGPU CUDA_DEVICE_MEMORY_LIMIT_0=20480m \
   CUDA_DEVICE_MEMORY_SHARED_CACHE=/var/run/gpuledger-vgpu/pod-10240m-25.cache \
   $CHECK --expect-devices "$UUID" --expect-limit 21474836480 > "$OUT/case_f4.json"; echo "rc=$? (non-zero: a stale cache kept 10 GiB)"; cat "$OUT/case_f4.json"
+fi
+
+if want g; then
+say "case g: HAMi-core through /etc/ld.so.preload, as gpuledger mounts it, for a process that clears LD_PRELOAD"
+PRELOAD=$VDIR/ld.so.preload; echo "$VGPU" > "$PRELOAD"; cat "$PRELOAD"
+MADE=0  # an empty /etc/ld.so.preload to bind over (it preloads nothing), removed after
+if [ "$DRY" != 1 ] && [ ! -e /etc/ld.so.preload ]; then : > /etc/ld.so.preload; MADE=1; fi
+echo "-- g1 control: the plan's environment less LD_PRELOAD, no preload file (the escape): the VRAM total seen"
+(
+  set -a; . /tmp/plan.env; set +a; unset LD_PRELOAD
+  run timeout 120 $CHECK --expect-devices "$UUID" --expect-limit 10737418240 > "$OUT/case_g1.json"
+  echo "rc=$? (non-zero: no HAMi-core, no limit)"
+  cat "$OUT/case_g1.json"
+)
+echo "-- g2 the same with $PRELOAD bound on /etc/ld.so.preload in a private mount namespace (the pod's mount)"
+(
+  set -a; . /tmp/plan.env; set +a; unset LD_PRELOAD
+  run timeout 120 unshare -m sh -c "mount --bind '$PRELOAD' /etc/ld.so.preload && exec $CHECK --expect-from-env" \
+    > "$OUT/case_g2.json"; rc=$?; cat "$OUT/case_g2.json"; echo "rc=$rc (0: the limit holds without LD_PRELOAD)"
+  echo "-- smloop the same way (the SM limit through the preload file):"
+  run timeout 90 unshare -m sh -c "mount --bind '$PRELOAD' /etc/ld.so.preload && exec $D/smloop $SECS"
+  exit $rc
+)
+RC[g]=$?
+[ "$MADE" = 1 ] && rm -f /etc/ld.so.preload
+fi
 
 say "done"
-for k in a b c e f; do echo "case $k: rc=${RC[$k]}"; done
+for k in a b c e f g; do want $k && echo "case $k: rc=${RC[$k]:-}"; done
 ls -la "$OUT"
 sleep 1
 # at most 8 files come back from the device tool: everything but the log in one archive

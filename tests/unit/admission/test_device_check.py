@@ -4,6 +4,7 @@ check, the enforced limit must pass it, and a process that may see no device is 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -62,3 +63,14 @@ def test_no_visible_device_is_an_empty_report_and_other_init_failures_are_errors
     report = device_check.run_cuda({})
     assert report.devices == [] and report.error == error
     assert (verify(report, devices=[], limit=None) == []) is (not error)
+
+
+def test_hami_core_counts_as_loaded_through_the_preload_file_too(tmp_path: Path) -> None:
+    # case g (2026-11-28, H200): with LD_PRELOAD cleared, /etc/ld.so.preload naming libvgpu.so still
+    # loaded HAMi-core (10 GiB seen of 140); the check must then expect the plan's limit
+    env = {"CUDA_DEVICE_MEMORY_LIMIT_0": "10240m", "CUDA_DEVICE_SM_LIMIT": "25"}
+    preload = tmp_path / "ld.so.preload"
+    assert device_check.hami_limits(env, 1, preload) == [0] and device_check.sm_limit(env, preload) == 0  # absent
+    preload.write_text("/usr/local/vgpu/libvgpu.so\n")
+    assert device_check.hami_limits(env, 1, preload) == [LIMIT] and device_check.sm_limit(env, preload) == 25
+    assert device_check.hami_loaded({"LD_PRELOAD": "/usr/local/vgpu/libvgpu.so"}, tmp_path / "absent")
