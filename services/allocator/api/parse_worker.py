@@ -6,8 +6,8 @@ second. YAML is read by PyYAML's safe loader, which builds no Python objects: li
 (``yaml.CSafeLoader``, in PyYAML's wheels) when present, after a pass over its parse events has
 checked the nesting (libyaml's composer recurses in C, so an unchecked deep document would crash
 the process); the pure-Python ``yaml.SafeLoader`` otherwise, refusing the nesting while it
-composes. A 1 MiB Pod takes about 0.5 s of CPU with libyaml and 2.6 s without
-(BENCHMARKS.md "Read load"). Either way nesting past :data:`MAX_DEPTH` is refused, and the walk
+composes. A 1 MiB Pod takes 0.3-0.7 s of CPU with libyaml and 1.4-2.5 s without
+(``benchmarks/bench_yaml_body.py``; BENCHMARKS.md "Read load"). Either way nesting past :data:`MAX_DEPTH` is refused, and the walk
 after it refuses more than :data:`MAX_NODES` values once aliases are expanded (a YAML alias bomb).
 The worker reads frames ``<8-byte big-endian length><UTF-8 text>`` on stdin and answers each with
 ``<length><pickle of (document, status, message, field)>`` on stdout (status 0: parsed); it exits at
