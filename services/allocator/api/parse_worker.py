@@ -1,14 +1,15 @@
 """Parsing a request body (JSON or YAML) within bounds, and the worker process that does it for
 large bodies (``python -m services.allocator.api.parse_worker``).
 
-Lean on purpose (the standard library and PyYAML only): the worker starts in a fraction of a
-second. YAML is read by PyYAML's safe loader, which builds no Python objects: libyaml's
+Lean on purpose (the standard library and PyYAML only): the worker starts in a fraction of a second.
+YAML is read by PyYAML's safe loader, which builds no Python objects: libyaml's
 (``yaml.CSafeLoader``, in PyYAML's wheels) when present, after a pass over its parse events has
-checked the nesting (libyaml's composer recurses in C, so an unchecked deep document would crash
-the process); the pure-Python ``yaml.SafeLoader`` otherwise, refusing the nesting while it
-composes. A 1 MiB Pod takes 0.3-0.7 s of CPU with libyaml and 1.4-2.5 s without
-(``benchmarks/bench_yaml_body.py``; BENCHMARKS.md "Read load"). Either way nesting past :data:`MAX_DEPTH` is refused, and the walk
-after it refuses more than :data:`MAX_NODES` values once aliases are expanded (a YAML alias bomb).
+checked the nesting (libyaml's composer recurses in C, so an unchecked deep document would crash the
+process); the pure-Python ``yaml.SafeLoader`` otherwise, refusing the nesting while it composes. A 1
+MiB Pod takes 0.3-0.7 s of CPU with libyaml and 1.4-2.5 s without
+(``benchmarks/bench_yaml_body.py``; BENCHMARKS.md "Read load"). Either way nesting past
+:data:`MAX_DEPTH` is refused, and the walk after it refuses more than :data:`MAX_NODES` values once
+aliases are expanded (a YAML alias bomb).
 The worker reads frames ``<8-byte big-endian length><UTF-8 text>`` on stdin and answers each with
 ``<length><pickle of (document, status, message, field)>`` on stdout (status 0: parsed); it exits at
 the end of stdin. Only the reader that started it talks to it, and what it pickles is plain data
