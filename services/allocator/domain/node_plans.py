@@ -18,6 +18,7 @@ from sortedcontainers import SortedList
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.trial import Fit
+from services.allocator.domain.victims import CandidateSet
 
 
 class NodeResult:
@@ -27,15 +28,18 @@ class NodeResult:
     (``plan``: a Plan, None for none, or :data:`UNKNOWN`; ``beaten``: when ``plan`` is None, the
     (key, tie_ok) a plan would have had to beat, None when no plan exists at all)."""
 
-    __slots__ = ("beaten", "bound", "cands", "deficits", "lower", "out_of_scope", "plan", "singles")
+    __slots__ = ("beaten", "bound", "candidates", "cands", "deficits", "lower", "out_of_scope", "plan", "singles")
 
-    def __init__(self, cands: list[AllocationState], out_of_scope: int) -> None:
-        self.cands = cands
+    def __init__(self, candidates: CandidateSet) -> None:
+        self.candidates = candidates
+        """The candidates with their sums (shared by every search key of the same priority,
+        namespace and scope: ``Scheduler.candidate_set``)."""
+        self.cands: list[AllocationState] = candidates.cands
         self.singles: dict[str, Fit | None] = {}
         """The one-victim dry runs made on the node so far (``Trial.single``), by victim id."""
         self.deficits: list[tuple[str, int, int, int]] = []
         """``Trial.deficits`` once computed (empty: not yet)."""
-        self.out_of_scope = out_of_scope
+        self.out_of_scope = candidates.out_of_scope
         self.bound: bool | None = None
         self.lower: tuple[int, int, int] | None = None
         self.plan: object = UNKNOWN

@@ -48,8 +48,7 @@ from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies.base import ScanStrategy, Strategy
 from services.allocator.domain.trial import Fit, Trial
-from services.allocator.domain.victims import PRIORITY_OFFSET, Ranked, Refusals, candidates_on, term
-from services.partitions.templates import TemplateTable
+from services.allocator.domain.victims import PRIORITY_OFFSET, CandidateSet, Ranked, Refusals, candidate_set, term
 
 Key = tuple[int, int, int]
 """(highest victim priority, Σ (priority + 2³¹), victim count): lower is a better plan."""
@@ -123,7 +122,7 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     # search that reads it, once for all the changes since.
     if touched is None and (indexed or not cast(ScanStrategy, strategy).per_request):
         plans = scheduler.node_plans((memo.key, spec.limit), state, spec.pool, (memo.validity, strategy), now)
-    search = _Search(state, spec, need, chain, strategy, indexed, scheduler.profile.templates, plans)
+    search = _Search(state, spec, need, chain, strategy, indexed, scheduler, plans)
     limit = max(MIN_CANDIDATES, len(state.pool_nodes.get(spec.pool, ())) * CANDIDATE_PERCENT // 100)
     if plans is not None and plans.live is not None:
         kept = _live_search(search, plans, scheduler, priority, floor, config.preemption, now, limit)
@@ -376,12 +375,16 @@ class _Search:
     """One search's per-node work, read from the Scheduler's :class:`NodePlans` where a node was
     not touched since it was computed (None: nothing kept, as the ReferenceScheduler)."""
 
-    __slots__ = ("chain", "ctx", "indexed", "need", "plans", "seen", "spec", "state", "strategy", "templates", "trials")
+    __slots__ = ("amounts", "chain", "ctx", "indexed", "need", "plans", "scheduler", "seen", "spec", "state",
+                 "strategy", "templates", "trials")
 
     def __init__(self, state: ClusterState, spec: AllocationSpec, need: Need, chain: Chain, strategy: Strategy,
-                 indexed: bool, templates: TemplateTable, plans: NodePlans | None) -> None:
+                 indexed: bool, scheduler: Scheduler, plans: NodePlans | None) -> None:
         self.state, self.spec, self.need, self.chain = state, spec, need, chain
-        self.strategy, self.indexed, self.templates, self.plans = strategy, indexed, templates, plans
+        self.strategy, self.indexed, self.plans = strategy, indexed, plans
+        self.scheduler, self.templates = scheduler, scheduler.profile.templates
+        self.amounts = (need.tflops, need.percent, need.vram)
+        """What ``Trial.deficits`` reads of the request (the key of ``CandidateSet.deficits``)."""
         self.seen: list[str] = []
         """The nodes whose results this search read or computed."""
         self.trials: dict[str, Trial] = {}
@@ -391,16 +394,22 @@ class _Search:
     def node(self, name: str, ranked: Ranked, priority: int, scope: str, now: datetime,
              refusals: Refusals) -> NodeResult:
         """The node's candidates (kept, or computed and kept unless protection refused one or a
-        candidate belongs to a gang: both can change without the node being touched)."""
+        candidate belongs to a gang: both can change without the node being touched); a node
+        new to this key takes the candidates another key of the same priority, namespace and
+        scope built since the node was last touched (``Scheduler.candidate_set``)."""
         plans = self.plans
         found = None if plans is None else plans.nodes.get(name)
         if found is None:
-            protected, out_of_scope = refusals.protected, refusals.out_of_scope
-            cands = candidates_on(self.state, ranked, priority=priority, namespace=self.spec.namespace, scope=scope,
-                                  now=now, refusals=refusals)
-            found = NodeResult(cands, refusals.out_of_scope - out_of_scope)
-            if (plans is not None and refusals.protected == protected
-                    and all(c.spec.gang is None for c in cands)):
+            namespace = self.spec.namespace
+            if plans is None:
+                cands = candidate_set(self.state, ranked, priority=priority, namespace=namespace, scope=scope, now=now,
+                                      refusals=refusals)
+            else:
+                cands = self.scheduler.candidate_set(self.state, name, ranked, priority=priority, namespace=namespace,
+                                                     scope=scope, now=now, refusals=refusals)
+            found = NodeResult(cands)
+            found.deficits = cands.deficits.setdefault(self.amounts, [])
+            if plans is not None and cands.keepable:
                 plans.nodes[name] = found
         else:
             refusals.out_of_scope += found.out_of_scope
@@ -420,13 +429,23 @@ class _Search:
     def bound(self, name: str, node: NodeResult) -> bool:
         """``Trial.bound`` of every candidate going."""
         if node.bound is None:
-            node.bound = self._trial(name, node).bound(node.cands)
+            cands, need = node.candidates, self.need
+            key = (*self.amounts, need.count, need.shared, need.cpu_milli)
+            bound = cands.frees.get(key)
+            if bound is None:
+                bound = cands.frees[key] = self._trial(name, node).frees(cands.cpu, cands.freed)
+            node.bound = bound
         return node.bound
 
     def lower(self, name: str, node: NodeResult) -> Key:
         """:func:`_lower_bound` of the node's candidates."""
         if node.lower is None:
-            node.lower = _lower_bound(self._trial(name, node), node.cands)
+            cands, need = node.candidates, self.need
+            key = (*self.amounts, need.count, need.shared)
+            lower = cands.lowers.get(key)
+            if lower is None:
+                lower = cands.lowers[key] = _lower_bound(self._trial(name, node), cands)
+            node.lower = lower
         return node.lower
 
     def on_node(self, name: str, node: NodeResult, beat: Key | None, tie_ok: bool = False) -> Plan | None:
@@ -438,7 +457,7 @@ class _Search:
             return None if _loses(plan.key, beat, tie_ok) else plan
         if plan is None and (node.beaten is None or (beat is not None and _harder(beat, tie_ok, node.beaten))):
             return None
-        found = _on_node(self._trial(name, node), node.cands, beat, tie_ok, bound=node.bound, lower=node.lower)
+        found = _on_node(self._trial(name, node), node.candidates, beat, tie_ok, bound=node.bound, lower=node.lower)
         self.seen.append(name)  # its kept plan changed: NodePlans.settle may take it out of ``live``
         node.plan = found
         node.beaten = None if found is not None or beat is None else (beat, tie_ok)
@@ -474,16 +493,18 @@ def _loses(key: Key, beat: Key | None, tie_ok: bool) -> bool:
     return beat is not None and (key > beat if tie_ok else key >= beat)
 
 
-def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_ok: bool = False, *,
+def _on_node(trial: Trial, found: CandidateSet, beat: Key | None, tie_ok: bool = False, *,
              bound: bool | None = None, lower: Key | None = None) -> Plan | None:
-    """The best plan on the trial's node that beats ``beat`` (None: any), or None. ``bound`` and
-    ``lower``: ``trial.bound(cands)`` and :func:`_lower_bound` when the caller kept them (None:
-    computed here); with ``beat``, the node is given up as soon as that lower bound loses."""
-    if not (trial.bound(cands) if bound is None else bound):
+    """The best plan on the trial's node among the candidates ``found`` that beats ``beat`` (None:
+    any), or None. ``bound`` and ``lower``: ``trial.bound`` of every candidate and
+    :func:`_lower_bound` when the caller kept them (None: computed here); with ``beat``, the node
+    is given up as soon as that lower bound loses."""
+    if not (trial.frees(found.cpu, found.freed) if bound is None else bound):
         return None
+    cands = found.cands
     if beat is not None:
-        lower = _lower_bound(trial, cands) if lower is None else lower
-        if _loses(lower, beat, tie_ok) or _loses(_cpu_bound(trial, cands, lower), beat, tie_ok):
+        lower = _lower_bound(trial, found) if lower is None else lower
+        if _loses(lower, beat, tie_ok) or _loses(_cpu_bound(trial, found, lower), beat, tie_ok):
             return None
         if _no_single_wins(trial, cands, beat, tie_ok):
             return None
@@ -575,29 +596,25 @@ def _exhaustive(trial: Trial, allowed: list[AllocationState], victims: list[Allo
     return victims, fit
 
 
-def _lower_bound(trial: Trial, cands: list[AllocationState]) -> Key:
+def _lower_bound(trial: Trial, cands: CandidateSet) -> Key:
     """A lower bound of any plan's key on this node: the lowest candidate priority, and per GPU the
     fewest candidates whose charges there could cover its deficit (the ``count``-th smallest)."""
     need = trial.need
-    per_gpu: dict[str, list[tuple[int, int]]] = {}
-    for cand in cands:
-        for name, charge in zip(cand.gpus, cand.charges, strict=True):
-            per_gpu.setdefault(name, []).append((charge.milli_tflops, charge.vram_bytes))
+    held = cands.held
+    none: tuple[list[int], list[int]] = ([], [])
     counts = []
     for name, tflops, vram, charges in trial.deficits():
-        held = per_gpu.get(name, [])
+        here = held.get(name, none)
         if need.shared:
-            counts.append(len(held) if len(held) == charges else 10**9)
+            counts.append(len(here[0]) if len(here[0]) == charges else 10**9)
             continue
-        counts.append(max(_cover(tflops, [h[0] for h in held]), _cover(vram, [h[1] for h in held])))
+        counts.append(max(_cover(tflops, here[0]), _cover(vram, here[1])))
     counts.sort()
     count = max(1, counts[need.count - 1] if len(counts) >= need.count else 10**9)
-    terms = sorted(term(c) for c in cands)
-    floor = priority_of(cands[-1].spec)
-    return (floor, sum(terms[:count]), count)
+    return (cands.floor, cands.smallest(count), count)
 
 
-def _cpu_bound(trial: Trial, cands: list[AllocationState], lower: Key) -> Key:
+def _cpu_bound(trial: Trial, cands: CandidateSet, lower: Key) -> Key:
     """``lower`` (:func:`_lower_bound`) tightened by the node's CPU: any victim set must free the
     CPU the request lacks there (``Trial.bound``'s node check), so it has at least as many victims
     as the fewest candidates whose CPU covers that deficit. Used only to give a node up before its
@@ -605,19 +622,19 @@ def _cpu_bound(trial: Trial, cands: list[AllocationState], lower: Key) -> Key:
     need, node = trial.need, trial.node
     if not (need.cpu_milli and node.cpu_milli):
         return lower
-    count = _cover(need.cpu_milli - (node.cpu_milli - node.used_cpu_milli), [c.spec.cpu_milli for c in cands])
+    count = _cover(need.cpu_milli - (node.cpu_milli - node.used_cpu_milli), cands.cpus)
     if count <= lower[2]:
         return lower
-    terms = sorted(term(c) for c in cands)
-    return (lower[0], sum(terms[:count]), count)
+    return (lower[0], cands.smallest(count), count)
 
 
 def _cover(deficit: int, amounts: list[int]) -> int:
-    """The fewest of ``amounts`` summing to at least ``deficit`` (10⁹ when all of them cannot)."""
+    """The fewest of ``amounts`` (largest first) summing to at least ``deficit`` (10⁹ when all of
+    them cannot)."""
     if deficit <= 0:
         return 0
     total = 0
-    for n, amount in enumerate(sorted(amounts, reverse=True), 1):
+    for n, amount in enumerate(amounts, 1):
         total += amount
         if total >= deficit:
             return n

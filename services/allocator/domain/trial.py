@@ -101,7 +101,18 @@ class Trial:
             cpu = node.cpu_milli - node.used_cpu_milli + sum(v.spec.cpu_milli for v in victims)
             if cpu < need.cpu_milli:
                 return False
-        freed = self._freed(victims)
+        return self._enough(self._freed(victims))
+
+    def frees(self, cpu: int, freed: dict[str, list[int]]) -> bool:
+        """:meth:`bound` of a victim set given as what it gives back: ``cpu`` millicores and, per
+        GPU, [milli-TFLOPS, VRAM bytes, charges] (``victims.CandidateSet``, summed once per node)."""
+        need, node = self.need, self.node
+        if need.cpu_milli and node.cpu_milli and node.cpu_milli - node.used_cpu_milli + cpu < need.cpu_milli:
+            return False
+        return self._enough(freed)
+
+    def _enough(self, freed: dict[str, list[int]]) -> bool:
+        need = self.need
         enough = 0
         none = (0, 0, 0)
         if need.shared:

@@ -69,6 +69,66 @@ def candidates_on(state: ClusterState, ranked: Ranked, *, priority: int, namespa
     return out
 
 
+class CandidateSet:
+    """One node's candidates (:func:`candidates_on`, most important first) with what the plan
+    search's bounds read from them, summed once: ``freed`` per GPU [milli-TFLOPS, VRAM bytes,
+    charges] and ``cpu`` (millicores) that taking every one gives back (``Trial.frees``),
+    ``held`` per GPU the charges' TFLOPS and VRAM each largest first, ``cpus`` their CPU largest
+    first, ``terms`` ascending with prefix sums ``sums`` (``sums[k]``: the ``k`` smallest), and
+    ``floor``, the lowest candidate priority. ``out_of_scope``: the refusals for scope while
+    building it; ``keepable``: nothing was refused for protection and no candidate belongs to a
+    gang (both can change without the node being touched), so it may be kept until the node is.
+
+    A set lives no longer than the node stays untouched, so it also keeps, for every search key
+    that reads it, what depends only on the request's per-GPU amounts and count and on the node
+    as it is: ``deficits`` (``Trial.deficits`` by (milli-TFLOPS, milli-percent, VRAM bytes)),
+    ``lowers`` (the plan search's lower bound by those, the GPU count and ``shared``) and
+    ``frees`` (``Trial.frees`` of every candidate by those and the CPU asked)."""
+
+    __slots__ = ("cands", "cpu", "cpus", "deficits", "floor", "freed", "frees", "held", "keepable", "lowers",
+                 "out_of_scope", "sums", "terms")
+
+    def __init__(self, cands: list[AllocationState], out_of_scope: int = 0, keepable: bool = False) -> None:
+        self.cands, self.out_of_scope, self.keepable = cands, out_of_scope, keepable
+        freed: dict[str, list[int]] = {}
+        held: dict[str, tuple[list[int], list[int]]] = {}
+        for cand in cands:
+            for name, charge in zip(cand.gpus, cand.charges, strict=True):
+                amounts = freed.setdefault(name, [0, 0, 0])
+                amounts[0] += charge.milli_tflops
+                amounts[1] += charge.vram_bytes
+                amounts[2] += 1
+                tflops, vram = held.setdefault(name, ([], []))
+                tflops.append(charge.milli_tflops)
+                vram.append(charge.vram_bytes)
+        for tflops, vram in held.values():
+            tflops.sort(reverse=True)
+            vram.sort(reverse=True)
+        self.freed, self.held = freed, held
+        self.cpus = sorted((c.spec.cpu_milli for c in cands), reverse=True)
+        self.cpu = sum(self.cpus)
+        self.terms = sorted(term(c) for c in cands)
+        self.sums = list(itertools.accumulate(self.terms, initial=0))
+        self.floor = priority_of(cands[-1].spec) if cands else 0
+        self.deficits: dict[tuple[int, int, int], list[tuple[str, int, int, int]]] = {}
+        self.lowers: dict[tuple[int, int, int, int, bool], tuple[int, int, int]] = {}
+        self.frees: dict[tuple[int, int, int, int, bool, int], bool] = {}
+
+    def smallest(self, count: int) -> int:
+        """The sum of the ``count`` smallest terms (all of them when ``count`` exceeds their number)."""
+        return self.sums[min(count, len(self.terms))]
+
+
+def candidate_set(state: ClusterState, ranked: Ranked, *, priority: int, namespace: str, scope: str,
+                  now: datetime, refusals: Refusals) -> CandidateSet:
+    """:func:`candidates_on` as a :class:`CandidateSet` (``refusals`` counted the same way)."""
+    protected, out_of_scope = refusals.protected, refusals.out_of_scope
+    cands = candidates_on(state, ranked, priority=priority, namespace=namespace, scope=scope, now=now,
+                          refusals=refusals)
+    keepable = refusals.protected == protected and all(c.spec.gang is None for c in cands)
+    return CandidateSet(cands, refusals.out_of_scope - out_of_scope, keepable)
+
+
 def importance(allocation: AllocationState, state: ClusterState) -> tuple[int, bool, datetime, str]:
     """Sort key, most important first: higher priority, then a gang member whose loss would leave
     its gang below its quorum (so the reprieve breaks as few gangs as it can; issue 17), earlier
