@@ -408,7 +408,6 @@ class _Search:
                 cands = self.scheduler.candidate_set(self.state, name, ranked, priority=priority, namespace=namespace,
                                                      scope=scope, now=now, refusals=refusals)
             found = NodeResult(cands)
-            found.deficits = cands.deficits.setdefault(self.amounts, [])
             if plans is not None and cands.keepable:
                 plans.nodes[name] = found
         else:
@@ -418,11 +417,14 @@ class _Search:
 
     def _trial(self, name: str, node: NodeResult) -> Trial:
         """The node's Trial, one per node and search (the state does not change during a search),
-        sharing the one-victim dry runs kept with the node's result (``NodeResult.singles``)."""
+        sharing the one-victim dry runs kept with the node's result (``NodeResult.singles``) and
+        the per-GPU deficits kept with its candidates for every key of the same amounts."""
         trial = self.trials.get(name)
         if trial is None:
             trial = self.trials[name] = Trial(self.state, name, self.spec, self.need, self.chain, self.strategy,
                                               indexed=self.indexed, templates=self.templates, ctx=self.ctx)
+            if not node.deficits:
+                node.deficits = node.candidates.deficits.setdefault(self.amounts, node.deficits)
             trial.singles, trial.kept_deficits = node.singles, node.deficits
         return trial
 
@@ -431,9 +433,10 @@ class _Search:
         if node.bound is None:
             cands, need = node.candidates, self.need
             key = (*self.amounts, need.count, need.shared, need.cpu_milli)
-            bound = cands.frees.get(key)
+            bound = cands.bounds.get(key)
             if bound is None:
-                bound = cands.frees[key] = self._trial(name, node).frees(cands.cpu, cands.freed)
+                sums = cands.sums
+                bound = cands.bounds[key] = self._trial(name, node).frees(sums.cpu, sums.freed)
             node.bound = bound
         return node.bound
 
@@ -499,7 +502,7 @@ def _on_node(trial: Trial, found: CandidateSet, beat: Key | None, tie_ok: bool =
     any), or None. ``bound`` and ``lower``: ``trial.bound`` of every candidate and
     :func:`_lower_bound` when the caller kept them (None: computed here); with ``beat``, the node
     is given up as soon as that lower bound loses."""
-    if not (trial.frees(found.cpu, found.freed) if bound is None else bound):
+    if not (trial.frees(found.sums.cpu, found.sums.freed) if bound is None else bound):
         return None
     cands = found.cands
     if beat is not None:
@@ -578,19 +581,23 @@ def _exhaustive(trial: Trial, allowed: list[AllocationState], victims: list[Allo
     top = max(priority_of(a.spec) for a in allowed)
     pool = sorted(allowed, key=lambda a: (term(a), a.spec.allocation_id))
     terms = [term(a) for a in pool]
+    tops = [priority_of(a.spec) == top for a in pool]
     best = (sum(term(v) for v in victims), len(victims))
     budget = FIT_BUDGET
     for size in range(1, len(pool) + 1):
         if (sum(terms[:size]), size) >= best:
             break
-        for combo in itertools.combinations(pool, size):
-            score = (sum(term(c) for c in combo), size)
-            if score >= best or all(priority_of(c.spec) != top for c in combo) or not trial.bound(combo):
+        for picked in itertools.combinations(range(len(pool)), size):
+            score = (sum([terms[i] for i in picked]), size)
+            if score >= best or not any([tops[i] for i in picked]):
+                continue
+            combo = [pool[i] for i in picked]
+            if not trial.bound(combo):
                 continue
             budget -= 1
             found = trial.single(combo[0]) if size == 1 else trial.fits(combo)
             if found is not None:
-                victims, fit, best = list(combo), found, score
+                victims, fit, best = combo, found, score
             if budget <= 0:
                 return victims, fit
     return victims, fit
@@ -600,7 +607,8 @@ def _lower_bound(trial: Trial, cands: CandidateSet) -> Key:
     """A lower bound of any plan's key on this node: the lowest candidate priority, and per GPU the
     fewest candidates whose charges there could cover its deficit (the ``count``-th smallest)."""
     need = trial.need
-    held = cands.held
+    sums = cands.sums
+    held = sums.held
     none: tuple[list[int], list[int]] = ([], [])
     counts = []
     for name, tflops, vram, charges in trial.deficits():
@@ -611,7 +619,7 @@ def _lower_bound(trial: Trial, cands: CandidateSet) -> Key:
         counts.append(max(_cover(tflops, here[0]), _cover(vram, here[1])))
     counts.sort()
     count = max(1, counts[need.count - 1] if len(counts) >= need.count else 10**9)
-    return (cands.floor, cands.smallest(count), count)
+    return (cands.floor, sums.smallest(count), count)
 
 
 def _cpu_bound(trial: Trial, cands: CandidateSet, lower: Key) -> Key:
@@ -622,10 +630,11 @@ def _cpu_bound(trial: Trial, cands: CandidateSet, lower: Key) -> Key:
     need, node = trial.need, trial.node
     if not (need.cpu_milli and node.cpu_milli):
         return lower
-    count = _cover(need.cpu_milli - (node.cpu_milli - node.used_cpu_milli), cands.cpus)
+    sums = cands.sums
+    count = _cover(need.cpu_milli - (node.cpu_milli - node.used_cpu_milli), sums.cpus)
     if count <= lower[2]:
         return lower
-    return (lower[0], cands.smallest(count), count)
+    return (lower[0], sums.smallest(count), count)
 
 
 def _cover(deficit: int, amounts: list[int]) -> int:

@@ -105,7 +105,7 @@ class Trial:
 
     def frees(self, cpu: int, freed: dict[str, list[int]]) -> bool:
         """:meth:`bound` of a victim set given as what it gives back: ``cpu`` millicores and, per
-        GPU, [milli-TFLOPS, VRAM bytes, charges] (``victims.CandidateSet``, summed once per node)."""
+        GPU, [milli-TFLOPS, VRAM bytes, charges] (``victims.CandidateSums``, summed once per node)."""
         need, node = self.need, self.node
         if need.cpu_milli and node.cpu_milli and node.cpu_milli - node.used_cpu_milli + cpu < need.cpu_milli:
             return False

@@ -69,27 +69,15 @@ def candidates_on(state: ClusterState, ranked: Ranked, *, priority: int, namespa
     return out
 
 
-class CandidateSet:
-    """One node's candidates (:func:`candidates_on`, most important first) with what the plan
-    search's bounds read from them, summed once: ``freed`` per GPU [milli-TFLOPS, VRAM bytes,
-    charges] and ``cpu`` (millicores) that taking every one gives back (``Trial.frees``),
-    ``held`` per GPU the charges' TFLOPS and VRAM each largest first, ``cpus`` their CPU largest
-    first, ``terms`` ascending with prefix sums ``sums`` (``sums[k]``: the ``k`` smallest), and
-    ``floor``, the lowest candidate priority. ``out_of_scope``: the refusals for scope while
-    building it; ``keepable``: nothing was refused for protection and no candidate belongs to a
-    gang (both can change without the node being touched), so it may be kept until the node is.
+class CandidateSums:
+    """What the plan search's bounds read from one node's candidates, summed once: ``freed`` per
+    GPU [milli-TFLOPS, VRAM bytes, charges] and ``cpu`` (millicores) that taking every one gives
+    back (``Trial.frees``), ``held`` per GPU the charges' TFLOPS and VRAM each largest first,
+    ``cpus`` their CPU largest first, and ``prefix`` the prefix sums of their terms ascending."""
 
-    A set lives no longer than the node stays untouched, so it also keeps, for every search key
-    that reads it, what depends only on the request's per-GPU amounts and count and on the node
-    as it is: ``deficits`` (``Trial.deficits`` by (milli-TFLOPS, milli-percent, VRAM bytes)),
-    ``lowers`` (the plan search's lower bound by those, the GPU count and ``shared``) and
-    ``frees`` (``Trial.frees`` of every candidate by those and the CPU asked)."""
+    __slots__ = ("cpu", "cpus", "freed", "held", "prefix")
 
-    __slots__ = ("cands", "cpu", "cpus", "deficits", "floor", "freed", "frees", "held", "keepable", "lowers",
-                 "out_of_scope", "sums", "terms")
-
-    def __init__(self, cands: list[AllocationState], out_of_scope: int = 0, keepable: bool = False) -> None:
-        self.cands, self.out_of_scope, self.keepable = cands, out_of_scope, keepable
+    def __init__(self, cands: list[AllocationState]) -> None:
         freed: dict[str, list[int]] = {}
         held: dict[str, tuple[list[int], list[int]]] = {}
         for cand in cands:
@@ -107,16 +95,43 @@ class CandidateSet:
         self.freed, self.held = freed, held
         self.cpus = sorted((c.spec.cpu_milli for c in cands), reverse=True)
         self.cpu = sum(self.cpus)
-        self.terms = sorted(term(c) for c in cands)
-        self.sums = list(itertools.accumulate(self.terms, initial=0))
-        self.floor = priority_of(cands[-1].spec) if cands else 0
-        self.deficits: dict[tuple[int, int, int], list[tuple[str, int, int, int]]] = {}
-        self.lowers: dict[tuple[int, int, int, int, bool], tuple[int, int, int]] = {}
-        self.frees: dict[tuple[int, int, int, int, bool, int], bool] = {}
+        self.prefix = list(itertools.accumulate(sorted(term(c) for c in cands), initial=0))
 
     def smallest(self, count: int) -> int:
         """The sum of the ``count`` smallest terms (all of them when ``count`` exceeds their number)."""
-        return self.sums[min(count, len(self.terms))]
+        return self.prefix[min(count, len(self.prefix) - 1)]
+
+
+class CandidateSet:
+    """One node's candidates (:func:`candidates_on`, most important first), ``floor`` the lowest
+    candidate priority, and their :class:`CandidateSums` (``sums``, built on first use).
+    ``out_of_scope``: the refusals for scope while building it; ``keepable``: nothing was refused
+    for protection and no candidate belongs to a gang (both can change without the node being
+    touched), so it may be kept until the node is.
+
+    A set lives no longer than the node stays untouched, so it also keeps, for every search key
+    that reads it, what depends only on the request's per-GPU amounts and count and on the node
+    as it is: ``deficits`` (``Trial.deficits`` by (milli-TFLOPS, milli-percent, VRAM bytes)),
+    ``lowers`` (the plan search's lower bound by those, the GPU count and ``shared``) and
+    ``bounds`` (``Trial.frees`` of every candidate by those and the CPU asked)."""
+
+    __slots__ = ("_sums", "bounds", "cands", "deficits", "floor", "keepable", "lowers", "out_of_scope")
+
+    def __init__(self, cands: list[AllocationState], out_of_scope: int = 0, keepable: bool = False) -> None:
+        self.cands, self.out_of_scope, self.keepable = cands, out_of_scope, keepable
+        self.floor = priority_of(cands[-1].spec) if cands else 0
+        self._sums: CandidateSums | None = None
+        self.deficits: dict[tuple[int, int, int], list[tuple[str, int, int, int]]] = {}
+        self.lowers: dict[tuple[int, int, int, int, bool], tuple[int, int, int]] = {}
+        self.bounds: dict[tuple[int, int, int, int, bool, int], bool] = {}
+
+    @property
+    def sums(self) -> CandidateSums:
+        """The candidates' :class:`CandidateSums` (built on first use)."""
+        found = self._sums
+        if found is None:
+            found = self._sums = CandidateSums(self.cands)
+        return found
 
 
 def candidate_set(state: ClusterState, ranked: Ranked, *, priority: int, namespace: str, scope: str,
