@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime
 
 from events.values import priority_of
@@ -69,6 +70,18 @@ def candidates_on(state: ClusterState, ranked: Ranked, *, priority: int, namespa
     return out
 
 
+def freed_by(victims: Sequence[AllocationState]) -> dict[str, list[int]]:
+    """Per GPU what taking ``victims`` gives back there: [milli-TFLOPS, VRAM bytes, charges]."""
+    freed: dict[str, list[int]] = {}
+    for victim in victims:
+        for name, charge in zip(victim.gpus, victim.charges, strict=True):
+            amounts = freed.setdefault(name, [0, 0, 0])
+            amounts[0] += charge.milli_tflops
+            amounts[1] += charge.vram_bytes
+            amounts[2] += 1
+    return freed
+
+
 class CandidateSums:
     """What the plan search's bounds read from one node's candidates, summed once: ``freed`` per
     GPU [milli-TFLOPS, VRAM bytes, charges] and ``cpu`` (millicores) that taking every one gives
@@ -78,21 +91,16 @@ class CandidateSums:
     __slots__ = ("cpu", "cpus", "freed", "held", "prefix")
 
     def __init__(self, cands: list[AllocationState]) -> None:
-        freed: dict[str, list[int]] = {}
         held: dict[str, tuple[list[int], list[int]]] = {}
         for cand in cands:
             for name, charge in zip(cand.gpus, cand.charges, strict=True):
-                amounts = freed.setdefault(name, [0, 0, 0])
-                amounts[0] += charge.milli_tflops
-                amounts[1] += charge.vram_bytes
-                amounts[2] += 1
                 tflops, vram = held.setdefault(name, ([], []))
                 tflops.append(charge.milli_tflops)
                 vram.append(charge.vram_bytes)
         for tflops, vram in held.values():
             tflops.sort(reverse=True)
             vram.sort(reverse=True)
-        self.freed, self.held = freed, held
+        self.freed, self.held = freed_by(cands), held
         self.cpus = sorted((c.spec.cpu_milli for c in cands), reverse=True)
         self.cpu = sum(self.cpus)
         self.prefix = list(itertools.accumulate(sorted(term(c) for c in cands), initial=0))
