@@ -67,9 +67,10 @@ class NodePlans:
     order (their sort keys) less those known to play no part: the nodes without work of a lower
     priority (``idle``), without a candidate or whose candidates cannot free enough
     (``Trial.bound``); ``planless`` names the live nodes known to have no plan at all (the walk to
-    the first plan passes over them); a touched node is put back (:meth:`catch_up`)."""
+    the first plan passes over them); a touched node is put back (:meth:`catch_up`). ``listed``
+    names the nodes whose key is in ``live`` (a set lookup where the sorted list would bisect)."""
 
-    __slots__ = ("idle", "keys", "live", "mark", "nodes", "now", "planless", "pool", "validity")
+    __slots__ = ("idle", "keys", "listed", "live", "mark", "nodes", "now", "planless", "pool", "validity")
 
     def __init__(self, validity: object, mark: int, now: datetime, pool: str) -> None:
         self.validity = validity
@@ -80,6 +81,7 @@ class NodePlans:
         self.live: SortedList | None = None
         self.planless: set[str] = set()
         self.keys: dict[str, SortKey] = {}
+        self.listed: set[str] = set()
         self.idle: set[str] = set()
         """Nodes where no plan can exist until touched: no work of a priority below the key's
         (nothing to preempt there), or not even all of it could give back the CPU the request
@@ -109,21 +111,26 @@ class NodePlans:
         old = self.keys.pop(name, None)
         node = state.nodes.get(name)
         key = sort_key(name) if node is not None and node.pool == self.pool else None
+        listed = self.listed
         if old is not None and old == key:  # same place: back in the list if settle took it out
             self.keys[name] = key
-            if key not in live:
+            if name not in listed:
                 live.add(key)
+                listed.add(name)
             return
-        if old is not None:
-            live.discard(old)
+        if old is not None and name in listed:
+            live.remove(old)
+            listed.discard(name)
         if key is not None:
             self.keys[name] = key
             live.add(key)
+            listed.add(name)
 
     def seed(self, state: ClusterState, sort_key: Callable[[str], SortKey]) -> None:
         """Build ``live`` from every node of the pool, less the kept results that play no part."""
         keys = self.keys = {name: sort_key(name) for name in state.pool_nodes.get(self.pool, ()) if name in state.nodes}
         self.live = SortedList(keys.values())
+        self.listed = set(keys)
         self.planless = set()
         self.settle([*self.nodes, *self.idle])
 
@@ -131,16 +138,20 @@ class NodePlans:
         """Take out of ``live`` the nodes of ``names`` whose kept result now says they play no part."""
         if self.live is None:
             return
-        live = self.live
+        live, listed = self.live, self.listed
         for name in names:
             result = self.nodes.get(name)
             key = self.keys.get(name)
             if key is not None and name in self.idle:
-                live.discard(key)
+                if name in listed:
+                    live.remove(key)
+                    listed.discard(name)
                 continue
             if result is None or key is None:
                 continue
             if not result.cands or result.bound is False:
-                live.discard(key)
+                if name in listed:
+                    live.remove(key)
+                    listed.discard(name)
             elif result.plan is None and result.beaten is None:
                 self.planless.add(name)

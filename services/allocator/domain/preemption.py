@@ -126,9 +126,10 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     limit = max(MIN_CANDIDATES, len(state.pool_nodes.get(spec.pool, ())) * CANDIDATE_PERCENT // 100)
     if plans is not None and plans.live is not None:
         kept = _live_search(search, plans, scheduler, priority, floor, config.preemption, now, limit)
-        if kept is not None:
-            memo.forget(scheduler)
-            return kept
+        if kept is None:
+            return _none_anywhere(search, plans, scheduler, memo, priority, config.preemption, now)
+        memo.forget(scheduler)
+        return kept
     refusals = Refusals()
     best: tuple[Plan, int] | None = None
     searched: set[str] = set()
@@ -274,6 +275,32 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
     best = _searched_pending(search, pending, best)
     plans.settle(search.seen)
     return best[0]
+
+
+def _none_anywhere(search: _Search, plans: NodePlans, scheduler: Scheduler, memo: Memo, priority: int, scope: str,
+                   now: datetime) -> NoPlan:
+    """The answer of :func:`find`'s whole walk once :func:`_live_search` found no plan, so that no
+    node has one and the walk would find none either: the walk then only counts, for the failure's
+    explanation and memo, the nodes with a candidate and the refusals over every node of the pool,
+    and keeps as ``idle`` the nodes without lower-priority work or short of CPU. Counted here
+    without the walk's per-node plan lookups and bounds, which all come to nothing."""
+    state = search.state
+    refusals = Refusals()
+    searched: set[str] = set()
+    for name in scheduler.node_order(state, search.spec.pool):
+        ranked = scheduler.ranked(state, name)
+        if not ranked or ranked[0][0] >= priority:
+            plans.idle.add(name)
+            search.seen.append(name)
+            continue
+        if name not in plans.nodes and _short_of_cpu(search, scheduler, name, priority):
+            plans.idle.add(name)
+            search.seen.append(name)
+        if search.node(name, ranked, priority, scope, now, refusals).cands:
+            searched.add(name)
+    plans.settle(search.seen)
+    memo.remember(scheduler, searched, refusals)
+    return _why_not(search.spec, len(searched), refusals)
 
 
 def _still_none(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler, memo: Memo, touched: set[str],
