@@ -50,7 +50,7 @@ from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies.base import ScanStrategy, Strategy
 from services.allocator.domain.trial import Fit, Trial
-from services.allocator.domain.victims import PRIORITY_OFFSET, CandidateSet, Ranked, Refusals, candidate_set, term
+from services.allocator.domain.victims import PRIORITY_OFFSET, CandidateSet, Ranked, Refusals, term
 
 Key = tuple[int, int, int]
 """(highest victim priority, Σ (priority + 2³¹), victim count): lower is a better plan."""
@@ -429,13 +429,8 @@ class _Search:
         plans = self.plans
         found = None if plans is None else plans.nodes.get(name)
         if found is None:
-            namespace = self.spec.namespace
-            if plans is None:
-                cands = candidate_set(self.state, ranked, priority=priority, namespace=namespace, scope=scope, now=now,
-                                      refusals=refusals)
-            else:
-                cands = self.scheduler.candidate_set(self.state, name, ranked, priority=priority, namespace=namespace,
-                                                     scope=scope, now=now, refusals=refusals)
+            cands = self.scheduler.candidate_set(self.state, name, ranked, priority=priority,
+                                                 namespace=self.spec.namespace, scope=scope, now=now, refusals=refusals)
             found = NodeResult(cands)
             if plans is not None and cands.keepable:
                 plans.nodes[name] = found
