@@ -18,6 +18,7 @@ from sortedcontainers import SortedList
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.trial import Fit
+from services.allocator.domain.victims import CandidateSet
 
 
 class NodeResult:
@@ -27,15 +28,18 @@ class NodeResult:
     (``plan``: a Plan, None for none, or :data:`UNKNOWN`; ``beaten``: when ``plan`` is None, the
     (key, tie_ok) a plan would have had to beat, None when no plan exists at all)."""
 
-    __slots__ = ("beaten", "bound", "cands", "deficits", "lower", "out_of_scope", "plan", "singles")
+    __slots__ = ("beaten", "bound", "candidates", "cands", "deficits", "lower", "out_of_scope", "plan", "singles")
 
-    def __init__(self, cands: list[AllocationState], out_of_scope: int) -> None:
-        self.cands = cands
+    def __init__(self, candidates: CandidateSet) -> None:
+        self.candidates = candidates
+        """The candidates with their sums (shared by every search key of the same priority,
+        namespace and scope: ``Scheduler.candidate_set``)."""
+        self.cands: list[AllocationState] = candidates.cands
         self.singles: dict[str, Fit | None] = {}
         """The one-victim dry runs made on the node so far (``Trial.single``), by victim id."""
         self.deficits: list[tuple[str, int, int, int]] = []
         """``Trial.deficits`` once computed (empty: not yet)."""
-        self.out_of_scope = out_of_scope
+        self.out_of_scope = candidates.out_of_scope
         self.bound: bool | None = None
         self.lower: tuple[int, int, int] | None = None
         self.plan: object = UNKNOWN
@@ -63,9 +67,10 @@ class NodePlans:
     order (their sort keys) less those known to play no part: the nodes without work of a lower
     priority (``idle``), without a candidate or whose candidates cannot free enough
     (``Trial.bound``); ``planless`` names the live nodes known to have no plan at all (the walk to
-    the first plan passes over them); a touched node is put back (:meth:`catch_up`)."""
+    the first plan passes over them); a touched node is put back (:meth:`catch_up`). ``listed``
+    names the nodes whose key is in ``live`` (a set lookup where the sorted list would bisect)."""
 
-    __slots__ = ("idle", "keys", "live", "mark", "nodes", "now", "planless", "pool", "validity")
+    __slots__ = ("idle", "keys", "listed", "live", "mark", "nodes", "now", "planless", "pool", "validity")
 
     def __init__(self, validity: object, mark: int, now: datetime, pool: str) -> None:
         self.validity = validity
@@ -76,6 +81,7 @@ class NodePlans:
         self.live: SortedList | None = None
         self.planless: set[str] = set()
         self.keys: dict[str, SortKey] = {}
+        self.listed: set[str] = set()
         self.idle: set[str] = set()
         """Nodes where no plan can exist until touched: no work of a priority below the key's
         (nothing to preempt there), or not even all of it could give back the CPU the request
@@ -105,21 +111,26 @@ class NodePlans:
         old = self.keys.pop(name, None)
         node = state.nodes.get(name)
         key = sort_key(name) if node is not None and node.pool == self.pool else None
+        listed = self.listed
         if old is not None and old == key:  # same place: back in the list if settle took it out
             self.keys[name] = key
-            if key not in live:
+            if name not in listed:
                 live.add(key)
+                listed.add(name)
             return
-        if old is not None:
-            live.discard(old)
+        if old is not None and name in listed:
+            live.remove(old)
+            listed.discard(name)
         if key is not None:
             self.keys[name] = key
             live.add(key)
+            listed.add(name)
 
     def seed(self, state: ClusterState, sort_key: Callable[[str], SortKey]) -> None:
         """Build ``live`` from every node of the pool, less the kept results that play no part."""
         keys = self.keys = {name: sort_key(name) for name in state.pool_nodes.get(self.pool, ()) if name in state.nodes}
         self.live = SortedList(keys.values())
+        self.listed = set(keys)
         self.planless = set()
         self.settle([*self.nodes, *self.idle])
 
@@ -127,16 +138,20 @@ class NodePlans:
         """Take out of ``live`` the nodes of ``names`` whose kept result now says they play no part."""
         if self.live is None:
             return
-        live = self.live
+        live, listed = self.live, self.listed
         for name in names:
             result = self.nodes.get(name)
             key = self.keys.get(name)
             if key is not None and name in self.idle:
-                live.discard(key)
+                if name in listed:
+                    live.remove(key)
+                    listed.discard(name)
                 continue
             if result is None or key is None:
                 continue
             if not result.cands or result.bound is False:
-                live.discard(key)
+                if name in listed:
+                    live.remove(key)
+                    listed.discard(name)
             elif result.plan is None and result.beaten is None:
                 self.planless.add(name)

@@ -25,7 +25,9 @@ tightened by the node's CPU (:func:`_cpu_bound`) and given up when only a one-vi
 and no single candidate makes room (:func:`_no_single_wins`); a node whose lower bound is the lowest key any plan
 can have (one victim of the pool's lowest priority) is searched as the walk reaches it, and the walk
 stops once such a plan is found (:func:`_searched_early`: the same plan); a failed search is
-remembered (:class:`Memo`). Pure; never mutates the state.
+remembered (:class:`Memo`). A node's candidates and the bounds that read only the request's
+per-GPU amounts are shared by every search key of the same priority, namespace and scope until
+the node is touched (``Scheduler.candidate_set``). Pure; never mutates the state.
 """
 
 from __future__ import annotations
@@ -48,8 +50,7 @@ from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies.base import ScanStrategy, Strategy
 from services.allocator.domain.trial import Fit, Trial
-from services.allocator.domain.victims import PRIORITY_OFFSET, Ranked, Refusals, candidates_on, term
-from services.partitions.templates import TemplateTable
+from services.allocator.domain.victims import PRIORITY_OFFSET, CandidateSet, Ranked, Refusals, term
 
 Key = tuple[int, int, int]
 """(highest victim priority, Σ (priority + 2³¹), victim count): lower is a better plan."""
@@ -123,13 +124,14 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
     # search that reads it, once for all the changes since.
     if touched is None and (indexed or not cast(ScanStrategy, strategy).per_request):
         plans = scheduler.node_plans((memo.key, spec.limit), state, spec.pool, (memo.validity, strategy), now)
-    search = _Search(state, spec, need, chain, strategy, indexed, scheduler.profile.templates, plans)
+    search = _Search(state, spec, need, chain, strategy, indexed, scheduler, plans)
     limit = max(MIN_CANDIDATES, len(state.pool_nodes.get(spec.pool, ())) * CANDIDATE_PERCENT // 100)
     if plans is not None and plans.live is not None:
         kept = _live_search(search, plans, scheduler, priority, floor, config.preemption, now, limit)
-        if kept is not None:
-            memo.forget(scheduler)
-            return kept
+        if kept is None:
+            return _none_anywhere(search, plans, scheduler, memo, priority, config.preemption, now)
+        memo.forget(scheduler)
+        return kept
     refusals = Refusals()
     best: tuple[Plan, int] | None = None
     searched: set[str] = set()
@@ -277,6 +279,32 @@ def _live_search(search: _Search, plans: NodePlans, scheduler: Scheduler, priori
     return best[0]
 
 
+def _none_anywhere(search: _Search, plans: NodePlans, scheduler: Scheduler, memo: Memo, priority: int, scope: str,
+                   now: datetime) -> NoPlan:
+    """The answer of :func:`find`'s whole walk once :func:`_live_search` found no plan, so that no
+    node has one and the walk would find none either: the walk then only counts, for the failure's
+    explanation and memo, the nodes with a candidate and the refusals over every node of the pool,
+    and keeps as ``idle`` the nodes without lower-priority work or short of CPU. Counted here
+    without the walk's per-node plan lookups and bounds, which all come to nothing."""
+    state = search.state
+    refusals = Refusals()
+    searched: set[str] = set()
+    for name in scheduler.node_order(state, search.spec.pool):
+        ranked = scheduler.ranked(state, name)
+        if not ranked or ranked[0][0] >= priority:
+            plans.idle.add(name)
+            search.seen.append(name)
+            continue
+        if name not in plans.nodes and _short_of_cpu(search, scheduler, name, priority):
+            plans.idle.add(name)
+            search.seen.append(name)
+        if search.node(name, ranked, priority, scope, now, refusals).cands:
+            searched.add(name)
+    plans.settle(search.seen)
+    memo.remember(scheduler, searched, refusals)
+    return _why_not(search.spec, len(searched), refusals)
+
+
 def _still_none(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler, memo: Memo, touched: set[str],
                 priority: int) -> AbstractSet[str] | None:
     """The nodes with a candidate that the walk of ``touched`` (the nodes touched since the
@@ -376,12 +404,16 @@ class _Search:
     """One search's per-node work, read from the Scheduler's :class:`NodePlans` where a node was
     not touched since it was computed (None: nothing kept, as the ReferenceScheduler)."""
 
-    __slots__ = ("chain", "ctx", "indexed", "need", "plans", "seen", "spec", "state", "strategy", "templates", "trials")
+    __slots__ = ("amounts", "chain", "ctx", "indexed", "need", "plans", "scheduler", "seen", "spec", "state",
+                 "strategy", "templates", "trials")
 
     def __init__(self, state: ClusterState, spec: AllocationSpec, need: Need, chain: Chain, strategy: Strategy,
-                 indexed: bool, templates: TemplateTable, plans: NodePlans | None) -> None:
+                 indexed: bool, scheduler: Scheduler, plans: NodePlans | None) -> None:
         self.state, self.spec, self.need, self.chain = state, spec, need, chain
-        self.strategy, self.indexed, self.templates, self.plans = strategy, indexed, templates, plans
+        self.strategy, self.indexed, self.plans = strategy, indexed, plans
+        self.scheduler, self.templates = scheduler, scheduler.profile.templates
+        self.amounts = (need.tflops, need.percent, need.vram)
+        """What ``Trial.deficits`` reads of the request (the key of ``CandidateSet.deficits``)."""
         self.seen: list[str] = []
         """The nodes whose results this search read or computed."""
         self.trials: dict[str, Trial] = {}
@@ -391,16 +423,16 @@ class _Search:
     def node(self, name: str, ranked: Ranked, priority: int, scope: str, now: datetime,
              refusals: Refusals) -> NodeResult:
         """The node's candidates (kept, or computed and kept unless protection refused one or a
-        candidate belongs to a gang: both can change without the node being touched)."""
+        candidate belongs to a gang: both can change without the node being touched); a node
+        new to this key takes the candidates another key of the same priority, namespace and
+        scope built since the node was last touched (``Scheduler.candidate_set``)."""
         plans = self.plans
         found = None if plans is None else plans.nodes.get(name)
         if found is None:
-            protected, out_of_scope = refusals.protected, refusals.out_of_scope
-            cands = candidates_on(self.state, ranked, priority=priority, namespace=self.spec.namespace, scope=scope,
-                                  now=now, refusals=refusals)
-            found = NodeResult(cands, refusals.out_of_scope - out_of_scope)
-            if (plans is not None and refusals.protected == protected
-                    and all(c.spec.gang is None for c in cands)):
+            cands = self.scheduler.candidate_set(self.state, name, ranked, priority=priority,
+                                                 namespace=self.spec.namespace, scope=scope, now=now, refusals=refusals)
+            found = NodeResult(cands)
+            if plans is not None and cands.keepable:
                 plans.nodes[name] = found
         else:
             refusals.out_of_scope += found.out_of_scope
@@ -409,24 +441,38 @@ class _Search:
 
     def _trial(self, name: str, node: NodeResult) -> Trial:
         """The node's Trial, one per node and search (the state does not change during a search),
-        sharing the one-victim dry runs kept with the node's result (``NodeResult.singles``)."""
+        sharing the one-victim dry runs kept with the node's result (``NodeResult.singles``) and
+        the per-GPU deficits kept with its candidates for every key of the same amounts."""
         trial = self.trials.get(name)
         if trial is None:
             trial = self.trials[name] = Trial(self.state, name, self.spec, self.need, self.chain, self.strategy,
                                               indexed=self.indexed, templates=self.templates, ctx=self.ctx)
+            if not node.deficits:
+                node.deficits = node.candidates.deficits.setdefault(self.amounts, node.deficits)
             trial.singles, trial.kept_deficits = node.singles, node.deficits
         return trial
 
     def bound(self, name: str, node: NodeResult) -> bool:
         """``Trial.bound`` of every candidate going."""
         if node.bound is None:
-            node.bound = self._trial(name, node).bound(node.cands)
+            cands, need = node.candidates, self.need
+            key = (*self.amounts, need.count, need.shared, need.cpu_milli)
+            bound = cands.bounds.get(key)
+            if bound is None:
+                sums = cands.sums
+                bound = cands.bounds[key] = self._trial(name, node).frees(sums.cpu, sums.freed)
+            node.bound = bound
         return node.bound
 
     def lower(self, name: str, node: NodeResult) -> Key:
         """:func:`_lower_bound` of the node's candidates."""
         if node.lower is None:
-            node.lower = _lower_bound(self._trial(name, node), node.cands)
+            cands, need = node.candidates, self.need
+            key = (*self.amounts, need.count, need.shared)
+            lower = cands.lowers.get(key)
+            if lower is None:
+                lower = cands.lowers[key] = _lower_bound(self._trial(name, node), cands)
+            node.lower = lower
         return node.lower
 
     def on_node(self, name: str, node: NodeResult, beat: Key | None, tie_ok: bool = False) -> Plan | None:
@@ -438,7 +484,7 @@ class _Search:
             return None if _loses(plan.key, beat, tie_ok) else plan
         if plan is None and (node.beaten is None or (beat is not None and _harder(beat, tie_ok, node.beaten))):
             return None
-        found = _on_node(self._trial(name, node), node.cands, beat, tie_ok, bound=node.bound, lower=node.lower)
+        found = _on_node(self._trial(name, node), node.candidates, beat, tie_ok, bound=node.bound, lower=node.lower)
         self.seen.append(name)  # its kept plan changed: NodePlans.settle may take it out of ``live``
         node.plan = found
         node.beaten = None if found is not None or beat is None else (beat, tie_ok)
@@ -474,16 +520,18 @@ def _loses(key: Key, beat: Key | None, tie_ok: bool) -> bool:
     return beat is not None and (key > beat if tie_ok else key >= beat)
 
 
-def _on_node(trial: Trial, cands: list[AllocationState], beat: Key | None, tie_ok: bool = False, *,
+def _on_node(trial: Trial, found: CandidateSet, beat: Key | None, tie_ok: bool = False, *,
              bound: bool | None = None, lower: Key | None = None) -> Plan | None:
-    """The best plan on the trial's node that beats ``beat`` (None: any), or None. ``bound`` and
-    ``lower``: ``trial.bound(cands)`` and :func:`_lower_bound` when the caller kept them (None:
-    computed here); with ``beat``, the node is given up as soon as that lower bound loses."""
-    if not (trial.bound(cands) if bound is None else bound):
+    """The best plan on the trial's node among the candidates ``found`` that beats ``beat`` (None:
+    any), or None. ``bound`` and ``lower``: ``trial.bound`` of every candidate and
+    :func:`_lower_bound` when the caller kept them (None: computed here); with ``beat``, the node
+    is given up as soon as that lower bound loses."""
+    if not (trial.frees(found.sums.cpu, found.sums.freed) if bound is None else bound):
         return None
+    cands = found.cands
     if beat is not None:
-        lower = _lower_bound(trial, cands) if lower is None else lower
-        if _loses(lower, beat, tie_ok) or _loses(_cpu_bound(trial, cands, lower), beat, tie_ok):
+        lower = _lower_bound(trial, found) if lower is None else lower
+        if _loses(lower, beat, tie_ok) or _loses(_cpu_bound(trial, found, lower), beat, tie_ok):
             return None
         if _no_single_wins(trial, cands, beat, tie_ok):
             return None
@@ -557,47 +605,48 @@ def _exhaustive(trial: Trial, allowed: list[AllocationState], victims: list[Allo
     top = max(priority_of(a.spec) for a in allowed)
     pool = sorted(allowed, key=lambda a: (term(a), a.spec.allocation_id))
     terms = [term(a) for a in pool]
+    tops = [priority_of(a.spec) == top for a in pool]
     best = (sum(term(v) for v in victims), len(victims))
     budget = FIT_BUDGET
     for size in range(1, len(pool) + 1):
         if (sum(terms[:size]), size) >= best:
             break
-        for combo in itertools.combinations(pool, size):
-            score = (sum(term(c) for c in combo), size)
-            if score >= best or all(priority_of(c.spec) != top for c in combo) or not trial.bound(combo):
+        for picked in itertools.combinations(range(len(pool)), size):
+            score = (sum([terms[i] for i in picked]), size)
+            if score >= best or not any([tops[i] for i in picked]):
+                continue
+            combo = [pool[i] for i in picked]
+            if not trial.bound(combo):
                 continue
             budget -= 1
             found = trial.single(combo[0]) if size == 1 else trial.fits(combo)
             if found is not None:
-                victims, fit, best = list(combo), found, score
+                victims, fit, best = combo, found, score
             if budget <= 0:
                 return victims, fit
     return victims, fit
 
 
-def _lower_bound(trial: Trial, cands: list[AllocationState]) -> Key:
+def _lower_bound(trial: Trial, cands: CandidateSet) -> Key:
     """A lower bound of any plan's key on this node: the lowest candidate priority, and per GPU the
     fewest candidates whose charges there could cover its deficit (the ``count``-th smallest)."""
     need = trial.need
-    per_gpu: dict[str, list[tuple[int, int]]] = {}
-    for cand in cands:
-        for name, charge in zip(cand.gpus, cand.charges, strict=True):
-            per_gpu.setdefault(name, []).append((charge.milli_tflops, charge.vram_bytes))
+    sums = cands.sums
+    held = sums.held
+    none: tuple[list[int], list[int]] = ([], [])
     counts = []
     for name, tflops, vram, charges in trial.deficits():
-        held = per_gpu.get(name, [])
+        here = held.get(name, none)
         if need.shared:
-            counts.append(len(held) if len(held) == charges else 10**9)
+            counts.append(len(here[0]) if len(here[0]) == charges else 10**9)
             continue
-        counts.append(max(_cover(tflops, [h[0] for h in held]), _cover(vram, [h[1] for h in held])))
+        counts.append(max(_cover(tflops, here[0]), _cover(vram, here[1])))
     counts.sort()
     count = max(1, counts[need.count - 1] if len(counts) >= need.count else 10**9)
-    terms = sorted(term(c) for c in cands)
-    floor = priority_of(cands[-1].spec)
-    return (floor, sum(terms[:count]), count)
+    return (cands.floor, sums.smallest(count), count)
 
 
-def _cpu_bound(trial: Trial, cands: list[AllocationState], lower: Key) -> Key:
+def _cpu_bound(trial: Trial, cands: CandidateSet, lower: Key) -> Key:
     """``lower`` (:func:`_lower_bound`) tightened by the node's CPU: any victim set must free the
     CPU the request lacks there (``Trial.bound``'s node check), so it has at least as many victims
     as the fewest candidates whose CPU covers that deficit. Used only to give a node up before its
@@ -605,19 +654,20 @@ def _cpu_bound(trial: Trial, cands: list[AllocationState], lower: Key) -> Key:
     need, node = trial.need, trial.node
     if not (need.cpu_milli and node.cpu_milli):
         return lower
-    count = _cover(need.cpu_milli - (node.cpu_milli - node.used_cpu_milli), [c.spec.cpu_milli for c in cands])
+    sums = cands.sums
+    count = _cover(need.cpu_milli - (node.cpu_milli - node.used_cpu_milli), sums.cpus)
     if count <= lower[2]:
         return lower
-    terms = sorted(term(c) for c in cands)
-    return (lower[0], sum(terms[:count]), count)
+    return (lower[0], sums.smallest(count), count)
 
 
 def _cover(deficit: int, amounts: list[int]) -> int:
-    """The fewest of ``amounts`` summing to at least ``deficit`` (10⁹ when all of them cannot)."""
+    """The fewest of ``amounts`` (largest first) summing to at least ``deficit`` (10⁹ when all of
+    them cannot)."""
     if deficit <= 0:
         return 0
     total = 0
-    for n, amount in enumerate(sorted(amounts, reverse=True), 1):
+    for n, amount in enumerate(amounts, 1):
         total += amount
         if total >= deficit:
             return n

@@ -30,7 +30,7 @@ from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies.base import IndexedStrategy, Strategy
 from services.allocator.domain.summaries import Room
 from services.allocator.domain.topology import pick_indexed, pick_scan
-from services.allocator.domain.victims import Ranked, ranked_on
+from services.allocator.domain.victims import CandidateSet, Ranked, Refusals, candidate_set, ranked_on
 
 
 class ReferenceScheduler(Scheduler):
@@ -134,6 +134,12 @@ class ReferenceScheduler(Scheduler):
 
     def remember_failed_plan(self, key: object, entry: tuple[int, object, frozenset[str]]) -> None:
         """Nothing is remembered."""
+
+    def candidate_set(self, state: ClusterState, node: str, ranked: Ranked, *, priority: int, namespace: str,
+                      scope: str, now: datetime, refusals: Refusals) -> CandidateSet:
+        """Built afresh (nothing is kept)."""
+        return candidate_set(state, ranked, priority=priority, namespace=namespace, scope=scope, now=now,
+                             refusals=refusals)
 
     def node_plans(self, key: object, state: ClusterState, pool: str, validity: object, now: datetime
                    ) -> NodePlans | None:

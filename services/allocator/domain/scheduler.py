@@ -33,7 +33,7 @@ from services.allocator.domain.strategies.fragmentation import Workload
 from services.allocator.domain.summaries import Room
 from services.allocator.domain.target import mix_of
 from services.allocator.domain.topology import pick_indexed, pick_scan
-from services.allocator.domain.victims import PriorityIndex, Ranked
+from services.allocator.domain.victims import CandidateSet, PriorityIndex, Ranked, Refusals, candidate_set
 
 Found = tuple[NodeState, list[GpuState]]
 """The chosen node and its GPUs in pick order."""
@@ -78,6 +78,7 @@ class Scheduler:
         self._floors = PriorityIndex()
         self._no_plans: dict[object, tuple[int, object, frozenset[str]]] = {}
         self._node_plans: dict[object, NodePlans] = {}
+        self._candidate_sets: dict[tuple[str, int, str, str], tuple[Ranked, datetime, CandidateSet]] = {}
         self._capacities = fairshare.Capacities()
 
     def sync(self, state: ClusterState) -> None:
@@ -94,6 +95,7 @@ class Scheduler:
             self._floors = PriorityIndex()
             self._no_plans.clear()
             self._node_plans.clear()
+            self._candidate_sets.clear()
             self._unfit.clear()
             self._explained.clear()
             self._capacities = fairshare.Capacities()
@@ -119,6 +121,7 @@ class Scheduler:
             self._static_fits.clear()
             self._no_plans.clear()
             self._node_plans.clear()
+            self._candidate_sets.clear()
             self._unfit.clear()
         self._mark = changes.seq
 
@@ -136,6 +139,7 @@ class Scheduler:
         child._floors = self._floors.copy()
         child._no_plans = {}  # its failed searches hold the scratch's change marks, not this state's
         child._node_plans = {}
+        child._candidate_sets = {}
         child._unfit = {}  # the scratch's change log starts at the fork: earlier marks cannot be read there
         child._explained = {}
         child._strategies = dict(self._strategies)
@@ -380,6 +384,29 @@ class Scheduler:
                 self._node_plans.clear()
             plans = self._node_plans[key] = NodePlans(validity, state.changes.seq, now, pool)
         return plans
+
+    def candidate_set(self, state: ClusterState, node: str, ranked: Ranked, *, priority: int, namespace: str,
+                      scope: str, now: datetime, refusals: Refusals) -> CandidateSet:
+        """``node``'s preemption candidates for a request of ``priority`` in ``namespace`` under
+        ``scope`` (victims.candidate_set over ``ranked``, the node's :meth:`ranked` now), kept across
+        search keys: every request shape of the same priority, namespace and scope has the same
+        candidates on a node. A kept set is read while ``ranked`` is the very tuple it was built
+        from (the priority index builds a new one for every node evolve touches, and sync starts
+        over for another state) and time has not run back (a candidate's eviction protection only
+        ends as time passes); only sets with nothing refused for protection and no gang member are
+        kept (``CandidateSet.keepable``). ``refusals`` counts what a fresh build would."""
+        key = (node, priority, namespace, scope)
+        kept = self._candidate_sets.get(key)
+        if kept is not None and kept[0] is ranked and kept[1] <= now:
+            refusals.out_of_scope += kept[2].out_of_scope
+            return kept[2]
+        found = candidate_set(state, ranked, priority=priority, namespace=namespace, scope=scope, now=now,
+                              refusals=refusals)
+        if found.keepable:
+            if len(self._candidate_sets) >= MEMO_LIMIT + 4 * len(state.nodes):
+                self._candidate_sets.clear()
+            self._candidate_sets[key] = (ranked, now, found)
+        return found
 
     def touched_since(self, mark: int) -> Iterable[str]:
         """Nodes evolve touched after change mark ``mark`` (of the state last synced)."""

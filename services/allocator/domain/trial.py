@@ -29,6 +29,7 @@ from services.allocator.domain.quota import subtract
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies.base import IndexedStrategy, ScanStrategy, Strategy
 from services.allocator.domain.topology import pick_indexed, pick_scan
+from services.allocator.domain.victims import freed_by
 from services.partitions.templates import TemplateTable, shipped
 
 TEMPLATES = shipped()
@@ -69,16 +70,6 @@ class Trial:
         which every further victim only adds to, and the pick never fails once the filters pass."""
         self.singles: dict[str, Fit | None] = {}
 
-    def _freed(self, victims: Sequence[AllocationState]) -> dict[str, list[int]]:
-        freed: dict[str, list[int]] = {}
-        for victim in victims:
-            for name, charge in zip(victim.gpus, victim.charges, strict=True):
-                amounts = freed.setdefault(name, [0, 0, 0])
-                amounts[0] += charge.milli_tflops
-                amounts[1] += charge.vram_bytes
-                amounts[2] += 1
-        return freed
-
     def deficits(self) -> list[tuple[str, int, int, int]]:
         """Per GPU of the node (name, milli-TFLOPS and VRAM bytes the request lacks there, charges
         held): what victims must free on it. For a ``shared`` request (a whole idle GPU) the lack
@@ -101,7 +92,18 @@ class Trial:
             cpu = node.cpu_milli - node.used_cpu_milli + sum(v.spec.cpu_milli for v in victims)
             if cpu < need.cpu_milli:
                 return False
-        freed = self._freed(victims)
+        return self._enough(freed_by(victims))
+
+    def frees(self, cpu: int, freed: dict[str, list[int]]) -> bool:
+        """:meth:`bound` of a victim set given as what it gives back: ``cpu`` millicores and, per
+        GPU, [milli-TFLOPS, VRAM bytes, charges] (``victims.CandidateSums``, summed once per node)."""
+        need, node = self.need, self.node
+        if need.cpu_milli and node.cpu_milli and node.cpu_milli - node.used_cpu_milli + cpu < need.cpu_milli:
+            return False
+        return self._enough(freed)
+
+    def _enough(self, freed: dict[str, list[int]]) -> bool:
+        need = self.need
         enough = 0
         none = (0, 0, 0)
         if need.shared:
@@ -117,7 +119,7 @@ class Trial:
         """Copies of the node and its GPUs without ``victims`` (untouched GPUs are shared, read-only)."""
         gone = {v.spec.allocation_id for v in victims}
         gpus = dict(self.gpus)
-        for name, (tflops, vram, _) in self._freed(victims).items():
+        for name, (tflops, vram, _) in freed_by(victims).items():
             gpu = gpus[name]
             gpus[name] = msgspec.structs.replace(
                 gpu, used_milli_tflops=gpu.used_milli_tflops - tflops, used_vram_bytes=gpu.used_vram_bytes - vram,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import bisect
 import itertools
 from collections import Counter
+from collections.abc import Sequence
 from datetime import datetime
 
 from events.values import priority_of
@@ -67,6 +68,88 @@ def candidates_on(state: ClusterState, ranked: Ranked, *, priority: int, namespa
             out.append(allocation)
     out.sort(key=lambda a: importance(a, state))
     return out
+
+
+def freed_by(victims: Sequence[AllocationState]) -> dict[str, list[int]]:
+    """Per GPU what taking ``victims`` gives back there: [milli-TFLOPS, VRAM bytes, charges]."""
+    freed: dict[str, list[int]] = {}
+    for victim in victims:
+        for name, charge in zip(victim.gpus, victim.charges, strict=True):
+            amounts = freed.setdefault(name, [0, 0, 0])
+            amounts[0] += charge.milli_tflops
+            amounts[1] += charge.vram_bytes
+            amounts[2] += 1
+    return freed
+
+
+class CandidateSums:
+    """What the plan search's bounds read from one node's candidates, summed once: ``freed`` per
+    GPU [milli-TFLOPS, VRAM bytes, charges] and ``cpu`` (millicores) that taking every one gives
+    back (``Trial.frees``), ``held`` per GPU the charges' TFLOPS and VRAM each largest first,
+    ``cpus`` their CPU largest first, and ``prefix`` the prefix sums of their terms ascending."""
+
+    __slots__ = ("cpu", "cpus", "freed", "held", "prefix")
+
+    def __init__(self, cands: list[AllocationState]) -> None:
+        held: dict[str, tuple[list[int], list[int]]] = {}
+        for cand in cands:
+            for name, charge in zip(cand.gpus, cand.charges, strict=True):
+                tflops, vram = held.setdefault(name, ([], []))
+                tflops.append(charge.milli_tflops)
+                vram.append(charge.vram_bytes)
+        for tflops, vram in held.values():
+            tflops.sort(reverse=True)
+            vram.sort(reverse=True)
+        self.freed, self.held = freed_by(cands), held
+        self.cpus = sorted((c.spec.cpu_milli for c in cands), reverse=True)
+        self.cpu = sum(self.cpus)
+        self.prefix = list(itertools.accumulate(sorted(term(c) for c in cands), initial=0))
+
+    def smallest(self, count: int) -> int:
+        """The sum of the ``count`` smallest terms (all of them when ``count`` exceeds their number)."""
+        return self.prefix[min(count, len(self.prefix) - 1)]
+
+
+class CandidateSet:
+    """One node's candidates (:func:`candidates_on`, most important first), ``floor`` the lowest
+    candidate priority, and their :class:`CandidateSums` (``sums``, built on first use).
+    ``out_of_scope``: the refusals for scope while building it; ``keepable``: nothing was refused
+    for protection and no candidate belongs to a gang (both can change without the node being
+    touched), so it may be kept until the node is.
+
+    A set lives no longer than the node stays untouched, so it also keeps, for every search key
+    that reads it, what depends only on the request's per-GPU amounts and count and on the node
+    as it is: ``deficits`` (``Trial.deficits`` by (milli-TFLOPS, milli-percent, VRAM bytes)),
+    ``lowers`` (the plan search's lower bound by those, the GPU count and ``shared``) and
+    ``bounds`` (``Trial.frees`` of every candidate by those and the CPU asked)."""
+
+    __slots__ = ("_sums", "bounds", "cands", "deficits", "floor", "keepable", "lowers", "out_of_scope")
+
+    def __init__(self, cands: list[AllocationState], out_of_scope: int = 0, keepable: bool = False) -> None:
+        self.cands, self.out_of_scope, self.keepable = cands, out_of_scope, keepable
+        self.floor = priority_of(cands[-1].spec) if cands else 0
+        self._sums: CandidateSums | None = None
+        self.deficits: dict[tuple[int, int, int], list[tuple[str, int, int, int]]] = {}
+        self.lowers: dict[tuple[int, int, int, int, bool], tuple[int, int, int]] = {}
+        self.bounds: dict[tuple[int, int, int, int, bool, int], bool] = {}
+
+    @property
+    def sums(self) -> CandidateSums:
+        """The candidates' :class:`CandidateSums` (built on first use)."""
+        found = self._sums
+        if found is None:
+            found = self._sums = CandidateSums(self.cands)
+        return found
+
+
+def candidate_set(state: ClusterState, ranked: Ranked, *, priority: int, namespace: str, scope: str,
+                  now: datetime, refusals: Refusals) -> CandidateSet:
+    """:func:`candidates_on` as a :class:`CandidateSet` (``refusals`` counted the same way)."""
+    protected, out_of_scope = refusals.protected, refusals.out_of_scope
+    cands = candidates_on(state, ranked, priority=priority, namespace=namespace, scope=scope, now=now,
+                          refusals=refusals)
+    keepable = refusals.protected == protected and all(c.spec.gang is None for c in cands)
+    return CandidateSet(cands, refusals.out_of_scope - out_of_scope, keepable)
 
 
 def importance(allocation: AllocationState, state: ClusterState) -> tuple[int, bool, datetime, str]:

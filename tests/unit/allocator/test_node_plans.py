@@ -9,7 +9,7 @@ nodes put back when touched, and the search over the kept live node lists.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -22,7 +22,7 @@ from services.allocator.domain.node_plans import NodeResult
 from services.allocator.domain.preemption import NoPlan, Plan, _kept_loser, find
 from services.allocator.domain.reference import ReferenceScheduler
 from services.allocator.domain.state import ClusterState
-from services.allocator.domain.victims import PROTECTION_KEY, Refusals, candidates_on, ranked_on
+from services.allocator.domain.victims import PROTECTION_KEY, CandidateSet, Refusals, candidates_on, ranked_on
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu
 
 UIDS = tuple(f"w{i}" for i in range(30))
@@ -139,7 +139,7 @@ def test_a_kept_result_is_skipped_only_when_it_loses_against_every_better_plan()
     worse, same, better = (5, 2 * (5 + 2**31), 3), best, (5, 5 + 2**31, 1)
 
     def result(plan: object, beaten: tuple[tuple[int, int, int], bool] | None = None) -> NodeResult:
-        node = NodeResult([], 0)
+        node = NodeResult(CandidateSet([]))
         node.plan, node.beaten = plan, beaten
         return node
 
@@ -153,7 +153,7 @@ def test_a_kept_result_is_skipped_only_when_it_loses_against_every_better_plan()
     assert _kept_loser(result(None, (worse, True)), best)
     assert _kept_loser(result(None, (same, False)), best)  # no plan below best: a tie cannot win here
     assert not _kept_loser(result(None, (better, False)), best)
-    assert not _kept_loser(NodeResult([], 0), best)  # not searched yet
+    assert not _kept_loser(NodeResult(CandidateSet([])), best)  # not searched yet
 
 
 def test_a_remembered_failure_is_searched_again_where_room_above_the_request_came_back() -> None:
@@ -234,3 +234,39 @@ def test_a_remembered_failure_is_searched_again_where_protected_work_was_granted
     found = find(fast.state, probe, fast.now, fast.scheduler)
     assert isinstance(found, NoPlan) and found.protected == 1
     assert outcome(found) == outcome(find(fresh.state, probe, fresh.now, ReferenceScheduler()))
+
+
+def test_a_kept_candidate_set_is_read_only_while_its_node_is_untouched_and_time_runs_on() -> None:
+    """Every search key of one priority, namespace and scope reads a node's candidates from one
+    kept set; a touch of the node (a release here), time running back, or protection refusing a
+    candidate each make the next read a fresh build, equal to the candidates computed plainly."""
+    c = Cluster()
+    c.pool("p")
+    c.node("n0", "p", a_gpu("n0-g0", 100, 16 * Gi, index=0))
+    amount = Resources(milli_tflops=30_000, vram_bytes=Gi)
+    for uid, protect in (("low-0", ""), ("low-1", ""), ("guarded", "1h")):
+        c.request(AllocationSpec(allocation_id=uid, namespace="x", pod=uid, pool="p", request=amount, limit=amount,
+                                 priority=0, attributes={PROTECTION_KEY: protect} if protect else {}))
+    scheduler = Scheduler()
+
+    def read(priority: int = 5, when: datetime = c.now) -> tuple[CandidateSet, Refusals]:
+        scheduler.sync(c.state)
+        refusals = Refusals()
+        found = scheduler.candidate_set(c.state, "n0", scheduler.ranked(c.state, "n0"), priority=priority,
+                                        namespace="y", scope="cluster", now=when, refusals=refusals)
+        plain = candidates_on(c.state, ranked_on(c.state, "n0"), priority=priority, namespace="y", scope="cluster",
+                              now=when, refusals=Refusals())
+        assert [a.spec.allocation_id for a in found.cands] == [a.spec.allocation_id for a in plain]
+        return found, refusals
+
+    guarded, refusals = read()  # protection refuses one: nothing kept, every read counts it again
+    assert not guarded.keepable and refusals.protected == 1
+    again, refusals = read()
+    assert again is not guarded and refusals.protected == 1
+    c.release("guarded")
+    first, _ = read()
+    assert first.keepable and read()[0] is first  # kept across reads while n0 is untouched
+    assert read(when=c.now - timedelta(seconds=1))[0] is not first  # time ran back: built afresh
+    c.release("low-0")  # n0 touched
+    after, _ = read()
+    assert after is not first and [a.spec.allocation_id for a in after.cands] == ["low-1"]

@@ -37,7 +37,7 @@ from services.allocator.domain.reclaim import may_take, try_take
 from services.allocator.domain.reference import ReferenceScheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.trial import Trial
-from services.allocator.domain.victims import PROTECTION_KEY, Refusals, candidates_on, ranked_on
+from services.allocator.domain.victims import PROTECTION_KEY, CandidateSet, Refusals, candidates_on, ranked_on
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_share
 
 PRIORITIES = (None, None, -5, 5, 500)
@@ -251,13 +251,14 @@ def test_the_cpu_bound_gives_a_node_up_only_when_its_plan_loses() -> None:
     trial = Trial(c.state, "n", spec, need, chain, strategy, indexed=scheduler.indexed(strategy))
     cands = candidates_on(c.state, ranked_on(c.state, "n"), priority=10, namespace="x", scope="cluster",
                           now=c.now, refusals=Refusals())
-    plan = _on_node(trial, cands, None)
+    found = CandidateSet(cands)
+    plan = _on_node(trial, found, None)
     assert plan is not None and plan.key == (0, 2 * (0 + 2**31), 2)
-    lower = _lower_bound(trial, cands)
-    assert lower[2] == 1 and _cpu_bound(trial, cands, lower) == plan.key
-    assert _on_node(trial, cands, plan.key, tie_ok=True) == plan
-    assert _on_node(trial, cands, plan.key, tie_ok=False) is None
-    assert _on_node(trial, cands, (0, 3 * 2**31, 3), lower=lower) == plan
+    lower = _lower_bound(trial, found)
+    assert lower[2] == 1 and _cpu_bound(trial, found, lower) == plan.key
+    assert _on_node(trial, found, plan.key, tie_ok=True) == plan
+    assert _on_node(trial, found, plan.key, tie_ok=False) is None
+    assert _on_node(trial, found, (0, 3 * 2**31, 3), lower=lower) == plan
 
 
 def by_the_rule(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Scheduler
@@ -279,13 +280,13 @@ def by_the_rule(state: ClusterState, spec: AllocationSpec, now: datetime, schedu
         if not cands:
             continue
         trial = Trial(state, name, spec, need, chain, strategy, indexed=scheduler.indexed(strategy))
-        plan = _on_node(trial, cands, None)
+        plan = _on_node(trial, CandidateSet(cands), None)
         if first is None:
             if plan is not None:
                 first = (plan.key, at, name)
                 chosen.append(first)
             continue
-        if len(chosen) > limit or not trial.bound(cands) or _lower_bound(trial, cands) >= first[0]:
+        if len(chosen) > limit or not trial.bound(cands) or _lower_bound(trial, CandidateSet(cands)) >= first[0]:
             continue
         chosen.append((first[0], at, name) if plan is None else (plan.key, at, name))  # None: never below first
     if first is None:

@@ -22,7 +22,7 @@ from services.allocator.domain.model import AllocationState
 from services.allocator.domain.preemption import PRIORITY_OFFSET, Plan, _no_single_wins, _on_node
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.trial import Trial
-from services.allocator.domain.victims import Refusals, candidates_on, ranked_on
+from services.allocator.domain.victims import CandidateSet, Refusals, candidates_on, ranked_on
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu
 
 WORK = st.tuples(
@@ -113,4 +113,4 @@ def test_the_plan_with_kept_single_dry_runs_is_the_plain_plan(
         _no_single_wins(kept, cands, key, False)
     for cand in itertools.islice(cands, 3):
         kept.single(cand)  # some singles known, as a repeated search finds them
-    assert outcome(_on_node(kept, cands, key)) == outcome(_on_node(plain, cands, key))
+    assert outcome(_on_node(kept, CandidateSet(cands), key)) == outcome(_on_node(plain, CandidateSet(cands), key))
