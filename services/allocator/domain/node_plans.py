@@ -49,6 +49,38 @@ class NodeResult:
 UNKNOWN = object()
 """A NodeResult's plan not computed yet."""
 
+
+class Census:
+    """What a whole walk that finds no plan counts for its explanation (preemption.py
+    ``_none_anywhere``), per node of the pool, kept until evolve touches the node: ``parts`` maps a
+    node whose part cannot change untouched (no work of a lower priority, or kept candidates: none
+    refused for protection) to its out-of-scope refusals, ``counted`` names those with a candidate,
+    ``out_of_scope`` sums ``parts``; ``recount`` names the nodes to count afresh next time (touched
+    since, or with candidates that are not kept)."""
+
+    __slots__ = ("counted", "out_of_scope", "parts", "recount")
+
+    def __init__(self) -> None:
+        self.parts: dict[str, int] = {}
+        self.counted: set[str] = set()
+        self.out_of_scope = 0
+        self.recount: set[str] = set()
+
+    def keep(self, name: str, counts: bool, out_of_scope: int) -> None:
+        """Record ``name``'s part: whether it has a candidate, and its out-of-scope refusals."""
+        self.parts[name] = out_of_scope
+        self.out_of_scope += out_of_scope
+        if counts:
+            self.counted.add(name)
+
+    def drop(self, name: str) -> None:
+        """Forget ``name``'s part (evolve touched it): counted afresh next time."""
+        part = self.parts.pop(name, None)
+        if part is not None:
+            self.out_of_scope -= part
+            self.counted.discard(name)
+        self.recount.add(name)
+
 SortKey = tuple[int, str]
 """A node's place in the Scheduler's node order (NodeIndex.sort_key)."""
 
@@ -70,7 +102,7 @@ class NodePlans:
     the first plan passes over them); a touched node is put back (:meth:`catch_up`). ``listed``
     names the nodes whose key is in ``live`` (a set lookup where the sorted list would bisect)."""
 
-    __slots__ = ("idle", "keys", "listed", "live", "mark", "nodes", "now", "planless", "pool", "validity")
+    __slots__ = ("census", "idle", "keys", "listed", "live", "mark", "nodes", "now", "planless", "pool", "validity")
 
     def __init__(self, validity: object, mark: int, now: datetime, pool: str) -> None:
         self.validity = validity
@@ -86,6 +118,8 @@ class NodePlans:
         """Nodes where no plan can exist until touched: no work of a priority below the key's
         (nothing to preempt there), or not even all of it could give back the CPU the request
         lacks (preemption.py ``_short_of_cpu``)."""
+        self.census: Census | None = None
+        """Once a whole walk found no plan for the key (preemption.py ``_none_anywhere``): its counts."""
 
     def catch_up(self, state: ClusterState, validity: object, now: datetime, sort_key: Callable[[str], SortKey]
                  ) -> bool:
@@ -99,6 +133,8 @@ class NodePlans:
                 nodes.pop(name, None)
                 self.idle.discard(name)
                 self.planless.discard(name)
+                if self.census is not None:
+                    self.census.drop(name)
                 if self.live is not None:
                     self._revive(state, name, sort_key)
         self.mark = state.changes.seq

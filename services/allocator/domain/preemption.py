@@ -43,7 +43,7 @@ from events.values import AllocationSpec, Partition, Resources, priority_of
 from services.allocator.domain.framework import Chain, Context
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.need import Need
-from services.allocator.domain.node_plans import NodePlans, NodeResult, SortKey
+from services.allocator.domain.node_plans import Census, NodePlans, NodeResult, SortKey
 from services.allocator.domain.placement import charge_on
 from services.allocator.domain.plan_memo import Memo
 from services.allocator.domain.scheduler import Scheduler
@@ -285,22 +285,47 @@ def _none_anywhere(search: _Search, plans: NodePlans, scheduler: Scheduler, memo
     node has one and the walk would find none either: the walk then only counts, for the failure's
     explanation and memo, the nodes with a candidate and the refusals over every node of the pool,
     and keeps as ``idle`` the nodes without lower-priority work or short of CPU. Counted here
-    without the walk's per-node plan lookups and bounds, which all come to nothing."""
-    state = search.state
+    without the walk's per-node plan lookups and bounds, which all come to nothing; and only over
+    the nodes touched since the key's last such count (``NodePlans.census``): an untouched node
+    without lower-priority work, or with kept candidates, counts as it did then (its candidates,
+    their scope and the idle mark are as they were; its kept result was settled when it last
+    changed), so its part is read from the census."""
+    state, pool = search.state, search.spec.pool
+    census = plans.census
+    names: Iterable[str]
+    if census is None:
+        census = plans.census = Census()
+        names = scheduler.node_order(state, pool)
+    else:
+        names, census.recount = census.recount, set()
     refusals = Refusals()
-    searched: set[str] = set()
-    for name in scheduler.node_order(state, search.spec.pool):
+    fresh: set[str] = set()  # nodes with a candidate that are not kept: counted this time only
+    kept = plans.nodes
+    for name in names:
+        node = state.nodes.get(name)
+        if node is None or node.pool != pool:
+            continue
         ranked = scheduler.ranked(state, name)
         if not ranked or ranked[0][0] >= priority:
             plans.idle.add(name)
             search.seen.append(name)
+            census.keep(name, False, 0)
             continue
-        if name not in plans.nodes and _short_of_cpu(search, scheduler, name, priority):
+        if name not in kept and _short_of_cpu(search, scheduler, name, priority):
             plans.idle.add(name)
             search.seen.append(name)
-        if search.node(name, ranked, priority, scope, now, refusals).cands:
-            searched.add(name)
+        before = refusals.out_of_scope
+        has = bool(search.node(name, ranked, priority, scope, now, refusals).cands)
+        if name in kept:
+            census.keep(name, has, refusals.out_of_scope - before)
+            refusals.out_of_scope = before
+        else:
+            census.recount.add(name)
+            if has:
+                fresh.add(name)
+    refusals.out_of_scope += census.out_of_scope
     plans.settle(search.seen)
+    searched = census.counted | fresh if fresh else census.counted
     memo.remember(scheduler, searched, refusals)
     return _why_not(search.spec, len(searched), refusals)
 
