@@ -100,7 +100,9 @@ class NodePlans:
     priority (``idle``), without a candidate or whose candidates cannot free enough
     (``Trial.bound``); ``planless`` names the live nodes known to have no plan at all (the walk to
     the first plan passes over them); a touched node is put back (:meth:`catch_up`). ``listed``
-    names the nodes whose key is in ``live`` (a set lookup where the sorted list would bisect)."""
+    names the nodes whose key is in ``live`` (a set lookup where the sorted list would bisect).
+    ``census``: once a search of the key found no plan anywhere, what it counted per node
+    (:class:`Census`), so the next such count redoes only the nodes touched since."""
 
     __slots__ = ("census", "idle", "keys", "listed", "live", "mark", "nodes", "now", "planless", "pool", "validity")
 

@@ -25,7 +25,8 @@ tightened by the node's CPU (:func:`_cpu_bound`) and given up when only a one-vi
 and no single candidate makes room (:func:`_no_single_wins`); a node whose lower bound is the lowest key any plan
 can have (one victim of the pool's lowest priority) is searched as the walk reaches it, and the walk
 stops once such a plan is found (:func:`_searched_early`: the same plan); a failed search is
-remembered (:class:`Memo`). A node's candidates and the bounds that read only the request's
+remembered (:class:`Memo`), and its count of the nodes and refusals kept per node until touched
+(``NodePlans.census``). A node's candidates and the bounds that read only the request's
 per-GPU amounts are shared by every search key of the same priority, namespace and scope until
 the node is touched (``Scheduler.candidate_set``). Pure; never mutates the state.
 """
