@@ -85,13 +85,13 @@ class AllocationBook:
                     self.gpu_capacity[gpu.name] = gpu.capacity.milli_tflops
                     self.gpus[gpu.name] = gpu
                 if view is not None:
-                    view.node_pools[node] = pool
+                    view.place_node(node, pool)
                     for gpu in gpus:
                         if gpu.model:
                             view.model_capacity[gpu.model] = gpu.capacity
             case decisions.NodeRemoved(node=node):
                 if view is not None:
-                    view.node_pools.pop(node, None)
+                    view.place_node(node, None)
             case decisions.PoolConfigured(pool=pool, config=config):
                 self.enforcement[pool] = config.enforcement
                 if view is not None:
