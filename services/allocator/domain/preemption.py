@@ -554,6 +554,8 @@ def _on_node(trial: Trial, found: CandidateSet, beat: Key | None, tie_ok: bool =
     is given up as soon as that lower bound loses."""
     if not (trial.frees(found.sums.cpu, found.sums.freed) if bound is None else bound):
         return None
+    if trial.short_of_memory(found.sums.memory):  # no subset of the candidates frees enough
+        return None
     cands = found.cands
     if beat is not None:
         lower = _lower_bound(trial, found) if lower is None else lower
@@ -573,7 +575,7 @@ def _on_node(trial: Trial, found: CandidateSet, beat: Key | None, tie_ok: bool =
         return None
     victims, fit = _reprieve(trial, allowed)
     if len(allowed) <= EXACT_LIMIT:
-        victims, fit = _exhaustive(trial, allowed, victims, fit)
+        victims, fit = _exhaustive(trial, allowed, victims, fit, beat, tie_ok)
     key = key_of(victims)
     if _loses(key, beat, tie_ok):
         return None
@@ -625,14 +627,26 @@ def _reprieve(trial: Trial, allowed: list[AllocationState]) -> tuple[list[Alloca
     return victims, fit
 
 
-def _exhaustive(trial: Trial, allowed: list[AllocationState], victims: list[AllocationState], fit: Fit
-                ) -> tuple[list[AllocationState], Fit]:
-    """The best subset of ``allowed`` by (Σ term, count) at the same highest priority, by size."""
+def _exhaustive(trial: Trial, allowed: list[AllocationState], victims: list[AllocationState], fit: Fit,
+                beat: Key | None = None, tie_ok: bool = False) -> tuple[list[AllocationState], Fit]:
+    """The best subset of ``allowed`` by (Σ term, count) at the same highest priority, by size,
+    starting from the reprieve's ``victims`` (kept on a tie).
+
+    With ``beat`` (the best plan of the search so far; ``tie_ok`` as in :func:`_loses`), subsets
+    whose key loses against it are not tried when the budget cannot bind (fewer subsets than
+    :data:`FIT_BUDGET`): the result is then the same whenever it beats ``beat`` (the same subsets
+    are met in the same order, and each one the unpruned search keeps has a lower score than
+    every bound either search holds at that point), and loses whenever the unpruned result loses,
+    so :func:`_on_node` answers the same. With the budget in play every subset is counted as
+    before, since a pruned search would spend it differently."""
     top = max(priority_of(a.spec) for a in allowed)
     pool = sorted(allowed, key=lambda a: (term(a), a.spec.allocation_id))
     terms = [term(a) for a in pool]
     tops = [priority_of(a.spec) == top for a in pool]
     best = (sum(term(v) for v in victims), len(victims))
+    if beat is not None and beat[0] == top and (1 << len(pool)) - 1 < FIT_BUDGET:
+        cut = (beat[1], beat[2] + 1) if tie_ok else (beat[1], beat[2])  # scores below it win
+        best = min(best, cut)
     budget = FIT_BUDGET
     for size in range(1, len(pool) + 1):
         if (sum(terms[:size]), size) >= best:
@@ -657,8 +671,16 @@ def _lower_bound(trial: Trial, cands: CandidateSet) -> Key:
     """A lower bound of any plan's key on this node: the lowest candidate priority, and per GPU the
     fewest candidates whose charges there could cover its deficit (the ``count``-th smallest)."""
     need = trial.need
-    sums = cands.sums
-    held = sums.held
+    counts = _covers(trial, cands)
+    count = max(1, counts[need.count - 1] if len(counts) >= need.count else 10**9)
+    return (cands.floor, cands.sums.smallest(count), count)
+
+
+def _covers(trial: Trial, cands: CandidateSet) -> list[int]:
+    """Per GPU of the node the fewest candidates whose charges there could cover its deficit
+    (0: none lacking; 10⁹: they cannot), ascending."""
+    need = trial.need
+    held = cands.sums.held
     none: tuple[list[int], list[int]] = ([], [])
     counts = []
     for name, tflops, vram, charges in trial.deficits():
@@ -668,20 +690,37 @@ def _lower_bound(trial: Trial, cands: CandidateSet) -> Key:
             continue
         counts.append(max(_cover(tflops, here[0]), _cover(vram, here[1])))
     counts.sort()
-    count = max(1, counts[need.count - 1] if len(counts) >= need.count else 10**9)
-    return (cands.floor, sums.smallest(count), count)
+    return counts
+
+
+def _spread(trial: Trial, cands: CandidateSet) -> int:
+    """A lower bound of any plan's victim count on this node from how the GPUs it needs are held:
+    the plan frees ``count`` GPUs, each GPU g taking at least cover(g) victims with charges on it
+    (:func:`_covers`), and a victim counts toward at most as many of them as it holds GPUs, so
+    Σ of the ``count`` smallest covers <= Σ of the victims' GPU spans <= the largest spans of as
+    many candidates. Many single-GPU victims for a multi-GPU request: as many victims as GPUs."""
+    need = trial.need
+    counts = _covers(trial, cands)
+    if len(counts) < need.count:
+        return 10**9
+    return _cover(sum(counts[:need.count]), cands.sums.spans)
 
 
 def _cpu_bound(trial: Trial, cands: CandidateSet, lower: Key) -> Key:
-    """``lower`` (:func:`_lower_bound`) tightened by the node's CPU: any victim set must free the
-    CPU the request lacks there (``Trial.bound``'s node check), so it has at least as many victims
-    as the fewest candidates whose CPU covers that deficit. Used only to give a node up before its
-    dry runs, never as the node's kept bound (which decides the candidate nodes and their limit)."""
+    """``lower`` (:func:`_lower_bound`) tightened by the node's CPU and memory: any victim set
+    must free the CPU and the memory the request lacks there (``Trial.bound``'s node checks), so
+    it has at least as many victims as the fewest candidates whose CPU, and the fewest whose
+    memory, covers that deficit. Used only to give a node up before its dry runs, never as the
+    node's kept bound (which decides the candidate nodes and their limit)."""
     need, node = trial.need, trial.node
-    if not (need.cpu_milli and node.cpu_milli):
-        return lower
     sums = cands.sums
-    count = _cover(need.cpu_milli - (node.cpu_milli - node.used_cpu_milli), sums.cpus)
+    count = lower[2]
+    if need.count > 1 and not need.partitioned:
+        count = max(count, _spread(trial, cands))
+    if need.cpu_milli and node.cpu_milli:
+        count = max(count, _cover(need.cpu_milli - (node.cpu_milli - node.used_cpu_milli), sums.cpus))
+    if need.memory_bytes and node.memory_bytes:
+        count = max(count, _cover(need.memory_bytes - (node.memory_bytes - node.used_memory_bytes), sums.memories))
     if count <= lower[2]:
         return lower
     return (lower[0], sums.smallest(count), count)

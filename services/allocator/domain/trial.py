@@ -86,13 +86,23 @@ class Trial:
 
     def bound(self, victims: Sequence[AllocationState]) -> bool:
         """False when, even without ``victims``, too few GPUs have the free TFLOPS and VRAM (or
-        idleness, for ``shared``) or the node lacks the CPU/memory: no filter pass could succeed."""
+        idleness, for ``shared``) or the node lacks the CPU or memory (NodeResourcesFilter): no
+        filter pass could succeed."""
         need, node = self.need, self.node
         if need.cpu_milli and node.cpu_milli:
             cpu = node.cpu_milli - node.used_cpu_milli + sum(v.spec.cpu_milli for v in victims)
             if cpu < need.cpu_milli:
                 return False
+        if self.short_of_memory(sum(v.spec.memory_bytes for v in victims)):
+            return False
         return self._enough(freed_by(victims))
+
+    def short_of_memory(self, freed: int) -> bool:
+        """Whether the node lacks the request's memory even with ``freed`` bytes given back
+        (NodeResourcesFilter: checked only when the node reports memory and the request asks some)."""
+        need, node = self.need, self.node
+        return bool(need.memory_bytes and node.memory_bytes
+                    and node.memory_bytes - node.used_memory_bytes + freed < need.memory_bytes)
 
     def frees(self, cpu: int, freed: dict[str, list[int]]) -> bool:
         """:meth:`bound` of a victim set given as what it gives back: ``cpu`` millicores and, per

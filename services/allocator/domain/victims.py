@@ -86,9 +86,11 @@ class CandidateSums:
     """What the plan search's bounds read from one node's candidates, summed once: ``freed`` per
     GPU [milli-TFLOPS, VRAM bytes, charges] and ``cpu`` (millicores) that taking every one gives
     back (``Trial.frees``), ``held`` per GPU the charges' TFLOPS and VRAM each largest first,
-    ``cpus`` their CPU largest first, and ``prefix`` the prefix sums of their terms ascending."""
+    ``cpus`` their CPU largest first, ``memories`` their memory (bytes) largest first and
+    ``memory`` its sum, ``spans`` how many GPUs each holds charges on, largest first, and
+    ``prefix`` the prefix sums of their terms ascending."""
 
-    __slots__ = ("cpu", "cpus", "freed", "held", "prefix")
+    __slots__ = ("cpu", "cpus", "freed", "held", "memories", "memory", "prefix", "spans")
 
     def __init__(self, cands: list[AllocationState]) -> None:
         held: dict[str, tuple[list[int], list[int]]] = {}
@@ -103,6 +105,9 @@ class CandidateSums:
         self.freed, self.held = freed_by(cands), held
         self.cpus = sorted((c.spec.cpu_milli for c in cands), reverse=True)
         self.cpu = sum(self.cpus)
+        self.memories = sorted((c.spec.memory_bytes for c in cands), reverse=True)
+        self.memory = sum(self.memories)
+        self.spans = sorted((len(c.gpus) for c in cands), reverse=True)
         self.prefix = list(itertools.accumulate(sorted(term(c) for c in cands), initial=0))
 
     def smallest(self, count: int) -> int:

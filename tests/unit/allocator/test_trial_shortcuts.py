@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +20,15 @@ from events import intents as it
 from events.values import AllocationSpec, PoolConfig, Resources, priority_of
 from services.allocator.domain import Scheduler
 from services.allocator.domain.model import AllocationState
-from services.allocator.domain.preemption import PRIORITY_OFFSET, Plan, _no_single_wins, _on_node
+from services.allocator.domain.preemption import (
+    PRIORITY_OFFSET,
+    Plan,
+    _cpu_bound,
+    _lower_bound,
+    _no_single_wins,
+    _on_node,
+    _spread,
+)
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.trial import Trial
 from services.allocator.domain.victims import CandidateSet, Refusals, candidates_on, ranked_on
@@ -114,3 +123,116 @@ def test_the_plan_with_kept_single_dry_runs_is_the_plain_plan(
     for cand in itertools.islice(cands, 3):
         kept.single(cand)  # some singles known, as a repeated search finds them
     assert outcome(_on_node(kept, CandidateSet(cands), key)) == outcome(_on_node(plain, CandidateSet(cands), key))
+
+
+RICH_WORK = st.tuples(
+    st.sampled_from([30_000, 50_000, 100_000]),  # milli-TFLOPS
+    st.sampled_from([1, 1, 2, 4]),  # GPU count
+    st.sampled_from([0, 0, 3]),  # priority
+    st.sampled_from([0, 1000, 3000]),  # CPU milli
+    st.sampled_from([0, 2, 6]),  # memory GiB
+)
+
+
+def rich(gpus: int, work: list[tuple[int, int, int, int, int]]) -> ClusterState:
+    """One node of ``gpus`` GPUs (100 TFLOPS, 10 GiB), 8 CPUs and 16 GiB of memory, ``work`` granted where it fits."""
+    c = Cluster()
+    c.send(it.ConfigurePool(intent_id="cfg", pool="p", config=PoolConfig(preemption="cluster")))
+    c.send(it.RegisterNode(intent_id="reg", node="n", pool="p", cpu_milli=8000, memory_bytes=16 * Gi,
+                           gpus=tuple(a_gpu(f"g{i}", 100, 10 * Gi, index=i) for i in range(gpus))))
+    for k, (tflops, count, priority, cpu, memory) in enumerate(work):
+        amount = Resources(milli_tflops=tflops, vram_bytes=Gi)
+        c.send(it.RequestAllocation(intent_id=f"w{k}", spec=AllocationSpec(
+            allocation_id=f"w{k}", namespace="x", pod=f"w{k}", pool="p", request=amount, limit=amount,
+            gpu_count=min(count, gpus), priority=priority, cpu_milli=cpu, memory_bytes=memory * Gi)))
+    return c.state
+
+
+@given(gpus=st.integers(1, 4), work=st.lists(RICH_WORK, min_size=1, max_size=8),
+       tflops=st.sampled_from([30_000, 100_000]), count=st.sampled_from([1, 2, 3, 4]),
+       cpu=st.sampled_from([0, 4000, 8000]), memory=st.sampled_from([0, 8, 16]),
+       beat=st.sampled_from([1, 2, 3, 4]), tie_ok=st.booleans())
+@settings(max_examples=400, deadline=None)
+def test_a_bounded_node_search_is_the_unbounded_plan_or_none(
+        gpus: int, work: list[tuple[int, int, int, int, int]], tflops: int, count: int, cpu: int, memory: int,
+        beat: int, tie_ok: bool) -> None:
+    """_on_node against a best plan so far (``beat``: as many victims of the lowest priorities)
+    returns the node's unbounded plan when that plan beats it, else None: the give-ups before the
+    dry runs (CPU, memory, how the needed GPUs are held) and the exhaustive search cut by the
+    bound lose no plan and invent none."""
+    state = rich(gpus, work)
+    amount = Resources(milli_tflops=tflops, vram_bytes=Gi)
+    spec = AllocationSpec(allocation_id="crit", namespace="x", pod="crit", pool="p", request=amount, limit=amount,
+                          gpu_count=min(count, gpus), priority=10, cpu_milli=cpu, memory_bytes=memory * Gi)
+    bounded, cands = trial_of(state, spec)
+    plain, _ = trial_of(state, spec)
+    if not cands:
+        return
+    terms = sorted(priority_of(c.spec) + PRIORITY_OFFSET for c in cands)[:beat]
+    key = (max(terms) - PRIORITY_OFFSET, sum(terms), len(terms))
+    unbounded = _on_node(plain, CandidateSet(cands), None)
+    wins = unbounded is not None and (unbounded.key <= key if tie_ok else unbounded.key < key)
+    assert outcome(_on_node(bounded, CandidateSet(cands), key, tie_ok)) == (outcome(unbounded) if wins else None)
+
+
+@given(gpus=st.integers(1, 4), work=st.lists(RICH_WORK, min_size=1, max_size=7),
+       count=st.sampled_from([2, 3, 4]), memory=st.sampled_from([0, 8, 16]))
+@settings(max_examples=300, deadline=None)
+def test_the_spread_bound_never_exceeds_the_fewest_victims_that_fit(
+        gpus: int, work: list[tuple[int, int, int, int, int]], count: int, memory: int) -> None:
+    """_spread and the memory cover of _cpu_bound are lower bounds: no subset of the candidates
+    with fewer victims makes the request fit; and ``Trial.bound`` (CPU, memory, GPUs) holds for
+    every subset that fits (brute force over every subset)."""
+    state = rich(gpus, work)
+    amount = Resources(milli_tflops=100_000, vram_bytes=Gi)
+    spec = AllocationSpec(allocation_id="crit", namespace="x", pod="crit", pool="p", request=amount, limit=amount,
+                          gpu_count=min(count, gpus), priority=10, memory_bytes=memory * Gi)
+    trial, cands = trial_of(state, spec)
+    if not cands:
+        return
+    found = CandidateSet(cands)
+    floor = _cpu_bound(trial, found, _lower_bound(trial, found))[2]
+    fitting = [size for size in range(len(cands) + 1) for chosen in itertools.combinations(cands, size)
+               if trial.fits(list(chosen)) is not None and trial.bound(list(chosen))]
+    assert len(fitting) == sum(1 for size in range(len(cands) + 1) for chosen in itertools.combinations(cands, size)
+                               if trial.fits(list(chosen)) is not None)
+    fewest = min(fitting, default=None)
+    assert fewest is None or min(floor, _spread(trial, found)) <= max(fewest, 1)
+    if fewest is not None:
+        assert max(floor, _spread(trial, found)) <= max(fewest, 1)
+
+
+def test_a_multi_gpu_request_among_single_gpu_victims_needs_one_per_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Four GPUs each held by one single-GPU pod: the per-GPU lower bound says one victim, the
+    spread bound four (each victim frees one GPU), which is the plan's count; a search whose best
+    plan so far has four victims gives the node up without a dry run."""
+    state = rich(4, [(100_000, 1, 0, 0, 0)] * 4)
+    amount = Resources(milli_tflops=100_000, vram_bytes=Gi)
+    spec = AllocationSpec(allocation_id="crit", namespace="x", pod="crit", pool="p", request=amount, limit=amount,
+                          gpu_count=4, priority=10)
+    trial, cands = trial_of(state, spec)
+    found = CandidateSet(cands)
+    lower = _lower_bound(trial, found)
+    assert lower[2] == 1 and _spread(trial, found) == 4 and _cpu_bound(trial, found, lower)[2] == 4
+    plan = _on_node(trial, found, None)
+    assert plan is not None and plan.key[2] == 4
+    fresh, _ = trial_of(state, spec)
+    dry_runs: list[object] = []
+    original = Trial.fits
+    monkeypatch.setattr(Trial, "fits", lambda self, victims: dry_runs.append(victims) or original(self, victims))
+    assert _on_node(fresh, found, plan.key, False) is None and not dry_runs
+    assert _on_node(fresh, found, plan.key, True) is not None and dry_runs
+
+
+@pytest.mark.parametrize("tie_ok", [True, False])
+def test_the_cut_exhaustive_search_finds_a_plan_that_ties_the_bound(tie_ok: bool) -> None:
+    """The reprieve keeps the earliest pod (50 TFLOPS) and takes two later ones (20 + 20) for a
+    request lacking 30; the exhaustive search finds the earliest alone. Against a best plan so far
+    of exactly one priority-0 victim, that plan ties: found only when a tie wins (``tie_ok``)."""
+    state = crowded(1, [(50_000, 1, 0, "soft", 0), (20_000, 1, 0, "soft", 0), (20_000, 1, 0, "soft", 0)])
+    trial, cands = trial_of(state, request(40_000, 1, "soft", 0, 1))
+    plan = _on_node(trial, CandidateSet(cands), None)
+    assert plan is not None and [v.spec.allocation_id for v in plan.victims] == ["w0"]
+    bounded, _ = trial_of(state, request(40_000, 1, "soft", 0, 1))
+    found = _on_node(bounded, CandidateSet(cands), plan.key, tie_ok)
+    assert outcome(found) == (outcome(plan) if tie_ok else None)
