@@ -15,7 +15,7 @@ from datetime import datetime
 
 import msgspec
 
-from events.values import PoolConfig, QuotaSpec, ShareSpec
+from events.values import PoolConfig, QuotaSpec, Resources, ShareSpec
 from services.allocator.domain.campaign_records import Campaign
 from services.allocator.domain.deadlines import Deadlines
 from services.allocator.domain.gang_index import GangIndex
@@ -162,9 +162,9 @@ class ClusterState:
     grants per pool for that check (domain/deadlines.py; derived like the queue, not in the snapshot).
     """
 
-    __slots__ = ("allocations", "campaigns", "changes", "checked_at", "deadlines", "decayed", "gangs", "gpus", "nodes",
-                 "pool_nodes", "pools", "position", "queue", "quotas", "recent", "reclaims", "share_index", "shares",
-                 "usage")
+    __slots__ = ("allocations", "campaigns", "changes", "checked_at", "common_capacity", "deadlines", "decayed",
+                 "gangs", "gpus", "nodes", "pool_nodes", "pools", "position", "queue", "quotas", "recent", "reclaims",
+                 "share_index", "shares", "usage")
 
     def __init__(self) -> None:
         self.position = 0
@@ -186,6 +186,10 @@ class ClusterState:
         self.decayed: dict[str, PoolDecay] = {}
         self.checked_at: datetime | None = None
         self.deadlines = Deadlines()
+        self.common_capacity: dict[str, tuple[int, Resources]] = {}
+        """pool -> (``changes.inventory`` when computed, its GPUs' most common capacity): the
+        learned target workload's unit (domain/target.py ``common_capacity``), recomputed only
+        after the inventory changed. Derived; not in the snapshot or the digest."""
 
     @classmethod
     def empty(cls) -> ClusterState:

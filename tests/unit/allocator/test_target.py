@@ -3,17 +3,18 @@ pool's requests moved away from the current mix, part of the snapshot, and what 
 
 from __future__ import annotations
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from events import decisions as ev
+from events import intents as it
 from events.values import AllocationSpec, PoolConfig, Resources
 from services.allocator.domain import ClusterState, Scheduler, decode_snapshot, digest, encode_snapshot, evolve
-from services.allocator.domain.model import RequestShape
+from services.allocator.domain.model import RecentRequests, RequestShape
 from services.allocator.domain.need import Need
 from services.allocator.domain.strategies.paper import cpu_only
-from services.allocator.domain.strategies.workload import DEFAULT_WORKLOAD
-from services.allocator.domain.target import EPOCH, WINDOW, distance, mix_of, pod_key
+from services.allocator.domain.strategies.workload import DEFAULT_WORKLOAD, typical_workload
+from services.allocator.domain.target import EPOCH, WINDOW, common_capacity, distance, learned, mix_of, pod_key
 from services.allocator.domain.taskclass import TaskClass
 from tests.unit.allocator.builders import T0, Cluster, a_gpu, a_request
 
@@ -98,3 +99,41 @@ def test_the_learned_mix_measures_vram_only_requests_against_the_pools_gpus() ->
         evolve(cluster.state, ev.AllocationQueued(at=T0, spec=a_request(f"v{i}", 0, 4 * GIB, pool="p"),
                                                   code="capacity", reason="test"))
     assert [(t.milli, t.count) for t in mix_of(cluster.state, "p")] == [(250, 1)]
+
+
+SHAPES = st.builds(RequestShape, cpu_milli=st.sampled_from([0, 2000, 8000]),
+                   milli_tflops=st.sampled_from([0, 50_000, 989_000]), milli_percent=st.sampled_from([0, 30_000]),
+                   count=st.integers(1, 2), models=st.sampled_from([(), ("H100",)]),
+                   vram_bytes=st.sampled_from([0, 4 * GIB]), whole=st.booleans())
+
+
+@given(shapes=st.lists(SHAPES, min_size=1, max_size=60), current=st.sampled_from([None, "first"]))
+@settings(max_examples=200, deadline=None)
+def test_the_learned_mix_is_the_typical_workload_of_every_requests_pod_key(
+        shapes: list[RequestShape], current: str | None) -> None:
+    """learned() measures each distinct shape once; its mix is the simulator's rule applied to
+    every request's pod key in arrival order (popularity ties in first-appearance order)."""
+    cluster = Cluster()
+    cluster.node("n1", "p", *(a_gpu(f"g{i}", 989, 80 * GIB) for i in range(2)))
+    recent = RecentRequests(arrivals=len(shapes), shapes=list(shapes))
+    if current:
+        recent.mix = typical_workload(pod_key(s, H100) for s in shapes[: len(shapes) // 2 or 1])
+    expected = typical_workload(pod_key(s, H100) for s in shapes)
+    base = recent.mix if recent.mix is not None else DEFAULT_WORKLOAD
+    assert learned(cluster.state, "p", recent) == (expected if distance(expected, base) > 0.15 else None)
+
+
+def test_the_common_capacity_follows_the_inventory() -> None:
+    """The pool's most common GPU capacity is kept between epochs and recomputed after a node is
+    registered, resized or removed."""
+    cluster = Cluster()
+    cluster.node("n1", "p", *(a_gpu(f"a{i}", 100, 16 * GIB) for i in range(2)))
+    assert common_capacity(cluster.state, "p") == Resources(milli_tflops=100_000, vram_bytes=16 * GIB)
+    cluster.node("n2", "p", *(a_gpu(f"b{i}", 989, 80 * GIB) for i in range(3)))
+    assert common_capacity(cluster.state, "p") == H100
+    evolve(cluster.state, ev.GpuCapacityChanged(at=T0, gpu="b0", node="n2", pool="p", capacity=Resources(
+        milli_tflops=100_000, vram_bytes=16 * GIB), previous=H100))
+    assert common_capacity(cluster.state, "p") == Resources(milli_tflops=100_000, vram_bytes=16 * GIB)
+    cluster.send(it.RemoveNode(intent_id="rm", node="n1"))
+    assert common_capacity(cluster.state, "p") == H100
+    assert common_capacity(cluster.state, "empty") == Resources()

@@ -9,7 +9,7 @@ included as classes with count 0.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from services.allocator.domain.strategies.fragmentation import TaskClass, Workload
 
@@ -25,7 +25,12 @@ def typical_workload(pods: Iterable[PodKey], *, threshold_percent: int = POPULAR
 
     Ties in popularity keep first-appearance order. Raises ValueError for an empty pod list.
     """
-    counts = Counter(pods)
+    return typical_workload_of(Counter(pods), threshold_percent=threshold_percent)
+
+
+def typical_workload_of(counts: Mapping[PodKey, int], *, threshold_percent: int = POPULARITY_PERCENT) -> Workload:
+    """:func:`typical_workload` of pods given as counts per class, the classes in order of first
+    appearance (a ``Counter`` of the pods gives exactly that). Raises ValueError when there are none."""
     total = sum(counts.values())
     if total == 0:
         raise ValueError("typical_workload: no pods")
