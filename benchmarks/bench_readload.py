@@ -19,8 +19,11 @@ the reader's answers by status. Targets (BENCHMARKS.md): zero epoch changes, pha
 1.2x of phase 1.
 
 Usage: ``python3 benchmarks/bench_readload.py [--seconds 60] [--rate 200] [--clients 50] [--rounds 1]
-[--warmup 5] [--think-ms 0]`` (``--think-ms``: each client's pause between its requests; 0 is the
-harshest load, every client asking again as soon as it is answered).
+[--warmup 5] [--think-ms 0] [--split-cpus]`` (``--think-ms``: each client's pause between its
+requests; 0 is the harshest load, every client asking again as soon as it is answered.
+``--split-cpus``: the read side, the reader with its parse workers and the clients, on the last
+CPU, everything else (writer, PostgreSQL, nats-server, this driver) on the others, as when the
+reader Deployment's pods get their own cores; needs two CPUs).
 """
 
 from __future__ import annotations
@@ -188,6 +191,8 @@ async def phase(name: str, js: object, watch: Watch, args: argparse.Namespace, w
                                  "--seconds", str(args.seconds), "--clients", str(args.clients),
                                  "--why", f"{label}-10", "--think-ms", str(args.think_ms)],
                                 stdout=subprocess.PIPE)
+        if args.split_cpus:
+            split_cpus(read=[load.pid, pids["reader"]], write=[])
     ids = await stream(js, watch, prefix=label, rate=args.rate, seconds=args.seconds, live=args.live)
     await watch.wait_all(ids)
     stop.set()
@@ -208,6 +213,24 @@ async def phase(name: str, js: object, watch: Watch, args: argparse.Namespace, w
     return lat
 
 
+CPUS = sorted(os.sched_getaffinity(0))
+"""The CPUs this benchmark may use (read before any pinning)."""
+
+
+def split_cpus(*, read: list[int], write: list[int]) -> None:
+    """Pin the processes of ``read`` and their children to the last of :data:`CPUS` and those of
+    ``write`` and their children to the others (children started later inherit their parent's set)."""
+    cpus = CPUS
+    if len(cpus) < 2:
+        raise SystemExit("--split-cpus needs two CPUs")
+    for pids, where in ((read, cpus[-1:]), (write, cpus[:-1])):
+        for pid in pids:
+            proc = psutil.Process(pid)
+            for each in (proc, *proc.children(recursive=True)):
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    each.cpu_affinity(where)
+
+
 async def run(args: argparse.Namespace, root: Path) -> None:
     nats_server = NatsServer(root / "nats")
     nats_server.start()
@@ -225,6 +248,9 @@ async def run(args: argparse.Namespace, root: Path) -> None:
     writer, reader = f"http://127.0.0.1:{writer_port}", f"http://127.0.0.1:{reader_port}"
     postmaster = int((pg.data_dir / "postmaster.pid").read_text().split()[0])
     pids = {"writer": procs[0].pid, "reader": procs[1].pid, "PostgreSQL": postmaster}
+    if args.split_cpus:
+        nats_pid = int(nats_server.pid_path.read_text())
+        split_cpus(read=[procs[1].pid], write=[procs[0].pid, postmaster, nats_pid, os.getpid()])
     client = await messaging.connect(nats_server.url)
     js = client.jetstream()
     await messaging.ensure_streams(js)
@@ -312,6 +338,8 @@ def main() -> None:
                         "as the last is answered, the harshest load; a dashboard tab polls every 2,000)")
     parser.add_argument("--warmup", type=float, default=5.0,
                         help="seconds of the stream before the phases, not measured")
+    parser.add_argument("--split-cpus", action="store_true",
+                        help="the reader, its parse workers and the clients on the last CPU, the rest on the others")
     parser.add_argument("--load", default="", help=argparse.SUPPRESS)  # the load process: the reader's URL
     parser.add_argument("--why", default="withreaders-10", help=argparse.SUPPRESS)  # the load's why id
     args = parser.parse_args()
