@@ -23,7 +23,8 @@ Usage: ``python3 benchmarks/bench_readload.py [--seconds 60] [--rate 200] [--cli
 requests; 0 is the harshest load, every client asking again as soon as it is answered.
 ``--split-cpus``: the read side, the reader with its parse workers and the clients, on the last
 CPU, everything else (writer, PostgreSQL, nats-server, this driver) on the others, as when the
-reader Deployment's pods get their own cores; needs two CPUs).
+reader Deployment's pods get their own cores; needs two CPUs. ``--read-quota C``: the read side
+in a cgroup with a CFS quota of C CPUs, the kernel's cap of a pod's CPU limit; needs root).
 """
 
 from __future__ import annotations
@@ -177,7 +178,7 @@ def cpu_s(pids: dict[str, int]) -> dict[str, float]:
 
 
 async def phase(name: str, js: object, watch: Watch, args: argparse.Namespace, writer: str, reader: str,
-                label: str, pids: dict[str, int]) -> list[float]:
+                label: str, pids: dict[str, int], cgroup: ReadCgroup | None = None) -> list[float]:
     """One phase (``name``: "without readers" or "with readers"); returns its intent -> outcome
     latencies (ms) after printing its line. ``label`` names its intents (unique per phase)."""
     stop = asyncio.Event()
@@ -193,6 +194,8 @@ async def phase(name: str, js: object, watch: Watch, args: argparse.Namespace, w
                                 stdout=subprocess.PIPE)
         if args.split_cpus:
             split_cpus(read=[load.pid, pids["reader"]], write=[])
+        if cgroup is not None:
+            cgroup.add(load.pid)
     ids = await stream(js, watch, prefix=label, rate=args.rate, seconds=args.seconds, live=args.live)
     await watch.wait_all(ids)
     stop.set()
@@ -211,6 +214,41 @@ async def phase(name: str, js: object, watch: Watch, args: argparse.Namespace, w
         print(f"  reader answers: {out.decode().strip()}")
     await release_all(js, watch, ids)
     return lat
+
+
+class ReadCgroup:
+    """A CPU cgroup for the read side (``--read-quota``): a CFS quota of ``cores`` CPUs, the
+    kernel's cap (Kubernetes ``resources.limits.cpu``, systemd ``CPUQuota=``); cgroup v2
+    (``cpu.max``) or v1 (``cpu.cfs_quota_us``). Needs root; removed by :meth:`close`."""
+
+    PERIOD_US = 100_000
+
+    def __init__(self, cores: float) -> None:
+        quota = int(cores * self.PERIOD_US)
+        if Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            self.path = Path(f"/sys/fs/cgroup/gpuledger-readers-{os.getpid()}")
+            self.path.mkdir()
+            (self.path / "cpu.max").write_text(f"{quota} {self.PERIOD_US}")
+        else:
+            self.path = Path(f"/sys/fs/cgroup/cpu/gpuledger-readers-{os.getpid()}")
+            self.path.mkdir()
+            (self.path / "cpu.cfs_period_us").write_text(str(self.PERIOD_US))
+            (self.path / "cpu.cfs_quota_us").write_text(str(quota))
+
+    def add(self, pid: int) -> None:
+        """Move ``pid`` and its children into the cgroup (children started later inherit it)."""
+        proc = psutil.Process(pid)
+        for each in (proc, *proc.children(recursive=True)):
+            with contextlib.suppress(psutil.NoSuchProcess, ProcessLookupError):
+                (self.path / "cgroup.procs").write_text(str(each.pid))
+
+    def close(self) -> None:
+        """Move what is left back to the root cgroup and remove this one."""
+        with contextlib.suppress(OSError):
+            for pid in (self.path / "cgroup.procs").read_text().split():
+                with contextlib.suppress(OSError):
+                    (self.path.parent / "cgroup.procs").write_text(pid)
+            self.path.rmdir()
 
 
 CPUS = sorted(os.sched_getaffinity(0))
@@ -251,6 +289,9 @@ async def run(args: argparse.Namespace, root: Path) -> None:
     if args.split_cpus:
         nats_pid = int(nats_server.pid_path.read_text())
         split_cpus(read=[procs[1].pid], write=[procs[0].pid, postmaster, nats_pid, os.getpid()])
+    cgroup = ReadCgroup(args.read_quota) if args.read_quota else None
+    if cgroup is not None:
+        cgroup.add(procs[1].pid)
     client = await messaging.connect(nats_server.url)
     js = client.jetstream()
     await messaging.ensure_streams(js)
@@ -273,7 +314,7 @@ async def run(args: argparse.Namespace, root: Path) -> None:
             order = list(pooled) if n % 2 == 0 else list(pooled)[::-1]  # ABBA: a drift favours neither
             for name in order:
                 label = name.replace(" ", "") + (str(n) if args.rounds > 1 else "")
-                pooled[name] += await phase(name, js, watch, args, writer, reader, label, pids)
+                pooled[name] += await phase(name, js, watch, args, writer, reader, label, pids, cgroup)
         if args.rounds > 1:
             base, loaded = (percentile(pooled[k], 0.99) for k in pooled)
             print(f"pooled over {args.rounds} rounds: p99 without readers {base:.1f} ms, with readers "
@@ -288,6 +329,8 @@ async def run(args: argparse.Namespace, root: Path) -> None:
                 proc.wait(30)
         pg.stop()
         nats_server.stop()
+        if cgroup is not None:
+            cgroup.close()
 
 
 async def load(base: str, seconds: float, clients: int, why: str, think_s: float = 0.0) -> Counter[str]:
@@ -340,6 +383,9 @@ def main() -> None:
                         help="seconds of the stream before the phases, not measured")
     parser.add_argument("--split-cpus", action="store_true",
                         help="the reader, its parse workers and the clients on the last CPU, the rest on the others")
+    parser.add_argument("--read-quota", type=float, default=0.0,
+                        help="CPUs of a CFS quota (a cgroup, as a pod's CPU limit) for the reader, its parse "
+                        "workers and the clients (0: none; needs root)")
     parser.add_argument("--load", default="", help=argparse.SUPPRESS)  # the load process: the reader's URL
     parser.add_argument("--why", default="withreaders-10", help=argparse.SUPPRESS)  # the load's why id
     args = parser.parse_args()
