@@ -12,6 +12,7 @@ all its TFLOPS free and a little VRAM taken for a request of TFLOPS only.) Never
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Callable, Iterator, Mapping
 
 from sortedcontainers import SortedList
@@ -201,6 +202,14 @@ class NodeIndex:
         source = lists[0] if len(lists) == 1 else heapq.merge(*lists)
         for _, name in source:
             yield name
+
+    def sort_keys(self, pool: str) -> list[tuple[int, str]]:
+        """The sort keys of every node of ``pool``, in node order (:meth:`sort_key`, :meth:`ordered`
+        of every class): the free classes' sorted lists merged by one sort of their runs."""
+        entry = self._pools.get(pool)
+        if entry is None:
+            return []
+        return sorted(itertools.chain.from_iterable(entry.classes))
 
     def sort_key(self, node_name: str) -> tuple[int, str]:
         """The ordering key of a node (for ordering a subset the same way)."""

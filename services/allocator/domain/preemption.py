@@ -181,7 +181,7 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
         best = _searched_pending(search, pending, best)
     if plans is not None:
         if plans.live is None:
-            plans.seed(state, scheduler.index.sort_key)
+            plans.seed(scheduler.index.sort_keys(spec.pool))
         else:
             plans.settle(search.seen)
     if best is not None:
