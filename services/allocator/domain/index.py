@@ -65,16 +65,19 @@ class NodeFree:
 
 
 class _Pool:
-    __slots__ = ("classes", "max_tflops", "room")
+    __slots__ = ("classes", "max_tflops", "nodes", "room")
 
     def __init__(self) -> None:
         self.classes = [SortedList() for _ in range(CLASSES + 1)]
+        self.nodes = SortedList()
+        """Every node's key, whatever its class: the pool's node order without merging the classes."""
         self.max_tflops = 0
         self.room = PoolRoom()
 
 
 class NodeIndex:
-    """Pool -> free classes -> SortedList of (−node score, node name), and the pool's largest free
+    """Pool -> free classes -> SortedList of (−node score, node name), the same keys of every
+    class in one SortedList (the pool's node order, walked whole by preemption), and the pool's largest free
     room (:class:`~services.allocator.domain.summaries.PoolRoom`); node -> (pool, key, class, GPU
     count) and its NodeFree. For a pool asked about a GPU model (:meth:`track_models`), also a
     room per GPU model of the pool (the nodes' GPUs of that model only), kept from then on."""
@@ -100,6 +103,7 @@ class NodeIndex:
         cls = free.pct * CLASSES // PERCENT_SCALE
         pool = self._pools.get(node.pool) or self._pools.setdefault(node.pool, _Pool())
         pool.classes[cls].add(key)
+        pool.nodes.add(key)
         pool.room.add(free, len(members))
         for g in members:
             pool.max_tflops = max(pool.max_tflops, g.spec.capacity.milli_tflops)
@@ -153,6 +157,7 @@ class NodeIndex:
         for name, pool in self._pools.items():
             twin = other._pools[name] = _Pool()
             twin.classes = [lst.copy() for lst in pool.classes]
+            twin.nodes = pool.nodes.copy()
             twin.max_tflops = pool.max_tflops
             twin.room = pool.room.copy()
         other._keys = dict(self._keys)
@@ -169,6 +174,7 @@ class NodeIndex:
         if entry is not None:
             pool = self._pools[entry[0]]
             pool.classes[entry[2]].remove(entry[1])
+            pool.nodes.remove(entry[1])
             if free is not None:
                 pool.room.remove(free, entry[3])
             parts = self._model_parts.pop(node_name, None)
@@ -197,10 +203,19 @@ class NodeIndex:
         entry = self._pools.get(pool)
         if entry is None:
             return
+        if min_class == 0:  # every class: the pool's own list, already in order
+            for _, name in entry.nodes:
+                yield name
+            return
         lists = [lst for lst in entry.classes[min_class:] if lst]
         source = lists[0] if len(lists) == 1 else heapq.merge(*lists)
         for _, name in source:
             yield name
+
+    def sort_keys(self, pool: str) -> list[tuple[int, str]]:
+        """The sort keys of every node of ``pool``, in node order (:meth:`sort_key`, :meth:`ordered`)."""
+        entry = self._pools.get(pool)
+        return [] if entry is None else list(entry.nodes)
 
     def sort_key(self, node_name: str) -> tuple[int, str]:
         """The ordering key of a node (for ordering a subset the same way)."""

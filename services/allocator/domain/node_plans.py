@@ -164,32 +164,40 @@ class NodePlans:
             live.add(key)
             listed.add(name)
 
-    def seed(self, state: ClusterState, sort_key: Callable[[str], SortKey]) -> None:
-        """Build ``live`` from every node of the pool, less the kept results that play no part."""
-        keys = self.keys = {name: sort_key(name) for name in state.pool_nodes.get(self.pool, ()) if name in state.nodes}
-        self.live = SortedList(keys.values())
-        self.listed = set(keys)
+    def seed(self, ordered: list[SortKey]) -> None:
+        """Build ``live`` from every node of the pool (``ordered``: their sort keys in node order,
+        ``NodeIndex.sort_keys``), less the kept results that play no part: what :meth:`settle` of
+        every kept node would leave, built at once (one list, no sort, no removal one by one)."""
+        self.keys = {key[1]: key for key in ordered}
         self.planless = set()
-        self.settle([*self.nodes, *self.idle])
+        out = {name for name in [*self.nodes, *self.idle] if self._plays_no_part(name)}
+        kept = [key for key in ordered if key[1] not in out] if out else ordered
+        self.live = SortedList(kept)
+        self.listed = {key[1] for key in kept}
 
     def settle(self, names: Iterable[str]) -> None:
         """Take out of ``live`` the nodes of ``names`` whose kept result now says they play no part."""
         if self.live is None:
             return
-        live, listed = self.live, self.listed
+        live, listed, keys = self.live, self.listed, self.keys
         for name in names:
-            result = self.nodes.get(name)
-            key = self.keys.get(name)
-            if key is not None and name in self.idle:
-                if name in listed:
-                    live.remove(key)
-                    listed.discard(name)
-                continue
-            if result is None or key is None:
-                continue
-            if not result.cands or result.bound is False:
-                if name in listed:
-                    live.remove(key)
-                    listed.discard(name)
-            elif result.plan is None and result.beaten is None:
-                self.planless.add(name)
+            if self._plays_no_part(name) and name in listed:
+                live.remove(keys[name])
+                listed.discard(name)
+
+    def _plays_no_part(self, name: str) -> bool:
+        """Whether ``name``, a node of ``keys``, is known to play no part (idle, no candidate, or
+        its candidates cannot free enough); notes it in ``planless`` when it is known to have no
+        plan at all."""
+        if name not in self.keys:
+            return False
+        if name in self.idle:
+            return True
+        result = self.nodes.get(name)
+        if result is None:
+            return False
+        if not result.cands or result.bound is False:
+            return True
+        if result.plan is None and result.beaten is None:
+            self.planless.add(name)
+        return False

@@ -50,7 +50,7 @@ from services.allocator.domain.plan_memo import Memo
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies.base import ScanStrategy, Strategy
-from services.allocator.domain.trial import Fit, Trial
+from services.allocator.domain.trial import Fit, Trial, short_of_cpu
 from services.allocator.domain.victims import PRIORITY_OFFSET, CandidateSet, Ranked, Refusals, term
 
 Key = tuple[int, int, int]
@@ -181,7 +181,7 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
         best = _searched_pending(search, pending, best)
     if plans is not None:
         if plans.live is None:
-            plans.seed(state, scheduler.index.sort_key)
+            plans.seed(scheduler.index.sort_keys(spec.pool))
         else:
             plans.settle(search.seen)
     if best is not None:
@@ -375,7 +375,7 @@ def _short_of_cpu(search: _Search, scheduler: Scheduler, name: str, priority: in
     need, node = search.need, search.state.nodes[name]
     if not (need.cpu_milli and node.cpu_milli):
         return False
-    return node.cpu_milli - node.used_cpu_milli + scheduler.cpu_below(search.state, name, priority) < need.cpu_milli
+    return short_of_cpu(need, node, scheduler.cpu_below(search.state, name, priority))
 
 
 _At = TypeVar("_At", int, SortKey)
@@ -479,15 +479,20 @@ class _Search:
         return trial
 
     def bound(self, name: str, node: NodeResult) -> bool:
-        """``Trial.bound`` of every candidate going."""
+        """``Trial.bound`` of every candidate going (``Trial.frees`` of their sums): the node's CPU
+        check, then the GPU part (``Trial.enough``), kept with the candidates for every key of the
+        same per-GPU amounts, GPU count and ``shared`` whatever CPU and memory it asks."""
         if node.bound is None:
             cands, need = node.candidates, self.need
-            key = (*self.amounts, need.count, need.shared, need.cpu_milli)
-            bound = cands.bounds.get(key)
-            if bound is None:
-                sums = cands.sums
-                bound = cands.bounds[key] = self._trial(name, node).frees(sums.cpu, sums.freed)
-            node.bound = bound
+            sums = cands.sums
+            if short_of_cpu(need, self.state.nodes[name], sums.cpu):
+                node.bound = False
+            else:
+                key = (*self.amounts, need.count, need.shared)
+                enough = cands.enough.get(key)
+                if enough is None:
+                    enough = cands.enough[key] = self._trial(name, node).enough(sums.freed)
+                node.bound = enough
         return node.bound
 
     def lower(self, name: str, node: NodeResult) -> Key:

@@ -45,6 +45,12 @@ class Fit(NamedTuple):
     partitions: tuple[Partition, ...] = ()
 
 
+def short_of_cpu(need: Need, node: NodeState, freed: int) -> bool:
+    """Whether ``node`` lacks the request's CPU even with ``freed`` millicores given back
+    (NodeResourcesFilter: checked only when the node reports CPU and the request asks some)."""
+    return bool(need.cpu_milli and node.cpu_milli and node.cpu_milli - node.used_cpu_milli + freed < need.cpu_milli)
+
+
 class Trial:
     """The dry run of ``spec`` on one node (``need``/``chain`` from the Scheduler's ``prepare``)."""
 
@@ -89,13 +95,11 @@ class Trial:
         idleness, for ``shared``) or the node lacks the CPU or memory (NodeResourcesFilter): no
         filter pass could succeed."""
         need, node = self.need, self.node
-        if need.cpu_milli and node.cpu_milli:
-            cpu = node.cpu_milli - node.used_cpu_milli + sum(v.spec.cpu_milli for v in victims)
-            if cpu < need.cpu_milli:
-                return False
+        if need.cpu_milli and node.cpu_milli and short_of_cpu(need, node, sum(v.spec.cpu_milli for v in victims)):
+            return False
         if self.short_of_memory(sum(v.spec.memory_bytes for v in victims)):
             return False
-        return self._enough(freed_by(victims))
+        return self.enough(freed_by(victims))
 
     def short_of_memory(self, freed: int) -> bool:
         """Whether the node lacks the request's memory even with ``freed`` bytes given back
@@ -107,12 +111,13 @@ class Trial:
     def frees(self, cpu: int, freed: dict[str, list[int]]) -> bool:
         """:meth:`bound` of a victim set given as what it gives back: ``cpu`` millicores and, per
         GPU, [milli-TFLOPS, VRAM bytes, charges] (``victims.CandidateSums``, summed once per node)."""
-        need, node = self.need, self.node
-        if need.cpu_milli and node.cpu_milli and node.cpu_milli - node.used_cpu_milli + cpu < need.cpu_milli:
-            return False
-        return self._enough(freed)
+        return not short_of_cpu(self.need, self.node, cpu) and self.enough(freed)
 
-    def _enough(self, freed: dict[str, list[int]]) -> bool:
+    def enough(self, freed: dict[str, list[int]]) -> bool:
+        """The GPU part of :meth:`frees`: whether, with ``freed`` given back per GPU
+        ([milli-TFLOPS, VRAM bytes, charges]), at least the request's GPU count have its TFLOPS
+        and VRAM free (for ``shared``: no charge left). Reads only the request's per-GPU amounts,
+        GPU count and ``shared`` (:meth:`deficits`), not its CPU or memory."""
         need = self.need
         enough = 0
         none = (0, 0, 0)

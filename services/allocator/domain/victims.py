@@ -126,9 +126,9 @@ class CandidateSet:
     that reads it, what depends only on the request's per-GPU amounts and count and on the node
     as it is: ``deficits`` (``Trial.deficits`` by (milli-TFLOPS, milli-percent, VRAM bytes)),
     ``lowers`` (the plan search's lower bound by those, the GPU count and ``shared``) and
-    ``bounds`` (``Trial.frees`` of every candidate by those and the CPU asked)."""
+    ``enough`` (``Trial.enough`` of every candidate by the same)."""
 
-    __slots__ = ("_sums", "bounds", "cands", "deficits", "floor", "keepable", "lowers", "out_of_scope")
+    __slots__ = ("_sums", "cands", "deficits", "enough", "floor", "keepable", "lowers", "out_of_scope")
 
     def __init__(self, cands: list[AllocationState], out_of_scope: int = 0, keepable: bool = False) -> None:
         self.cands, self.out_of_scope, self.keepable = cands, out_of_scope, keepable
@@ -136,7 +136,7 @@ class CandidateSet:
         self._sums: CandidateSums | None = None
         self.deficits: dict[tuple[int, int, int], list[tuple[str, int, int, int]]] = {}
         self.lowers: dict[tuple[int, int, int, int, bool], tuple[int, int, int]] = {}
-        self.bounds: dict[tuple[int, int, int, int, bool, int], bool] = {}
+        self.enough: dict[tuple[int, int, int, int, bool], bool] = {}
 
     @property
     def sums(self) -> CandidateSums:

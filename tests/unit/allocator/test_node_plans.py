@@ -18,7 +18,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 from events import intents as it
 from events.values import AllocationSpec, Resources, priority_of
 from services.allocator.domain import Scheduler
-from services.allocator.domain.node_plans import NodeResult
+from services.allocator.domain.node_plans import NodePlans, NodeResult, SortKey
 from services.allocator.domain.preemption import NoPlan, Plan, _kept_loser, find
 from services.allocator.domain.reference import ReferenceScheduler
 from services.allocator.domain.state import ClusterState
@@ -42,6 +42,14 @@ def plain_counts(state: ClusterState, spec: AllocationSpec, now: datetime) -> tu
                                        namespace=spec.namespace, scope=state.pool_config(spec.pool).preemption,
                                        now=now, refusals=refusals))
     return searched, refusals.protected, refusals.out_of_scope
+
+
+def plain_live(state: ClusterState, scheduler: Scheduler, plans: NodePlans) -> list[SortKey]:
+    """What a kept record's ``live`` holds, computed plainly: every node of its pool in node order,
+    less those its kept results say play no part (idle; no candidate, or too few to free enough)."""
+    out = set(plans.idle) | {name for name, result in plans.nodes.items() if not result.cands or result.bound is False}
+    names = (n for n in state.pool_nodes.get(plans.pool, ()) if n in state.nodes and n not in out)
+    return sorted(scheduler.index.sort_key(n) for n in names)
 
 
 def outcome(found: object) -> object:
@@ -103,6 +111,9 @@ class KeptSearches(RuleBasedStateMachine):
         expected = outcome(fresh)
         for _ in range(times):
             assert outcome(find(state, spec, now, self.kept)) == expected
+            for plans in self.kept._node_plans.values():  # those caught up with the state
+                if plans.live is not None and plans.mark == state.changes.seq:
+                    assert list(plans.live) == plain_live(state, self.kept, plans)
 
 
 KeptSearches.TestCase.settings = settings(max_examples=150, stateful_step_count=80, deadline=None,

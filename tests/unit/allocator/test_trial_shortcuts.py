@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 
+import msgspec
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -20,6 +21,7 @@ from events import intents as it
 from events.values import AllocationSpec, PoolConfig, Resources, priority_of
 from services.allocator.domain import Scheduler
 from services.allocator.domain.model import AllocationState
+from services.allocator.domain.node_plans import NodeResult
 from services.allocator.domain.preemption import (
     PRIORITY_OFFSET,
     Plan,
@@ -27,6 +29,7 @@ from services.allocator.domain.preemption import (
     _lower_bound,
     _no_single_wins,
     _on_node,
+    _Search,
     _spread,
 )
 from services.allocator.domain.state import ClusterState
@@ -236,3 +239,36 @@ def test_the_cut_exhaustive_search_finds_a_plan_that_ties_the_bound(tie_ok: bool
     bounded, _ = trial_of(state, request(40_000, 1, "soft", 0, 1))
     found = _on_node(bounded, CandidateSet(cands), plan.key, tie_ok)
     assert outcome(found) == (outcome(plan) if tie_ok else None)
+
+
+@given(gpus=st.integers(1, 4), work=st.lists(RICH_WORK, min_size=1, max_size=8),
+       asks=st.lists(st.tuples(st.sampled_from([1, 2, 4]), st.sampled_from([0, 2000, 5000, 8000]),
+                               st.sampled_from([0, 8, 16]), st.sampled_from(["soft", "shared"])),
+                     min_size=2, max_size=5),
+       tflops=st.sampled_from([30_000, 100_000]))
+@settings(max_examples=300, deadline=None)
+def test_the_node_bound_kept_across_search_keys_is_the_trial_bound(
+        gpus: int, work: list[tuple[int, int, int, int, int]], asks: list[tuple[int, int, int, str]],
+        tflops: int) -> None:
+    """Searches of several keys (GPU count, CPU, memory, isolation; the same per-GPU amounts and
+    priority, above some of the node's work) read one candidate set in turn: each key's node
+    bound, with the GPU part kept with the set (``CandidateSet.enough``) by the amounts, count
+    and ``shared`` alone, is ``Trial.bound`` of every candidate going for that request less its
+    memory (checked by ``_on_node``)."""
+    state = rich(gpus, work)
+    scheduler = Scheduler()
+    amount = Resources(milli_tflops=tflops, vram_bytes=Gi)
+    shared: CandidateSet | None = None
+    for count, cpu, memory, isolation in asks:
+        spec = AllocationSpec(allocation_id="crit", namespace="x", pod="crit", pool="p", request=amount,
+                              limit=amount, gpu_count=min(count, gpus), priority=3, isolation=isolation,
+                              cpu_milli=cpu, memory_bytes=memory * Gi)
+        _, cands = trial_of(state, spec)
+        if not cands:
+            return
+        shared = shared or CandidateSet(cands)
+        need, chain = scheduler.prepare(spec)
+        strategy = scheduler.strategy(state, "p")
+        search = _Search(state, spec, need, chain, strategy, scheduler.indexed(strategy), scheduler, None)
+        without_memory, _ = trial_of(state, msgspec.structs.replace(spec, memory_bytes=0))
+        assert search.bound("n", NodeResult(shared)) == without_memory.bound(cands)
