@@ -13,8 +13,8 @@ cluster stays part-full), ``--seconds`` each:
    the queue, and every fifth client posting a 1 MiB YAML Pod to simulate.
 
 Prints per phase: intent -> outcome p50/p99 (decided, committed, relayed, received), the writer's
-own fetch-to-commit p99 (from its ``gpuledger_decision_latency_seconds`` histogram, the bucket
-bound), the writer's epoch changes and non-leader samples of ``/readyz`` (polled every 0.2 s), and
+own fetch-to-commit p99 (from its ``gpuledger_decision_latency_seconds`` histogram, read as
+``histogram_quantile`` does), the writer's epoch changes and non-leader samples of ``/readyz`` (polled every 0.2 s), and
 the reader's answers by status. Targets (BENCHMARKS.md): zero epoch changes, phase-2 p99 within
 1.2x of phase 1.
 
@@ -23,8 +23,10 @@ Usage: ``python3 benchmarks/bench_readload.py [--seconds 60] [--rate 200] [--cli
 requests; 0 is the harshest load, every client asking again as soon as it is answered.
 ``--split-cpus``: the read side, the reader with its parse workers and the clients, on the last
 CPU, everything else (writer, PostgreSQL, nats-server, this driver) on the others, as when the
-reader Deployment's pods get their own cores; needs two CPUs. ``--read-quota C``: the read side
-in a cgroup with a CFS quota of C CPUs, the kernel's cap of a pod's CPU limit; needs root).
+reader Deployment's pods get their own cores; needs two CPUs; ``--split-cpus reader+db`` moves the
+reader's PostgreSQL backends there too, as when the database server has cores to spare.
+``--read-quota C``: the read side in a cgroup with a CFS quota of C CPUs, the kernel's cap of a
+pod's CPU limit; needs root).
 """
 
 from __future__ import annotations
@@ -100,13 +102,22 @@ def decision_p99_s(metrics_url: str) -> dict[float, float]:
     return buckets
 
 
-def bucket_p99(before: dict[float, float], after: dict[float, float]) -> float:
-    """The upper bound of the bucket holding the 99th percentile of the observations between two scrapes."""
-    delta = {b: after.get(b, 0) - before.get(b, 0) for b in sorted(after)}
+def bucket_delta(before: dict[float, float], after: dict[float, float]) -> dict[float, float]:
+    """The cumulative bucket counts of the observations between two scrapes."""
+    return {b: after.get(b, 0) - before.get(b, 0) for b in sorted(after)}
+
+
+def histogram_p99(delta: dict[float, float]) -> float:
+    """The 99th percentile of cumulative buckets (upper bound -> count) as Prometheus'
+    ``histogram_quantile`` reads it: linear within the bucket that holds it (NaN: no observation)."""
     total = delta.get(float("inf"), 0)
-    for bound, count in delta.items():
+    lower, below = 0.0, 0.0
+    for bound, count in sorted(delta.items()):
         if total and count >= 0.99 * total:
-            return bound
+            if bound == float("inf"):
+                return lower
+            return lower + (bound - lower) * (0.99 * total - below) / max(count - below, 1e-9)
+        lower, below = bound, count
     return float("nan")
 
 
@@ -178,9 +189,11 @@ def cpu_s(pids: dict[str, int]) -> dict[str, float]:
 
 
 async def phase(name: str, js: object, watch: Watch, args: argparse.Namespace, writer: str, reader: str,
-                label: str, pids: dict[str, int], cgroup: ReadCgroup | None = None) -> list[float]:
+                label: str, pids: dict[str, int], buckets: dict[float, float],
+                cgroup: ReadCgroup | None = None) -> list[float]:
     """One phase (``name``: "without readers" or "with readers"); returns its intent -> outcome
-    latencies (ms) after printing its line. ``label`` names its intents (unique per phase)."""
+    latencies (ms) after printing its line, and adds the writer's fetch-to-commit observations of
+    the phase to ``buckets`` (cumulative counts by upper bound). ``label`` names its intents."""
     stop = asyncio.Event()
     samples: list[tuple[str, int]] = []
     watcher = asyncio.create_task(watch_writer(f"{writer}/readyz", stop, samples))
@@ -193,7 +206,8 @@ async def phase(name: str, js: object, watch: Watch, args: argparse.Namespace, w
                                  "--why", f"{label}-10", "--think-ms", str(args.think_ms)],
                                 stdout=subprocess.PIPE)
         if args.split_cpus:
-            split_cpus(read=[load.pid, pids["reader"]], write=[])
+            backends = backends_of(pids["reader"], pids["PostgreSQL"]) if args.split_cpus == "reader+db" else []
+            split_cpus(read=[load.pid, pids["reader"], *backends], write=[])
         if cgroup is not None:
             cgroup.add(load.pid)
     ids = await stream(js, watch, prefix=label, rate=args.rate, seconds=args.seconds, live=args.live)
@@ -201,13 +215,16 @@ async def phase(name: str, js: object, watch: Watch, args: argparse.Namespace, w
     stop.set()
     await watcher
     after = await asyncio.to_thread(decision_p99_s, f"{writer}/metrics")
+    delta = bucket_delta(before, after)
+    for bound, count in delta.items():
+        buckets[bound] = buckets.get(bound, 0.0) + count
     cpu = {k: v - cpu_before.get(k, 0.0) for k, v in cpu_s(pids).items()}
     lat = [(watch.done[i] - watch.sent[i]) * 1000 for i in ids]
     epochs = sorted({e for _, e in samples})
     roles = Counter(r for r, _ in samples)
     print(f"{label}: {len(ids)} requests at {args.rate:g} intents/s for {args.seconds:g} s: intent->outcome "
           f"p50 {percentile(lat, 0.5):.1f} ms, p99 {percentile(lat, 0.99):.1f} ms, max {max(lat):.1f} ms; "
-          f"writer fetch-to-commit p99 <= {bucket_p99(before, after) * 1000:g} ms; writer epochs {epochs}, "
+          f"writer fetch-to-commit p99 {histogram_p99(delta) * 1000:.1f} ms; writer epochs {epochs}, "
           f"/readyz samples {dict(roles)}; CPU s " + ", ".join(f"{k} {v:.1f}" for k, v in cpu.items()))
     if load is not None:
         out, _ = load.communicate(timeout=args.seconds + 120)
@@ -253,6 +270,17 @@ class ReadCgroup:
 
 CPUS = sorted(os.sched_getaffinity(0))
 """The CPUs this benchmark may use (read before any pinning)."""
+
+
+def backends_of(pid: int, postmaster: int) -> list[int]:
+    """The PostgreSQL backends (children of ``postmaster``) serving the connections of process ``pid``."""
+    ports = {c.laddr.port for c in psutil.Process(pid).net_connections(kind="tcp") if c.raddr}
+    found = []
+    for child in psutil.Process(postmaster).children():
+        with contextlib.suppress(psutil.Error):
+            if any(c.raddr and c.raddr.port in ports for c in child.net_connections(kind="tcp")):
+                found.append(child.pid)
+    return found
 
 
 def split_cpus(*, read: list[int], write: list[int]) -> None:
@@ -310,16 +338,21 @@ async def run(args: argparse.Namespace, root: Path) -> None:
             await watch.wait_all(warm)
             await release_all(js, watch, warm)
         pooled: dict[str, list[float]] = {"without readers": [], "with readers": []}
+        batches: dict[str, dict[float, float]] = {name: {} for name in pooled}
         for n in range(args.rounds):
             order = list(pooled) if n % 2 == 0 else list(pooled)[::-1]  # ABBA: a drift favours neither
             for name in order:
                 label = name.replace(" ", "") + (str(n) if args.rounds > 1 else "")
-                pooled[name] += await phase(name, js, watch, args, writer, reader, label, pids, cgroup)
+                pooled[name] += await phase(name, js, watch, args, writer, reader, label, pids, batches[name],
+                                            cgroup)
         if args.rounds > 1:
             base, loaded = (percentile(pooled[k], 0.99) for k in pooled)
             print(f"pooled over {args.rounds} rounds: p99 without readers {base:.1f} ms, with readers "
                   f"{loaded:.1f} ms ({loaded / base:.2f}x); p50 {percentile(pooled['without readers'], 0.5):.1f} / "
                   f"{percentile(pooled['with readers'], 0.5):.1f} ms")
+            base, loaded = (histogram_p99(batches[k]) * 1000 for k in batches)
+            print(f"  the writer's fetch-to-commit p99 (its histogram): without readers {base:.2f} ms, with readers "
+                  f"{loaded:.2f} ms ({loaded / base:.2f}x)")
         print(f"load average after: {os.getloadavg()[0]:.2f} (1 min)")
     finally:
         await client.close()
@@ -381,8 +414,9 @@ def main() -> None:
                         "as the last is answered, the harshest load; a dashboard tab polls every 2,000)")
     parser.add_argument("--warmup", type=float, default=5.0,
                         help="seconds of the stream before the phases, not measured")
-    parser.add_argument("--split-cpus", action="store_true",
-                        help="the reader, its parse workers and the clients on the last CPU, the rest on the others")
+    parser.add_argument("--split-cpus", nargs="?", const="reader", choices=("reader", "reader+db"), default="",
+                        help="the reader, its parse workers and the clients on the last CPU, the rest on the others "
+                        "(reader+db: the reader's PostgreSQL backends too, as a database server with cores to spare)")
     parser.add_argument("--read-quota", type=float, default=0.0,
                         help="CPUs of a CFS quota (a cgroup, as a pod's CPU limit) for the reader, its parse "
                         "workers and the clients (0: none; needs root)")
