@@ -14,7 +14,8 @@ from events.quantity import format_bytes, format_milli, format_percent_milli
 from events.values import AllocationSpec, Partition, Resources, priority_of
 from services.allocator.domain.filters.isolation_policy import lock_of
 from services.allocator.domain.model import AllocationState, GpuState
-from services.allocator.domain.preemption import NoPlan, Plan
+from services.allocator.domain.preemption import NoPlan
+from services.allocator.domain.victim_choice import Plan
 
 OUTCOME_TYPES = ("allocation_granted", "allocation_queued", "allocation_rejected", "intent_rejected")
 """Event tags that end a RequestAllocation (what ``submit`` waits for)."""

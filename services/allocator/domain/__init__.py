@@ -12,10 +12,11 @@ from services.allocator.domain.evolve import evolve
 from services.allocator.domain.gang import explain as gang_reason
 from services.allocator.domain.inventory import expired_nodes
 from services.allocator.domain.preempting import preemption_plan
-from services.allocator.domain.preemption import NoPlan, Plan
+from services.allocator.domain.preemption import NoPlan
 from services.allocator.domain.process import process
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState, decode_snapshot, digest, encode_snapshot
+from services.allocator.domain.victim_choice import Plan
 
 __all__ = [
     "ClusterState",

@@ -15,9 +15,10 @@ from datetime import datetime
 
 from events import decisions as ev
 from events.values import AllocationSpec, priority_of
-from services.allocator.domain.preemption import NoPlan, Plan, find
+from services.allocator.domain.preemption import NoPlan, find
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
+from services.allocator.domain.victim_choice import Plan
 
 
 def plan_events(spec: AllocationSpec, plan: Plan, now: datetime, *, from_queue: bool) -> list[ev.AnyEvent]:

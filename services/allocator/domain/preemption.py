@@ -2,83 +2,52 @@
 
 kube-scheduler's DefaultPreemption, per GPU (TensorFusion internal/gpuallocator/gpuallocator.go
 FilterWithPreempt and CheckQuotaAndFilterSingleNodePreempt; kube-scheduler
-pkg/scheduler/framework/plugins/defaultpreemption). For each node of the pool with a candidate
-(victims.candidates_on: strictly lower priority, not protected, in scope):
-
-1. Every candidate goes (``Trial.bound`` first, then the full dry run ``Trial.fits``: the same
-   filters, strategy pick and quota check as a normal placement); if the request still does not
-   fit, the node is out.
-2. The highest victim priority is minimised: the lowest priority threshold p such that removing
-   the candidates of priority <= p makes it fit (removal only frees, so this is monotone).
-3. Among those candidates, kube-scheduler's reprieve (most important first: keep a candidate
-   whenever the request still fits without taking it), then, when at most :data:`EXACT_LIMIT`
-   candidates are involved, an exhaustive search by subset size for a better set.
+pkg/scheduler/framework/plugins/defaultpreemption). Each node of the pool with a candidate
+(victims.candidates_on: strictly lower priority, not protected, in scope) may hold a plan, its best
+victim set (domain/victim_choice.py: every candidate gone must fit, the highest victim priority
+minimised, kube-scheduler's reprieve, an exhaustive search on small sets).
 
 Nodes are compared by kube-scheduler's pickOneNodeForPreemption order: the lowest highest-victim
 priority, then the smallest sum of (priority + 2³¹), then the fewest victims; ties go to the
 first node in the Scheduler's node order (strategy score, then name). Branch and bound: the first
-node with a plan sets the bound; every other node gets a lower bound (lowest candidate priority;
-per GPU the fewest victims that could cover the deficit) and only those that could beat the best
-plan are searched, most promising first, up to kube-scheduler's candidate count
-(:data:`MIN_CANDIDATES`, :data:`CANDIDATE_PERCENT`); before a node's dry runs its bound is also
-tightened by the node's CPU (:func:`_cpu_bound`) and given up when only a one-victim plan could win
-and no single candidate makes room (:func:`_no_single_wins`); a node whose lower bound is the lowest key any plan
-can have (one victim of the pool's lowest priority) is searched as the walk reaches it, and the walk
-stops once such a plan is found (:func:`_searched_early`: the same plan); a failed search is
-remembered (:class:`Memo`), and its count of the nodes and refusals kept per node until touched
-(``NodePlans.census``). A node's candidates and the bounds that read only the request's
-per-GPU amounts are shared by every search key of the same priority, namespace and scope until
-the node is touched (``Scheduler.candidate_set``). Pure; never mutates the state.
+node with a plan sets the bound; every other node gets a lower bound (``victim_choice.lower_bound``)
+and only those that could beat the best plan are searched, most promising first, up to
+kube-scheduler's candidate count (:data:`MIN_CANDIDATES`, :data:`CANDIDATE_PERCENT`); before a
+node's dry runs its bound is also tightened (``victim_choice.tightened_bound``) and the node given
+up when it loses; a node whose lower bound is the lowest key any plan can have (one victim of the
+pool's lowest priority) is searched as the walk reaches it, and the walk stops once such a plan is
+found (:func:`_searched_early`: the same plan); a failed search is remembered (:class:`Memo`), and
+its count of the nodes and refusals kept per node until touched (``NodePlans.census``). A node's
+candidates and the bounds that read only the request's per-GPU amounts are shared by every search
+key of the same priority, namespace and scope until the node is touched
+(``Scheduler.candidate_set``). Pure; never mutates the state.
 """
 
 from __future__ import annotations
 
 import heapq
-import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from datetime import datetime
 from typing import NamedTuple, TypeVar, cast
 
-from events.values import AllocationSpec, Partition, Resources, priority_of
+from events.values import AllocationSpec, priority_of
 from services.allocator.domain.framework import Chain, Context
-from services.allocator.domain.model import AllocationState
 from services.allocator.domain.need import Need
 from services.allocator.domain.node_plans import Census, NodePlans, NodeResult, SortKey
-from services.allocator.domain.placement import charge_on
 from services.allocator.domain.plan_memo import Memo
 from services.allocator.domain.scheduler import Scheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.strategies.base import ScanStrategy, Strategy
-from services.allocator.domain.trial import Fit, Trial, short_of_cpu
-from services.allocator.domain.victims import PRIORITY_OFFSET, CandidateSet, Ranked, Refusals, term
-
-Key = tuple[int, int, int]
-"""(highest victim priority, Σ (priority + 2³¹), victim count): lower is a better plan."""
-
-EXACT_LIMIT = 12
-"""Candidates (at or below the threshold priority) up to which a node's victim set is searched exhaustively."""
-
-FIT_BUDGET = 512
-"""Dry runs per node's exhaustive search (deterministic cap; the reprieve result stands beyond it)."""
+from services.allocator.domain.trial import Trial, short_of_cpu
+from services.allocator.domain.victim_choice import Key, Plan, best_on_node, loses, lower_bound
+from services.allocator.domain.victims import PRIORITY_OFFSET, Ranked, Refusals
 
 MIN_CANDIDATES = 100
 CANDIDATE_PERCENT = 10
 """Once a plan exists, at most max(100, 10 % of the pool's nodes) further nodes that could beat it
 are searched, in node order (kube-scheduler DefaultPreemption: minCandidateNodesAbsolute 100,
 minCandidateNodesPercentage 10)."""
-
-
-class Plan(NamedTuple):
-    """A preemption that makes the request fit: node, GPUs, charges, victims (lowest priority first,
-    then allocation id), the plan's :data:`Key`, and partitions (aligned with ``gpus``) if partitioned."""
-
-    node: str
-    gpus: tuple[str, ...]
-    charges: tuple[Resources, ...]
-    victims: tuple[AllocationState, ...]
-    key: Key
-    partitions: tuple[Partition, ...] = ()
 
 
 class NoPlan(NamedTuple):
@@ -92,11 +61,6 @@ class NoPlan(NamedTuple):
     searched: int = 0
     protected: int = 0
     out_of_scope: int = 0
-
-
-def key_of(victims: Sequence[AllocationState]) -> Key:
-    """The :data:`Key` of a victim set."""
-    return (max(priority_of(v.spec) for v in victims), sum(term(v) for v in victims), len(victims))
 
 
 def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Scheduler) -> Plan | NoPlan:
@@ -496,26 +460,26 @@ class _Search:
         return node.bound
 
     def lower(self, name: str, node: NodeResult) -> Key:
-        """:func:`_lower_bound` of the node's candidates."""
+        """:func:`lower_bound` of the node's candidates."""
         if node.lower is None:
             cands, need = node.candidates, self.need
             key = (*self.amounts, need.count, need.shared)
             lower = cands.lowers.get(key)
             if lower is None:
-                lower = cands.lowers[key] = _lower_bound(self._trial(name, node), cands)
+                lower = cands.lowers[key] = lower_bound(self._trial(name, node), cands)
             node.lower = lower
         return node.lower
 
     def on_node(self, name: str, node: NodeResult, beat: Key | None, tie_ok: bool = False) -> Plan | None:
-        """:func:`_on_node` for the node: a kept plan when it beats ``beat``; a kept "no plan beats
+        """:func:`best_on_node` for the node: a kept plan when it beats ``beat``; a kept "no plan beats
         (B, t)" when ``beat`` is at least as hard to beat; else computed (and kept). Exact because
-        ``_on_node`` with a bound returns the unbounded plan or None when that plan loses."""
+        ``best_on_node`` with a bound returns the unbounded plan or None when that plan loses."""
         plan = node.plan
         if isinstance(plan, Plan):
-            return None if _loses(plan.key, beat, tie_ok) else plan
+            return None if loses(plan.key, beat, tie_ok) else plan
         if plan is None and (node.beaten is None or (beat is not None and _harder(beat, tie_ok, node.beaten))):
             return None
-        found = _on_node(self._trial(name, node), node.candidates, beat, tie_ok, bound=node.bound, lower=node.lower)
+        found = best_on_node(self._trial(name, node), node.candidates, beat, tie_ok, bound=node.bound, lower=node.lower)
         self.seen.append(name)  # its kept plan changed: NodePlans.settle may take it out of ``live``
         node.plan = found
         node.beaten = None if found is not None or beat is None else (beat, tie_ok)
@@ -545,200 +509,3 @@ def _why_not(spec: AllocationSpec, searched: int, refusals: Refusals) -> NoPlan:
 _PROTECTION = "eviction-protection"
 
 
-def _loses(key: Key, beat: Key | None, tie_ok: bool) -> bool:
-    """Whether a plan of ``key`` cannot replace the best so far (``beat``; ``tie_ok``: this node
-    comes first in node order, so an equal key wins)."""
-    return beat is not None and (key > beat if tie_ok else key >= beat)
-
-
-def _on_node(trial: Trial, found: CandidateSet, beat: Key | None, tie_ok: bool = False, *,
-             bound: bool | None = None, lower: Key | None = None) -> Plan | None:
-    """The best plan on the trial's node among the candidates ``found`` that beats ``beat`` (None:
-    any), or None. ``bound`` and ``lower``: ``trial.bound`` of every candidate and
-    :func:`_lower_bound` when the caller kept them (None: computed here); with ``beat``, the node
-    is given up as soon as that lower bound loses."""
-    if not (trial.frees(found.sums.cpu, found.sums.freed) if bound is None else bound):
-        return None
-    if trial.short_of_memory(found.sums.memory):  # no subset of the candidates frees enough
-        return None
-    cands = found.cands
-    if beat is not None:
-        lower = _lower_bound(trial, found) if lower is None else lower
-        if _loses(lower, beat, tie_ok) or _loses(_cpu_bound(trial, found, lower), beat, tie_ok):
-            return None
-        if _no_single_wins(trial, cands, beat, tie_ok):
-            return None
-    levels = sorted({priority_of(c.spec) for c in cands})
-    allowed: list[AllocationState] = []
-    for level in levels:
-        allowed = [c for c in cands if priority_of(c.spec) <= level]
-        if _loses((level, level + PRIORITY_OFFSET, 1), beat, tie_ok):
-            return None
-        if trial.covered(allowed) or (trial.bound(allowed) and trial.fits(allowed) is not None):
-            break
-    else:
-        return None
-    victims, fit = _reprieve(trial, allowed)
-    if len(allowed) <= EXACT_LIMIT:
-        victims, fit = _exhaustive(trial, allowed, victims, fit, beat, tie_ok)
-    key = key_of(victims)
-    if _loses(key, beat, tie_ok):
-        return None
-    spec = trial.spec
-    ordered = tuple(sorted(victims, key=lambda v: (priority_of(v.spec), v.spec.allocation_id)))
-    charges = fit.charges or tuple(charge_on(g, spec) for g in fit.gpus)
-    return Plan(trial.node.name, tuple(g.spec.name for g in fit.gpus), charges, ordered, key, fit.partitions)
-
-
-def _no_single_wins(trial: Trial, cands: list[AllocationState], beat: Key, tie_ok: bool) -> bool:
-    """Whether the node surely has no plan that beats ``beat``, by one dry run per candidate: True
-    when every plan of two or more victims loses (the least such key takes the two candidates of
-    the lowest terms) and no single candidate whose one-victim key would win makes the request fit.
-    Exact: the node's plan (:func:`_on_node`) is a set of candidates that fits, so a winning plan
-    would be one of those singles. Saves the reprieve and the exhaustive search on the many nodes
-    of a full pool that one victim's room would clear but its CPU would not (their plans tie or
-    lose)."""
-    if len(cands) >= 2:
-        low = heapq.nsmallest(2, (term(c) for c in cands))
-        second = low[1] - PRIORITY_OFFSET  # term = priority + 2³¹
-        if not _loses((second, low[0] + low[1], 2), beat, tie_ok):
-            return False
-    for cand in cands:
-        single = (priority_of(cand.spec), term(cand), 1)
-        if not _loses(single, beat, tie_ok) and trial.single(cand) is not None:
-            return False
-    return True
-
-
-def _reprieve(trial: Trial, allowed: list[AllocationState]) -> tuple[list[AllocationState], Fit]:
-    """kube-scheduler selectVictimsOnNode: start from every candidate, keep (reprieve) each in turn,
-    most important first, whenever the request still fits without taking it. A dry run whose
-    answer is known is skipped (:meth:`Trial.covered`: a remaining victim alone was found to fit),
-    and the set's ``Fit`` is taken once at the end (a dry run depends only on the set)."""
-    victims = list(allowed)
-    fit: Fit | None = None
-    for candidate in allowed:
-        rest = [v for v in victims if v is not candidate]
-        if rest and trial.bound(rest):
-            if trial.covered(rest):
-                victims, fit = rest, None
-                continue
-            found = trial.fits(rest)
-            if found is not None:
-                victims, fit = rest, found
-    if fit is None:
-        fit = trial.single(victims[0]) if len(victims) == 1 else trial.fits(victims)
-    assert fit is not None
-    return victims, fit
-
-
-def _exhaustive(trial: Trial, allowed: list[AllocationState], victims: list[AllocationState], fit: Fit,
-                beat: Key | None = None, tie_ok: bool = False) -> tuple[list[AllocationState], Fit]:
-    """The best subset of ``allowed`` by (Σ term, count) at the same highest priority, by size,
-    starting from the reprieve's ``victims`` (kept on a tie).
-
-    With ``beat`` (the best plan of the search so far; ``tie_ok`` as in :func:`_loses`), subsets
-    whose key loses against it are not tried when the budget cannot bind (fewer subsets than
-    :data:`FIT_BUDGET`): the result is then the same whenever it beats ``beat`` (the same subsets
-    are met in the same order, and each one the unpruned search keeps has a lower score than
-    every bound either search holds at that point), and loses whenever the unpruned result loses,
-    so :func:`_on_node` answers the same. With the budget in play every subset is counted as
-    before, since a pruned search would spend it differently."""
-    top = max(priority_of(a.spec) for a in allowed)
-    pool = sorted(allowed, key=lambda a: (term(a), a.spec.allocation_id))
-    terms = [term(a) for a in pool]
-    tops = [priority_of(a.spec) == top for a in pool]
-    best = (sum(term(v) for v in victims), len(victims))
-    if beat is not None and beat[0] == top and (1 << len(pool)) - 1 < FIT_BUDGET:
-        cut = (beat[1], beat[2] + 1) if tie_ok else (beat[1], beat[2])  # scores below it win
-        best = min(best, cut)
-    budget = FIT_BUDGET
-    for size in range(1, len(pool) + 1):
-        if (sum(terms[:size]), size) >= best:
-            break
-        for picked in itertools.combinations(range(len(pool)), size):
-            score = (sum([terms[i] for i in picked]), size)
-            if score >= best or not any([tops[i] for i in picked]):
-                continue
-            combo = [pool[i] for i in picked]
-            if not trial.bound(combo):
-                continue
-            budget -= 1
-            found = trial.single(combo[0]) if size == 1 else trial.fits(combo)
-            if found is not None:
-                victims, fit, best = combo, found, score
-            if budget <= 0:
-                return victims, fit
-    return victims, fit
-
-
-def _lower_bound(trial: Trial, cands: CandidateSet) -> Key:
-    """A lower bound of any plan's key on this node: the lowest candidate priority, and per GPU the
-    fewest candidates whose charges there could cover its deficit (the ``count``-th smallest)."""
-    need = trial.need
-    counts = _covers(trial, cands)
-    count = max(1, counts[need.count - 1] if len(counts) >= need.count else 10**9)
-    return (cands.floor, cands.sums.smallest(count), count)
-
-
-def _covers(trial: Trial, cands: CandidateSet) -> list[int]:
-    """Per GPU of the node the fewest candidates whose charges there could cover its deficit
-    (0: none lacking; 10⁹: they cannot), ascending."""
-    need = trial.need
-    held = cands.sums.held
-    none: tuple[list[int], list[int]] = ([], [])
-    counts = []
-    for name, tflops, vram, charges in trial.deficits():
-        here = held.get(name, none)
-        if need.shared:
-            counts.append(len(here[0]) if len(here[0]) == charges else 10**9)
-            continue
-        counts.append(max(_cover(tflops, here[0]), _cover(vram, here[1])))
-    counts.sort()
-    return counts
-
-
-def _spread(trial: Trial, cands: CandidateSet) -> int:
-    """A lower bound of any plan's victim count on this node from how the GPUs it needs are held:
-    the plan frees ``count`` GPUs, each GPU g taking at least cover(g) victims with charges on it
-    (:func:`_covers`), and a victim counts toward at most as many of them as it holds GPUs, so
-    Σ of the ``count`` smallest covers <= Σ of the victims' GPU spans <= the largest spans of as
-    many candidates. Many single-GPU victims for a multi-GPU request: as many victims as GPUs."""
-    need = trial.need
-    counts = _covers(trial, cands)
-    if len(counts) < need.count:
-        return 10**9
-    return _cover(sum(counts[:need.count]), cands.sums.spans)
-
-
-def _cpu_bound(trial: Trial, cands: CandidateSet, lower: Key) -> Key:
-    """``lower`` (:func:`_lower_bound`) tightened by the node's CPU and memory: any victim set
-    must free the CPU and the memory the request lacks there (``Trial.bound``'s node checks), so
-    it has at least as many victims as the fewest candidates whose CPU, and the fewest whose
-    memory, covers that deficit. Used only to give a node up before its dry runs, never as the
-    node's kept bound (which decides the candidate nodes and their limit)."""
-    need, node = trial.need, trial.node
-    sums = cands.sums
-    count = lower[2]
-    if need.count > 1 and not need.partitioned:
-        count = max(count, _spread(trial, cands))
-    if need.cpu_milli and node.cpu_milli:
-        count = max(count, _cover(need.cpu_milli - (node.cpu_milli - node.used_cpu_milli), sums.cpus))
-    if need.memory_bytes and node.memory_bytes:
-        count = max(count, _cover(need.memory_bytes - (node.memory_bytes - node.used_memory_bytes), sums.memories))
-    if count <= lower[2]:
-        return lower
-    return (lower[0], sums.smallest(count), count)
-
-
-def _cover(deficit: int, amounts: list[int]) -> int:
-    """The fewest of ``amounts`` (largest first) summing to at least ``deficit`` (10⁹ when all of
-    them cannot)."""
-    if deficit <= 0:
-        return 0
-    total = 0
-    for n, amount in enumerate(amounts, 1):
-        total += amount
-        if total >= deficit:
-            return n
-    return 10**9

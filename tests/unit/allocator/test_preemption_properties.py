@@ -21,22 +21,12 @@ from services.allocator.domain import Scheduler, digest
 from services.allocator.domain.deadlines import protected_until
 from services.allocator.domain.model import GRANTED
 from services.allocator.domain.preempting import may_preempt
-from services.allocator.domain.preemption import (
-    CANDIDATE_PERCENT,
-    MIN_CANDIDATES,
-    Key,
-    NoPlan,
-    Plan,
-    _cpu_bound,
-    _lower_bound,
-    _on_node,
-    find,
-    key_of,
-)
+from services.allocator.domain.preemption import CANDIDATE_PERCENT, MIN_CANDIDATES, NoPlan, find
 from services.allocator.domain.reclaim import may_take, try_take
 from services.allocator.domain.reference import ReferenceScheduler
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.trial import Trial
+from services.allocator.domain.victim_choice import Key, Plan, best_on_node, key_of, lower_bound, tightened_bound
 from services.allocator.domain.victims import PROTECTION_KEY, CandidateSet, Refusals, candidates_on, ranked_on
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu, a_quota, a_share
 
@@ -252,13 +242,13 @@ def test_the_cpu_bound_gives_a_node_up_only_when_its_plan_loses() -> None:
     cands = candidates_on(c.state, ranked_on(c.state, "n"), priority=10, namespace="x", scope="cluster",
                           now=c.now, refusals=Refusals())
     found = CandidateSet(cands)
-    plan = _on_node(trial, found, None)
+    plan = best_on_node(trial, found, None)
     assert plan is not None and plan.key == (0, 2 * (0 + 2**31), 2)
-    lower = _lower_bound(trial, found)
-    assert lower[2] == 1 and _cpu_bound(trial, found, lower) == plan.key
-    assert _on_node(trial, found, plan.key, tie_ok=True) == plan
-    assert _on_node(trial, found, plan.key, tie_ok=False) is None
-    assert _on_node(trial, found, (0, 3 * 2**31, 3), lower=lower) == plan
+    lower = lower_bound(trial, found)
+    assert lower[2] == 1 and tightened_bound(trial, found, lower) == plan.key
+    assert best_on_node(trial, found, plan.key, tie_ok=True) == plan
+    assert best_on_node(trial, found, plan.key, tie_ok=False) is None
+    assert best_on_node(trial, found, (0, 3 * 2**31, 3), lower=lower) == plan
 
 
 def by_the_rule(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Scheduler
@@ -280,13 +270,13 @@ def by_the_rule(state: ClusterState, spec: AllocationSpec, now: datetime, schedu
         if not cands:
             continue
         trial = Trial(state, name, spec, need, chain, strategy, indexed=scheduler.indexed(strategy))
-        plan = _on_node(trial, CandidateSet(cands), None)
+        plan = best_on_node(trial, CandidateSet(cands), None)
         if first is None:
             if plan is not None:
                 first = (plan.key, at, name)
                 chosen.append(first)
             continue
-        if len(chosen) > limit or not trial.bound(cands) or _lower_bound(trial, CandidateSet(cands)) >= first[0]:
+        if len(chosen) > limit or not trial.bound(cands) or lower_bound(trial, CandidateSet(cands)) >= first[0]:
             continue
         chosen.append((first[0], at, name) if plan is None else (plan.key, at, name))  # None: never below first
     if first is None:

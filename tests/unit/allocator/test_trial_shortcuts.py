@@ -22,19 +22,18 @@ from events.values import AllocationSpec, PoolConfig, Resources, priority_of
 from services.allocator.domain import Scheduler
 from services.allocator.domain.model import AllocationState
 from services.allocator.domain.node_plans import NodeResult
-from services.allocator.domain.preemption import (
-    PRIORITY_OFFSET,
-    Plan,
-    _cpu_bound,
-    _lower_bound,
-    _no_single_wins,
-    _on_node,
-    _Search,
-    _spread,
-)
+from services.allocator.domain.preemption import _Search
 from services.allocator.domain.state import ClusterState
 from services.allocator.domain.trial import Trial
-from services.allocator.domain.victims import CandidateSet, Refusals, candidates_on, ranked_on
+from services.allocator.domain.victim_choice import (
+    Plan,
+    best_on_node,
+    lower_bound,
+    no_single_wins,
+    spread,
+    tightened_bound,
+)
+from services.allocator.domain.victims import PRIORITY_OFFSET, CandidateSet, Refusals, candidates_on, ranked_on
 from tests.unit.allocator.builders import Cluster, Gi, a_gpu
 
 WORK = st.tuples(
@@ -108,8 +107,8 @@ def test_a_fit_survives_more_victims(gpus: int, work: list[tuple[int, int, int, 
 def test_the_plan_with_kept_single_dry_runs_is_the_plain_plan(
         gpus: int, work: list[tuple[int, int, int, str, int]], tflops: int, count: int, isolation: str, cpu: int,
         beat: int | None) -> None:
-    """_on_node on a trial whose one-victim dry runs were made (as _no_single_wins makes them) and
-    reused equals _on_node on a trial that makes every dry run (``monotone`` off), for no bound and
+    """best_on_node on a trial whose one-victim dry runs were made (as no_single_wins makes them) and
+    reused equals best_on_node on a trial that makes every dry run (``monotone`` off), for no bound and
     for bounds of one, two and three victims of the lowest priorities."""
     state = crowded(gpus, work)
     spec = request(tflops, count, isolation, cpu, gpus)
@@ -122,10 +121,11 @@ def test_the_plan_with_kept_single_dry_runs_is_the_plain_plan(
     if beat is not None:
         terms = sorted(priority_of(c.spec) + PRIORITY_OFFSET for c in cands)[:max(1, beat)]
         key = (max(terms) - PRIORITY_OFFSET, sum(terms), len(terms)) if beat else (-1, 0, 0)
-        _no_single_wins(kept, cands, key, False)
+        no_single_wins(kept, cands, key, False)
     for cand in itertools.islice(cands, 3):
         kept.single(cand)  # some singles known, as a repeated search finds them
-    assert outcome(_on_node(kept, CandidateSet(cands), key)) == outcome(_on_node(plain, CandidateSet(cands), key))
+    found = best_on_node(kept, CandidateSet(cands), key)
+    assert outcome(found) == outcome(best_on_node(plain, CandidateSet(cands), key))
 
 
 RICH_WORK = st.tuples(
@@ -159,7 +159,7 @@ def rich(gpus: int, work: list[tuple[int, int, int, int, int]]) -> ClusterState:
 def test_a_bounded_node_search_is_the_unbounded_plan_or_none(
         gpus: int, work: list[tuple[int, int, int, int, int]], tflops: int, count: int, cpu: int, memory: int,
         beat: int, tie_ok: bool) -> None:
-    """_on_node against a best plan so far (``beat``: as many victims of the lowest priorities)
+    """best_on_node against a best plan so far (``beat``: as many victims of the lowest priorities)
     returns the node's unbounded plan when that plan beats it, else None: the give-ups before the
     dry runs (CPU, memory, how the needed GPUs are held) and the exhaustive search cut by the
     bound lose no plan and invent none."""
@@ -173,9 +173,9 @@ def test_a_bounded_node_search_is_the_unbounded_plan_or_none(
         return
     terms = sorted(priority_of(c.spec) + PRIORITY_OFFSET for c in cands)[:beat]
     key = (max(terms) - PRIORITY_OFFSET, sum(terms), len(terms))
-    unbounded = _on_node(plain, CandidateSet(cands), None)
+    unbounded = best_on_node(plain, CandidateSet(cands), None)
     wins = unbounded is not None and (unbounded.key <= key if tie_ok else unbounded.key < key)
-    assert outcome(_on_node(bounded, CandidateSet(cands), key, tie_ok)) == (outcome(unbounded) if wins else None)
+    assert outcome(best_on_node(bounded, CandidateSet(cands), key, tie_ok)) == (outcome(unbounded) if wins else None)
 
 
 @given(gpus=st.integers(1, 4), work=st.lists(RICH_WORK, min_size=1, max_size=7),
@@ -183,7 +183,7 @@ def test_a_bounded_node_search_is_the_unbounded_plan_or_none(
 @settings(max_examples=300, deadline=None)
 def test_the_spread_bound_never_exceeds_the_fewest_victims_that_fit(
         gpus: int, work: list[tuple[int, int, int, int, int]], count: int, memory: int) -> None:
-    """_spread and the memory cover of _cpu_bound are lower bounds: no subset of the candidates
+    """spread and the memory cover of tightened_bound are lower bounds: no subset of the candidates
     with fewer victims makes the request fit; and ``Trial.bound`` (CPU, memory, GPUs) holds for
     every subset that fits (brute force over every subset)."""
     state = rich(gpus, work)
@@ -194,15 +194,15 @@ def test_the_spread_bound_never_exceeds_the_fewest_victims_that_fit(
     if not cands:
         return
     found = CandidateSet(cands)
-    floor = _cpu_bound(trial, found, _lower_bound(trial, found))[2]
+    floor = tightened_bound(trial, found, lower_bound(trial, found))[2]
     fitting = [size for size in range(len(cands) + 1) for chosen in itertools.combinations(cands, size)
                if trial.fits(list(chosen)) is not None and trial.bound(list(chosen))]
     assert len(fitting) == sum(1 for size in range(len(cands) + 1) for chosen in itertools.combinations(cands, size)
                                if trial.fits(list(chosen)) is not None)
     fewest = min(fitting, default=None)
-    assert fewest is None or min(floor, _spread(trial, found)) <= max(fewest, 1)
+    assert fewest is None or min(floor, spread(trial, found)) <= max(fewest, 1)
     if fewest is not None:
-        assert max(floor, _spread(trial, found)) <= max(fewest, 1)
+        assert max(floor, spread(trial, found)) <= max(fewest, 1)
 
 
 def test_a_multi_gpu_request_among_single_gpu_victims_needs_one_per_gpu(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -215,16 +215,16 @@ def test_a_multi_gpu_request_among_single_gpu_victims_needs_one_per_gpu(monkeypa
                           gpu_count=4, priority=10)
     trial, cands = trial_of(state, spec)
     found = CandidateSet(cands)
-    lower = _lower_bound(trial, found)
-    assert lower[2] == 1 and _spread(trial, found) == 4 and _cpu_bound(trial, found, lower)[2] == 4
-    plan = _on_node(trial, found, None)
+    lower = lower_bound(trial, found)
+    assert lower[2] == 1 and spread(trial, found) == 4 and tightened_bound(trial, found, lower)[2] == 4
+    plan = best_on_node(trial, found, None)
     assert plan is not None and plan.key[2] == 4
     fresh, _ = trial_of(state, spec)
     dry_runs: list[object] = []
     original = Trial.fits
     monkeypatch.setattr(Trial, "fits", lambda self, victims: dry_runs.append(victims) or original(self, victims))
-    assert _on_node(fresh, found, plan.key, False) is None and not dry_runs
-    assert _on_node(fresh, found, plan.key, True) is not None and dry_runs
+    assert best_on_node(fresh, found, plan.key, False) is None and not dry_runs
+    assert best_on_node(fresh, found, plan.key, True) is not None and dry_runs
 
 
 @pytest.mark.parametrize("tie_ok", [True, False])
@@ -234,10 +234,10 @@ def test_the_cut_exhaustive_search_finds_a_plan_that_ties_the_bound(tie_ok: bool
     of exactly one priority-0 victim, that plan ties: found only when a tie wins (``tie_ok``)."""
     state = crowded(1, [(50_000, 1, 0, "soft", 0), (20_000, 1, 0, "soft", 0), (20_000, 1, 0, "soft", 0)])
     trial, cands = trial_of(state, request(40_000, 1, "soft", 0, 1))
-    plan = _on_node(trial, CandidateSet(cands), None)
+    plan = best_on_node(trial, CandidateSet(cands), None)
     assert plan is not None and [v.spec.allocation_id for v in plan.victims] == ["w0"]
     bounded, _ = trial_of(state, request(40_000, 1, "soft", 0, 1))
-    found = _on_node(bounded, CandidateSet(cands), plan.key, tie_ok)
+    found = best_on_node(bounded, CandidateSet(cands), plan.key, tie_ok)
     assert outcome(found) == (outcome(plan) if tie_ok else None)
 
 
@@ -254,7 +254,7 @@ def test_the_node_bound_kept_across_search_keys_is_the_trial_bound(
     priority, above some of the node's work) read one candidate set in turn: each key's node
     bound, with the GPU part kept with the set (``CandidateSet.enough``) by the amounts, count
     and ``shared`` alone, is ``Trial.bound`` of every candidate going for that request less its
-    memory (checked by ``_on_node``)."""
+    memory (checked by ``best_on_node``)."""
     state = rich(gpus, work)
     scheduler = Scheduler()
     amount = Resources(milli_tflops=tflops, vram_bytes=Gi)
