@@ -55,6 +55,21 @@ for _area in (stack_commands, lifecycle_commands, events_command, admin_commands
     _area.register(app)
 
 
+COMMAND_OPTIONS = ("--data-dir", "--json", "--pool", "--namespace")
+"""Options every command (or most) takes after its name, which a user used to global flags
+(kubectl's ``--namespace``) may type before it."""
+
+
+def misplaced_option(error: Exception) -> str | None:
+    """A hint for a usage error that is one of :data:`COMMAND_OPTIONS` given before the command
+    (``gpuledger --data-dir D simulate pod.yaml``): it belongs after it. None for any other error."""
+    option = getattr(error, "option_name", None)
+    ctx = getattr(error, "ctx", None)
+    if option not in COMMAND_OPTIONS or ctx is None or ctx.parent is not None:
+        return None
+    return f"hint: {option} is an option of each command: put it after the command (gpuledger COMMAND ... {option} ...)"
+
+
 def run(prog_name: str | None = None) -> None:
     """Console-script entry point: runs ``app`` and exits with the README's codes. Click's own
     handling would exit 1 for a closed pipe (EPIPE); here a closed stdout exits 141 quietly and
@@ -63,6 +78,9 @@ def run(prog_name: str | None = None) -> None:
         code = app(prog_name=prog_name, standalone_mode=False)
     except _CLICK_ERROR as exc:  # usage errors: message and exit 2, as click prints them
         exc.show()  # type: ignore[attr-defined]
+        hint = misplaced_option(exc)
+        if hint:
+            typer.echo(hint, err=True)
         sys.exit(exc.exit_code)  # type: ignore[attr-defined]
     except typer.Abort:  # end of input at a prompt: click's "Aborted!", exit 1
         typer.echo("Aborted!", err=True)

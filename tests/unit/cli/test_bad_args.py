@@ -37,3 +37,16 @@ def test_defrag_plan_of_an_unknown_objective_is_bad_input(tmp_path: Path) -> Non
                                       "--json", "--data-dir", str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert json.loads(result.output)["field"] == "objective"
+
+
+def test_a_command_option_typed_before_the_command_says_where_it_goes(tmp_path: Path) -> None:
+    """`gpuledger --data-dir D simulate pod.yaml` (a kubectl habit): exit 2 with click's message and
+    a hint to put the option after the command; an unknown option gets no such hint."""
+    before = subprocess.run([sys.executable, "-m", "services.cli.main", "--data-dir", str(tmp_path), "simulate",
+                             "pod.yaml"], capture_output=True, text=True, timeout=60)
+    assert before.returncode == 2
+    assert "No such option: --data-dir" in before.stderr
+    assert "hint: --data-dir is an option of each command: put it after the command" in before.stderr
+    unknown = subprocess.run([sys.executable, "-m", "services.cli.main", "simulate", "pod.yaml", "--bogus"],
+                             capture_output=True, text=True, timeout=60)
+    assert unknown.returncode == 2 and "No such option: --bogus" in unknown.stderr and "hint:" not in unknown.stderr
