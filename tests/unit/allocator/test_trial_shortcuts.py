@@ -154,11 +154,11 @@ def rich(gpus: int, work: list[tuple[int, int, int, int, int]]) -> ClusterState:
 @given(gpus=st.integers(1, 4), work=st.lists(RICH_WORK, min_size=1, max_size=8),
        tflops=st.sampled_from([30_000, 100_000]), count=st.sampled_from([1, 2, 3, 4]),
        cpu=st.sampled_from([0, 4000, 8000]), memory=st.sampled_from([0, 8, 16]),
-       beat=st.sampled_from([1, 2, 3, 4]), tie_ok=st.booleans())
+       beat=st.sampled_from([1, 2, 3, 4]), tie_ok=st.booleans(), isolation=st.sampled_from(["soft", "shared"]))
 @settings(max_examples=400, deadline=None)
 def test_a_bounded_node_search_is_the_unbounded_plan_or_none(
         gpus: int, work: list[tuple[int, int, int, int, int]], tflops: int, count: int, cpu: int, memory: int,
-        beat: int, tie_ok: bool) -> None:
+        beat: int, tie_ok: bool, isolation: str) -> None:
     """best_on_node against a best plan so far (``beat``: as many victims of the lowest priorities)
     returns the node's unbounded plan when that plan beats it, else None: the give-ups before the
     dry runs (CPU, memory, how the needed GPUs are held) and the exhaustive search cut by the
@@ -166,7 +166,8 @@ def test_a_bounded_node_search_is_the_unbounded_plan_or_none(
     state = rich(gpus, work)
     amount = Resources(milli_tflops=tflops, vram_bytes=Gi)
     spec = AllocationSpec(allocation_id="crit", namespace="x", pod="crit", pool="p", request=amount, limit=amount,
-                          gpu_count=min(count, gpus), priority=10, cpu_milli=cpu, memory_bytes=memory * Gi)
+                          gpu_count=min(count, gpus), priority=10, cpu_milli=cpu, memory_bytes=memory * Gi,
+                          isolation=isolation)
     bounded, cands = trial_of(state, spec)
     plain, _ = trial_of(state, spec)
     if not cands:
