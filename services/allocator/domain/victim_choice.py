@@ -30,10 +30,8 @@ from services.allocator.domain.victims import PRIORITY_OFFSET, CandidateSet, ter
 Key = tuple[int, int, int]
 """(highest victim priority, Σ (priority + 2³¹), victim count): lower is a better plan."""
 
-
 EXACT_LIMIT = 12
 """Candidates (at or below the threshold priority) up to which a node's victim set is searched exhaustively."""
-
 
 FIT_BUDGET = 512
 """Dry runs per node's exhaustive search (deterministic cap; the reprieve result stands beyond it)."""
@@ -63,7 +61,7 @@ def loses(key: Key, beat: Key | None, tie_ok: bool) -> bool:
 
 
 def best_on_node(trial: Trial, found: CandidateSet, beat: Key | None, tie_ok: bool = False, *,
-             bound: bool | None = None, lower: Key | None = None) -> Plan | None:
+                 bound: bool | None = None, lower: Key | None = None) -> Plan | None:
     """The best plan on the trial's node among the candidates ``found`` that beats ``beat`` (None:
     any), or None. ``bound`` and ``lower``: ``trial.bound`` of every candidate and
     :func:`lower_bound` when the caller kept them (None: computed here); with ``beat``, the node
@@ -144,7 +142,7 @@ def reprieve(trial: Trial, allowed: list[AllocationState]) -> tuple[list[Allocat
 
 
 def exhaustive(trial: Trial, allowed: list[AllocationState], victims: list[AllocationState], fit: Fit,
-                beat: Key | None = None, tie_ok: bool = False) -> tuple[list[AllocationState], Fit]:
+               beat: Key | None = None, tie_ok: bool = False) -> tuple[list[AllocationState], Fit]:
     """The best subset of ``allowed`` by (Σ term, count) at the same highest priority, by size,
     starting from the reprieve's ``victims`` (kept on a tie).
 
