@@ -55,9 +55,9 @@ for _area in (stack_commands, lifecycle_commands, events_command, admin_commands
     _area.register(app)
 
 
-COMMAND_OPTIONS = ("--data-dir", "--json", "--pool", "--namespace")
-"""Options every command (or most) takes after its name, which a user used to global flags
-(kubectl's ``--namespace``) may type before it."""
+COMMAND_OPTIONS = ("--data-dir", "--json")
+"""Options the commands take after their name, which a user used to global flags (kubectl's) may
+type before it."""
 
 
 def misplaced_option(error: Exception) -> str | None:

@@ -97,7 +97,7 @@ class Trial:
         need, node = self.need, self.node
         if need.cpu_milli and node.cpu_milli and short_of_cpu(need, node, sum(v.spec.cpu_milli for v in victims)):
             return False
-        if self.short_of_memory(sum(v.spec.memory_bytes for v in victims)):
+        if need.memory_bytes and node.memory_bytes and self.short_of_memory(sum(v.spec.memory_bytes for v in victims)):
             return False
         return self.enough(freed_by(victims))
 
