@@ -20,6 +20,8 @@ scale at 60 % (``ratio_to_60``: its decisions/s over the 60 % run's).
     python3 benchmarks/bench_decide.py [--decisions 10000] [--scales 1,4,16] [--target 0.75]
         [--strategy NAME ...]   (repeatable; "all" for every registered strategy; default: the default)
         [--saturated 500,5000]  (queue lengths; replaces --target with the 60 %% / saturated pairs)
+        [--keep-heap]           (as the allocator: lifecycle.HeapKeeper settled after the fill,
+                                 tended after each decision, untimed; ``tend_max_us`` its longest)
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from events import decisions as ev
 from events import intents as it
 from events.values import PoolConfig
 from services.allocator.domain import ClusterState, Scheduler, process, profile
+from services.shared.lifecycle import HeapKeeper
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -121,11 +124,15 @@ class Driver:
 
 
 def run(scale: int, decisions: int, target: float, strategy: str, seed: int = 7, *,
-        waiting: int = 500, saturated: bool = False) -> dict[str, float]:
+        waiting: int = 500, saturated: bool = False, keep_heap: bool = False) -> dict[str, float]:
     scheduler = Scheduler()
     driver = Driver(build(scale, strategy, scheduler), scheduler, target, seed, waiting, saturated)
     driver.fill()
     driver.outcomes.clear()
+    heap = HeapKeeper() if keep_heap else None
+    tends: list[float] = [0.0]
+    if heap is not None:
+        heap.settle()  # as the allocator does once its state is loaded
     wall: list[float] = []
     cpu: list[float] = []
     requests: list[float] = []
@@ -141,6 +148,10 @@ def run(scale: int, decisions: int, target: float, strategy: str, seed: int = 7,
         for event in out:
             digest.update(msgspec.json.encode(event))
         driver.account(out)
+        if heap is not None:  # as the allocator's loop between batches
+            start_cpu = time.thread_time()
+            heap.tend()
+            tends.append(time.thread_time() - start_cpu)
     return {
         "gpus": len(driver.state.gpus), "decisions": len(cpu),
         "p50_us": statistics.median(cpu) * 1e6,
@@ -154,6 +165,7 @@ def run(scale: int, decisions: int, target: float, strategy: str, seed: int = 7,
         "queued_now": float(len(driver.state.queue)),
         **{k: float(v) for k, v in sorted(driver.outcomes.items())},
         "events_sha256": digest.hexdigest()[:16],
+        **({"tend_max_us": max(tends) * 1e6} if heap is not None else {}),
     }
 
 
@@ -164,6 +176,8 @@ def main() -> None:
     parser.add_argument("--target", type=float, default=0.75, help="GPU TFLOPS utilisation to hold")
     parser.add_argument("--strategy", action="append", default=[],
                         help="placement strategy (repeatable; 'all' for every registered one)")
+    parser.add_argument("--keep-heap", action="store_true",
+                        help="settle and tend the heap as the allocator does (lifecycle.HeapKeeper)")
     parser.add_argument("--saturated", default="",
                         help="queue lengths (e.g. 500,5000): saturated runs beside a 60%% run of each strategy")
     args = parser.parse_args()
@@ -181,7 +195,7 @@ def main() -> None:
     for scale in (int(s) for s in args.scales.split(",")):
         baseline = None
         for name in names:
-            result = run(scale, args.decisions, args.target, name)
+            result = run(scale, args.decisions, args.target, name, keep_heap=args.keep_heap)
             if name == profile.DEFAULT_STRATEGY:
                 baseline = result["decisions_per_s"]
             if baseline:
@@ -202,10 +216,11 @@ def saturated(args: argparse.Namespace, names: list[str]) -> None:
     waits = [int(w) for w in args.saturated.split(",")]
     for scale in (int(s) for s in args.scales.split(",")):
         for name in names:
-            base = run(scale, args.decisions, 0.6, name)
+            base = run(scale, args.decisions, 0.6, name, keep_heap=args.keep_heap)
             print(_line(f"{scale:>3}x  {name:<16}  60%      ", base), flush=True)
             for waiting in waits:
-                result = run(scale, args.decisions, 1.0, name, waiting=waiting, saturated=True)
+                result = run(scale, args.decisions, 1.0, name, waiting=waiting, saturated=True,
+                             keep_heap=args.keep_heap)
                 result["ratio_to_60"] = result["decisions_per_s"] / base["decisions_per_s"]
                 print(_line(f"{scale:>3}x  {name:<16}  full+{waiting:<5}", result), flush=True)
 

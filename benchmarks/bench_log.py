@@ -224,7 +224,7 @@ async def bench_replay(admin_url: str, log: list[DecidedIntent], total: int) -> 
 async def main(args: argparse.Namespace) -> dict[str, object]:
     """Run every part; returns the figures."""
     log, state, process_s = openb_log()
-    lifecycle.settle_heap()  # as the allocator does once its state is loaded
+    lifecycle.HeapKeeper().settle()  # as the allocator does once its state is loaded
     granted = sum(1 for a in state.allocations.values() if a.status == "granted")
     out: dict[str, object] = {"openb_intents": len(log), "openb_process_s": round(process_s, 2),
                               "gpus": len(state.gpus), "live_granted": granted,

@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--queued", type=int, default=5000)
     args = parser.parse_args()
     state = build(args.nodes, args.queued)
-    lifecycle.settle_heap()  # as the allocator does after loading its state
+    lifecycle.HeapKeeper().settle()  # as the allocator does after loading its state
     waiting = reasons.queued(state)
     assert len(waiting) == args.queued, len(waiting)
     times = []

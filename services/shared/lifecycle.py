@@ -3,8 +3,8 @@
 ``run_service(main)`` runs ``main(stop)`` under ``asyncio.run`` with SIGTERM/SIGINT setting
 ``stop``; ``supervise`` runs long-lived coroutines in a TaskGroup so that one crashing cancels
 the others (and the error surfaces), and ``Teardown`` closes resources in reverse order of
-opening, logging (not raising) errors from each closer so every closer runs. ``settle_heap``
-takes what start-up built out of the cyclic garbage collector's full collections.
+opening, logging (not raising) errors from each closer so every closer runs. ``HeapKeeper``
+keeps what the process holds out of the cyclic garbage collector's full collections.
 """
 
 from __future__ import annotations
@@ -25,18 +25,75 @@ log = structlog.get_logger(__name__)
 STOP_SIGNALS: tuple[signal.Signals, ...] = (signal.SIGTERM, signal.SIGINT)
 
 
-def settle_heap() -> None:
-    """Collect cyclic garbage now, then move every surviving object to the permanent generation
-    (``gc.freeze``), so full collections stop walking the modules and the loaded state.
+class HeapKeeper:
+    """Keeps the cyclic garbage collector's full collections as short as what was allocated since
+    the last one, for a process that holds a large projection for its whole life.
 
-    Call once start-up has built its long-lived objects (the allocator: after loading its state).
-    Frozen objects are still freed by reference counting; only cyclic garbage among them would
-    stay, hence the collection first. On the openb state a full collection walks ~137,000 objects
-    and pauses the event loop ~65 ms (benchmarks/bench_log.py); afterwards it walks only what was
-    allocated since.
+    CPython's full collection walks every tracked object outside the permanent generation: on the
+    4x openb state with 500 requests waiting, ~300,000 objects and ~110 ms, once per ~1,000
+    decisions while the pool churns (benchmarks/bench_decide.py ``--heap``), a pause of the writer's
+    loop and of every intent waiting on it. :meth:`settle` at start-up collects, then moves every
+    survivor to the permanent generation (``gc.freeze``); :meth:`tend`, between batches, does the
+    same after each full collection the collector ran on its own (its survivors are live: the
+    cyclic garbage among them was just collected), so the next full collection walks only what was
+    allocated since, however large the state has grown (``gc.freeze`` came from Instagram's
+    start-up heap, CPython bpo-31558; here the freeze follows the heap as it grows).
+
+    Frozen objects are still freed by reference counting; only cyclic garbage among them stays.
+    That is bounded: once the permanent generation has grown to :attr:`growth` times its size at
+    the last :meth:`settle`, :meth:`tend` settles again (one full walk), so the garbage kept never
+    outgrows the live heap, and those full walks happen only as often as the heap grows by that
+    factor. Process-global like the collector itself: one keeper per process.
     """
-    gc.collect()
-    gc.freeze()
+
+    def __init__(self, *, growth: float = 2.0) -> None:
+        if growth <= 1:
+            raise ValueError(f"growth must be above 1, got {growth}")
+        self.growth = growth
+        """Settle again once the permanent generation is this many times its size at the last settle."""
+        self.settled = 0
+        """Objects in the permanent generation right after the last :meth:`settle`."""
+        self.refrozen = 0
+        """Objects moved to the permanent generation by :meth:`tend` since (an upper bound: some
+        have been freed since)."""
+        self.settles = 0
+        """How many times :meth:`settle` ran (start-up, reloads, and when the heap had grown)."""
+        self._seen = _full_collections()
+
+    def settle(self) -> None:
+        """Collect cyclic garbage now (every generation, the permanent one included), then freeze
+        every survivor. Call once start-up has built its long-lived objects (the allocator: after
+        loading its state)."""
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        self.settled = gc.get_freeze_count()
+        self.refrozen = 0
+        self.settles += 1
+        self._seen = _full_collections()
+
+    def tend(self) -> bool:
+        """After a full collection since the last call: freeze its survivors (or settle again,
+        once the heap has grown :attr:`growth`-fold since the last settle); True when it froze.
+        O(1) when none ran; else O(the objects that collection walked)."""
+        seen = _full_collections()
+        if seen == self._seen:
+            return False
+        self._seen = seen
+        self.refrozen += len(gc.get_objects(generation=2))
+        gc.freeze()
+        if self.settled + self.refrozen >= self.growth * self.settled:  # may have grown: count exactly
+            frozen = gc.get_freeze_count()
+            if frozen >= self.growth * self.settled:
+                self.settle()
+            else:
+                self.refrozen = frozen - self.settled
+        return True
+
+
+def _full_collections() -> int:
+    """How many full (generation 2) collections this process has run."""
+    return int(gc.get_stats()[2]["collections"])
 
 
 def install_stop_signals(stop: asyncio.Event, *, loop: asyncio.AbstractEventLoop | None = None) -> None:

@@ -60,6 +60,8 @@ class Follower:
         self.failed_since: float | None = None
         """Monotonic time of the first failed read of the current outage (None while reads succeed)."""
         self._moved = asyncio.Event()
+        self.heap = lifecycle.HeapKeeper()
+        """Settled once the projection is loaded, tended after each catch-up (full collections stay short)."""
 
     @property
     def lag(self) -> int:
@@ -74,6 +76,7 @@ class Follower:
                 if not self.loaded.is_set():
                     await self._load()
                 moved = await self.catch_up()
+                self.heap.tend()
             except Exception as exc:  # database down or an undecodable row: stay behind, retry
                 if self.failed_since is None:
                     self.failed_since = time.monotonic()
@@ -88,7 +91,7 @@ class Follower:
     async def _load(self) -> None:
         self.state = await self.store.load_state()
         self.head = max(self.head, self.state.position)
-        lifecycle.settle_heap()
+        self.heap.settle()
         self.loaded.set()
         log.info("reader projection loaded", position=self.state.position)
 

@@ -101,6 +101,8 @@ class Allocator:
         self._snapshots = SnapshotPolicy(every=settings.snapshot_every)
         self.listeners: list[Callable[[Sequence[StoredEvent]], None]] = []
         """Called with each committed batch (the composition root counts the outcomes for /metrics)."""
+        self.heap = lifecycle.HeapKeeper()
+        """Settled once the projection is loaded, tended between batches (full collections stay short)."""
 
     async def run(self, stop: asyncio.Event) -> None:
         """Load the projection, then lead or stand by until ``stop``; releases the lease on exit."""
@@ -132,7 +134,7 @@ class Allocator:
             try:
                 self.state = await self.store.load_state()
                 self.metrics.position.set(self.state.position)
-                lifecycle.settle_heap()
+                self.heap.settle()
                 return
             except Exception as exc:  # database down: wait and retry
                 log.warning("loading state failed; retrying", error=repr(exc))
@@ -160,6 +162,7 @@ class Allocator:
     async def _follow(self) -> None:
         self.keeper.changed.clear()
         await self._tail()
+        self.heap.tend()
         await lifecycle.wait_event(self.keeper.changed, self.settings.tail_interval_s)
 
     async def _tail(self) -> None:
@@ -195,7 +198,7 @@ class Allocator:
         try:
             while (self.keeper.epoch == epoch and not self._rewind_needed and not stop.is_set()
                    and await self._step(epoch)):
-                pass
+                self.heap.tend()
         finally:
             relay_stop.set()
             relay_task.cancel()
