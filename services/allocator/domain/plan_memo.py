@@ -61,6 +61,7 @@ class Memo:
             scheduler.remember_failed_plan(self.key, (self.mark, self.validity, frozenset(searched)))
 
     def forget(self, scheduler: Scheduler) -> None:
-        """Drop a remembered failure (a plan exists now)."""
+        """Drop a remembered failure (a whole search found a plan; a plan found by the walk of the
+        nodes touched since the failure leaves it, true of every other node, remembered)."""
         scheduler.forget_failed_plan(self.key)
 

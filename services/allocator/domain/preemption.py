@@ -17,7 +17,10 @@ node's dry runs its bound is also tightened (``victim_choice.tightened_bound``) 
 up when it loses; a node whose lower bound is the lowest key any plan can have (one victim of the
 pool's lowest priority) is searched as the walk reaches it, and the walk stops once such a plan is
 found (:func:`_searched_early`: the same plan); a failed search is remembered (:class:`Memo`), and
-its count of the nodes and refusals kept per node until touched (``NodePlans.census``). A node's
+its count of the nodes and refusals kept per node until touched (``NodePlans.census``); a plan that
+the walk of the nodes touched since a remembered failure finds leaves the failure remembered (it
+still holds for every node untouched since), so the key's next search walks the touched nodes
+again instead of the whole pool. A node's
 candidates and the bounds that read only the request's per-GPU amounts are shared by every search
 key of the same priority, namespace and scope until the node is touched
 (``Scheduler.candidate_set``). Pure; never mutates the state.
@@ -149,7 +152,8 @@ def find(state: ClusterState, spec: AllocationSpec, now: datetime, scheduler: Sc
         else:
             plans.settle(search.seen)
     if best is not None:
-        memo.forget(scheduler)
+        if touched is None:  # else the remembered failure still holds for the nodes untouched since
+            memo.forget(scheduler)
         return best[0]
     for name, ranked in short:  # the failure's explanation counts their candidates as the walk would have
         if search.node(name, ranked, priority, config.preemption, now, refusals).cands:

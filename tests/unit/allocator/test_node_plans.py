@@ -193,6 +193,50 @@ def test_a_remembered_failure_is_searched_again_where_room_above_the_request_cam
     assert isinstance(found, Plan) and found.node == "n0"
 
 
+def test_a_plan_found_by_the_walk_of_touched_nodes_keeps_the_remembered_failure() -> None:
+    """A failed search is remembered; room coming back on n0 lets the next search, which walks only
+    the nodes touched since, find a plan there. That plan leaves the failure true of every node
+    untouched since it (n1, n2), so the memo is kept, not forgotten: the next request of the same
+    shape, queued once the plan is taken, is searched over the touched nodes only (n0) and is
+    decided, reason and counts alike, as a fresh search decides it."""
+    fast, fresh = Cluster(), Cluster(ReferenceScheduler())
+    for c in (fast, fresh):
+        c.pool("p")
+        for k in range(3):
+            c.node(f"n{k}", "p", a_gpu(f"n{k}-g0", 100, 16 * Gi, index=0))
+    work = (("high-0", "n0", 60_000, 7), ("low-0", "n0", 40_000, 0), ("high-1", "n1", 80_000, 7),
+            ("low-1", "n1", 20_000, 0), ("high-2", "n2", 90_000, 7), ("low-2", "n2", 10_000, 0))
+    for uid, _, tflops, priority in work:
+        amount = Resources(milli_tflops=tflops, vram_bytes=Gi)
+        spec = AllocationSpec(allocation_id=uid, namespace="x", pod=uid, pool="p", request=amount, limit=amount,
+                              priority=priority)
+        assert fast.request(spec) == fresh.request(spec)
+    assert {a: s.node for a, s in fast.state.allocations.items()} == {uid: node for uid, node, _, _ in work}
+    amount = Resources(milli_tflops=70_000, vram_bytes=Gi)
+
+    def probe(uid: str) -> AllocationSpec:
+        return AllocationSpec(allocation_id=uid, namespace="y", pod=uid, pool="p", request=amount, limit=amount,
+                              priority=5)
+
+    assert isinstance(find(fast.state, probe("p0"), fast.now, fast.scheduler), NoPlan)
+    (failure,) = fast.scheduler._no_plans.values()
+    assert failure[2] == {"n0", "n1", "n2"}  # every node had a candidate, none a plan
+    assert fast.release("high-0") == fresh.release("high-0")  # room at priority 7 comes back on n0
+    found = find(fast.state, probe("p1"), fast.now, fast.scheduler)
+    assert outcome(found) == outcome(find(fresh.state, probe("p1"), fresh.now, ReferenceScheduler()))
+    assert isinstance(found, Plan) and found.node == "n0"
+    assert list(fast.scheduler._no_plans.values()) == [failure], "the failure holds for n1 and n2: kept"
+    taken = fast.send(it.RequestAllocation(intent_id="take", spec=probe("p1")))
+    assert taken == fresh.send(it.RequestAllocation(intent_id="take", spec=probe("p1")))
+    assert [type(e).__name__ for e in taken] == ["AllocationPreempted", "AllocationGranted"]  # low-0 goes
+    queued = fast.send(it.RequestAllocation(intent_id="wait", spec=probe("p2")))
+    assert queued == fresh.send(it.RequestAllocation(intent_id="wait", spec=probe("p2")))  # reason, counts
+    assert [type(e).__name__ for e in queued] == ["AllocationQueued"]
+    (again,) = fast.scheduler._no_plans.values()
+    assert again[0] > failure[0], "the new failure is remembered afresh"
+    assert again[2] == {"n1", "n2"}  # n0 holds only the probe's priority now: no candidate there
+
+
 def test_a_remembered_failure_is_searched_again_where_a_node_it_passed_over_gains_a_candidate() -> None:
     """A node without lower-priority work is passed over by a failed search; once work below the
     request's priority lands there, the next search must walk it (its room with that work gone may
