@@ -312,26 +312,50 @@ def _still_none(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler,
     A touched node it searched whose touches since were only grants without protection and
     releases of work below the request's priority (``Changes.grew_since``) has at most the room
     with every candidate gone it had then, so still no plan; a touched node it did not search has
-    a plan only if it has a candidate now, and then it is walked. The counts are the walk's: the
-    touched nodes with a candidate now and the failure's others, none refused."""
+    a plan only if it has a candidate now, and then it is walked. Either kind of node, where no
+    protected work was granted since, still has no plan when it lacks the request's CPU even with
+    every allocation below the request's priority gone (:func:`_short_of_cpu`, whatever room came
+    back): it is counted, as the walk counts such a node, and not walked. Touched nodes of other
+    pools play no part (the walk is of the request's pool). The counts are the walk's: the touched
+    nodes with a candidate now and the failure's others, none refused."""
     if spec.isolation == "partitioned" or state.quotas.get(spec.namespace) is not None:
         return None
     if memo.scope != "cluster" or memo.previous is None:
         return None
     mark, searched = memo.previous[0], memo.previous[2]
     changes = state.changes
+    need: Need | None = None
     left: list[str] = []
+    added: list[str] = []
     for name in touched:
         ranked = scheduler.ranked(state, name)
         has = bool(ranked) and ranked[0][0] < priority
         if name in searched:
             if changes.grew_since(name, priority, mark):
-                return None
+                need = need or scheduler.prepare(spec)[0]
+                if changes.protected_since(name, mark) or not _lacks_cpu(state, need, scheduler, name, priority):
+                    return None
             if not has:
                 left.append(name)  # its candidates are gone: not counted any more
         elif has:
-            return None
-    return searched.difference(left) if left else searched  # (the same set, usually: no copy)
+            node = state.nodes.get(name)
+            if node is None or node.pool != spec.pool:
+                continue
+            need = need or scheduler.prepare(spec)[0]
+            if changes.protected_since(name, mark) or not _lacks_cpu(state, need, scheduler, name, priority):
+                return None
+            added.append(name)  # candidates now, but no plan: counted, as the walk counts it
+    found = searched.difference(left) if left else searched  # (the same set, usually: no copy)
+    return found.union(added) if added else found
+
+
+def _lacks_cpu(state: ClusterState, need: Need, scheduler: Scheduler, name: str, priority: int) -> bool:
+    """Whether node ``name`` lacks ``need``'s CPU even with every allocation below ``priority``
+    gone (:func:`_short_of_cpu` without a search)."""
+    node = state.nodes.get(name)
+    if node is None or not (need.cpu_milli and node.cpu_milli):
+        return False
+    return short_of_cpu(need, node, scheduler.cpu_below(state, name, priority))
 
 
 def _short_of_cpu(search: _Search, scheduler: Scheduler, name: str, priority: int) -> bool:
@@ -340,10 +364,7 @@ def _short_of_cpu(search: _Search, scheduler: Scheduler, name: str, priority: in
     The walks pass such a node over without building its candidates (kept as ``idle`` until it is
     touched); the whole walk of :func:`find` builds them only when no plan is found, for the
     failure's counts."""
-    need, node = search.need, search.state.nodes[name]
-    if not (need.cpu_milli and node.cpu_milli):
-        return False
-    return short_of_cpu(need, node, scheduler.cpu_below(search.state, name, priority))
+    return _lacks_cpu(search.state, search.need, scheduler, name, priority)
 
 
 _At = TypeVar("_At", int, SortKey)

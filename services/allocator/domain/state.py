@@ -120,11 +120,14 @@ class Changes:
         ``priority`` or above, or granted work with an eviction protection there: then a request of
         ``priority`` may find room with every lower-priority allocation gone that it did not find
         at ``mark`` (preemption.py ``_still_none``). True for a mark older than this record."""
-        if mark < self._origin:
-            return True
-        if self.protected.get(node, 0) > mark:
+        if self.protected_since(node, mark):
             return True
         return any(seq > mark and level >= priority for level, seq in self.grown.get(node, {}).items())
+
+    def protected_since(self, node: str, mark: int) -> bool:
+        """Whether work with an eviction protection was granted on ``node`` after ``mark`` (True
+        for a mark older than this record)."""
+        return mark < self._origin or self.protected.get(node, 0) > mark
 
     def nodes_since(self, mark: int) -> Iterator[str]:
         """Names of the nodes touched after ``mark`` (a past ``seq``), each once, most recent first."""

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
 from events import intents as it
 from events.values import AllocationSpec, Resources, priority_of
-from services.allocator.domain import Scheduler
+from services.allocator.domain import Scheduler, preemption
 from services.allocator.domain.node_plans import NodePlans, NodeResult, SortKey
 from services.allocator.domain.preemption import NoPlan, Plan, _kept_loser, find
 from services.allocator.domain.reference import ReferenceScheduler
@@ -235,6 +236,61 @@ def test_a_plan_found_by_the_walk_of_touched_nodes_keeps_the_remembered_failure(
     (again,) = fast.scheduler._no_plans.values()
     assert again[0] > failure[0], "the new failure is remembered afresh"
     assert again[2] == {"n1", "n2"}  # n0 holds only the probe's priority now: no candidate there
+
+
+@pytest.mark.parametrize("protected", [False, True])
+def test_a_remembered_failure_holds_without_a_walk_where_the_touched_nodes_lack_the_cpu(
+        monkeypatch: pytest.MonkeyPatch, protected: bool) -> None:
+    """Room above the request's priority comes back on n0, and a candidate lands on n1, which the
+    failure passed over: a walk would find no plan on either, as both lack the request's CPU even
+    with every lower-priority allocation gone. The failure is then answered from the memo, counts
+    included, without a walk; unless the work landing on n1 is under eviction protection, which
+    the walk must count as refused. Once the CPU comes back on n0, the walk finds the plan there.
+    Every answer is a fresh search's."""
+    fast, fresh = Cluster(), Cluster(ReferenceScheduler())
+    for c in (fast, fresh):
+        c.pool("p")
+        for k in range(2):
+            c.node(f"n{k}", "p", a_gpu(f"n{k}-g0", 100, 16 * Gi, index=0), cpu_milli=4000)
+
+    def grant(uid: str, tflops: int, priority: int, cpu: int, protect: bool = False) -> None:
+        amount = Resources(milli_tflops=tflops, vram_bytes=Gi)
+        spec = AllocationSpec(allocation_id=uid, namespace="x", pod=uid, pool="p", request=amount, limit=amount,
+                              priority=priority, cpu_milli=cpu, attributes={PROTECTION_KEY: "1h"} if protect else {})
+        assert fast.request(spec) == fresh.request(spec)
+
+    for uid, tflops, priority, cpu in (("hog", 10_000, 7, 3500), ("high-0", 50_000, 7, 0), ("low-0", 40_000, 0, 0),
+                                       ("high-1", 90_000, 7, 3800)):
+        grant(uid, tflops, priority, cpu)
+    assert {a: s.node for a, s in fast.state.allocations.items()} == {
+        "hog": "n0", "high-0": "n0", "low-0": "n0", "high-1": "n1"}
+    amount = Resources(milli_tflops=70_000, vram_bytes=Gi)
+    probe = AllocationSpec(allocation_id="probe", namespace="y", pod="probe", pool="p", request=amount,
+                           limit=amount, priority=5, cpu_milli=1000)
+
+    def both() -> object:
+        found = find(fast.state, probe, fast.now, fast.scheduler)
+        assert outcome(found) == outcome(find(fresh.state, probe, fresh.now, ReferenceScheduler()))
+        return found
+
+    assert isinstance(both(), NoPlan)  # remembered: n0 searched, no candidate on n1
+    grant("low-1", 10_000, 0, 0, protect=protected)  # n0 is full: it lands on n1
+    assert fast.release("high-0") == fresh.release("high-0")  # room at priority 7 comes back on n0
+
+    class NoWalk:
+        def __init__(self, *args: object) -> None:
+            raise AssertionError("the remembered failure should answer without a walk")
+
+    with monkeypatch.context() as patched:
+        if not protected:
+            patched.setattr(preemption, "_Search", NoWalk)
+        failed = find(fast.state, probe, fast.now, fast.scheduler)
+    assert outcome(failed) == outcome(find(fresh.state, probe, fresh.now, ReferenceScheduler()))
+    assert isinstance(failed, NoPlan)
+    assert (failed.searched, failed.protected) == ((1, 1) if protected else (2, 0))  # n1 refused, or counted
+    assert fast.release("hog") == fresh.release("hog")  # the CPU comes back on n0
+    found = both()
+    assert isinstance(found, Plan) and found.node == "n0" and found.victims[0].spec.allocation_id == "low-0"
 
 
 def test_a_remembered_failure_is_searched_again_where_a_node_it_passed_over_gains_a_candidate() -> None:
