@@ -168,22 +168,29 @@ def test_a_kept_result_is_skipped_only_when_it_loses_against_every_better_plan()
     assert not _kept_loser(NodeResult(CandidateSet([])), best)  # not searched yet
 
 
-def test_a_remembered_failure_is_searched_again_where_room_above_the_request_came_back() -> None:
-    """A failed search is remembered; a release of work the request may not take (priority at or
-    above its own) on a node the failure searched gives that room back, so the next search must
-    find the plan there, as a fresh one does; a release of a candidate does not (no walk needed)."""
+def twins(nodes: int, work: tuple[tuple[str, str, int, int], ...]) -> tuple[Cluster, Cluster]:
+    """A long-lived Scheduler and a ReferenceScheduler over the same pool "p" of ``nodes`` one-GPU
+    nodes (n0, n1, ...; 100 TFLOPS), with ``work`` ((allocation id, the node it lands on,
+    milli-TFLOPS, priority), namespace x) granted alike on both."""
     fast, fresh = Cluster(), Cluster(ReferenceScheduler())
     for c in (fast, fresh):
         c.pool("p")
-        c.node("n0", "p", a_gpu("n0-g0", 100, 16 * Gi, index=0))
-        c.node("n1", "p", a_gpu("n1-g0", 100, 16 * Gi, index=0))
-    work = (("high-0", "n0", 60_000, 7), ("low-0", "n0", 40_000, 0), ("high-1", "n1", 100_000, 7))
+        for k in range(nodes):
+            c.node(f"n{k}", "p", a_gpu(f"n{k}-g0", 100, 16 * Gi, index=0))
     for uid, _, tflops, priority in work:
         amount = Resources(milli_tflops=tflops, vram_bytes=Gi)
         spec = AllocationSpec(allocation_id=uid, namespace="x", pod=uid, pool="p", request=amount, limit=amount,
                               priority=priority)
         assert fast.request(spec) == fresh.request(spec)
     assert {a: s.node for a, s in fast.state.allocations.items()} == {uid: node for uid, node, _, _ in work}
+    return fast, fresh
+
+
+def test_a_remembered_failure_is_searched_again_where_room_above_the_request_came_back() -> None:
+    """A failed search is remembered; a release of work the request may not take (priority at or
+    above its own) on a node the failure searched gives that room back, so the next search must
+    find the plan there, as a fresh one does; a release of a candidate does not (no walk needed)."""
+    fast, fresh = twins(2, (("high-0", "n0", 60_000, 7), ("low-0", "n0", 40_000, 0), ("high-1", "n1", 100_000, 7)))
     amount = Resources(milli_tflops=70_000, vram_bytes=Gi)
     probe = AllocationSpec(allocation_id="probe", namespace="y", pod="probe", pool="p", request=amount,
                            limit=amount, priority=5)
@@ -200,19 +207,8 @@ def test_a_plan_found_by_the_walk_of_touched_nodes_keeps_the_remembered_failure(
     untouched since it (n1, n2), so the memo is kept, not forgotten: the next request of the same
     shape, queued once the plan is taken, is searched over the touched nodes only (n0) and is
     decided, reason and counts alike, as a fresh search decides it."""
-    fast, fresh = Cluster(), Cluster(ReferenceScheduler())
-    for c in (fast, fresh):
-        c.pool("p")
-        for k in range(3):
-            c.node(f"n{k}", "p", a_gpu(f"n{k}-g0", 100, 16 * Gi, index=0))
-    work = (("high-0", "n0", 60_000, 7), ("low-0", "n0", 40_000, 0), ("high-1", "n1", 80_000, 7),
-            ("low-1", "n1", 20_000, 0), ("high-2", "n2", 90_000, 7), ("low-2", "n2", 10_000, 0))
-    for uid, _, tflops, priority in work:
-        amount = Resources(milli_tflops=tflops, vram_bytes=Gi)
-        spec = AllocationSpec(allocation_id=uid, namespace="x", pod=uid, pool="p", request=amount, limit=amount,
-                              priority=priority)
-        assert fast.request(spec) == fresh.request(spec)
-    assert {a: s.node for a, s in fast.state.allocations.items()} == {uid: node for uid, node, _, _ in work}
+    fast, fresh = twins(3, (("high-0", "n0", 60_000, 7), ("low-0", "n0", 40_000, 0), ("high-1", "n1", 80_000, 7),
+                            ("low-1", "n1", 20_000, 0), ("high-2", "n2", 90_000, 7), ("low-2", "n2", 10_000, 0)))
     amount = Resources(milli_tflops=70_000, vram_bytes=Gi)
 
     def probe(uid: str) -> AllocationSpec:
