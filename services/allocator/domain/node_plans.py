@@ -114,7 +114,11 @@ class NodePlans:
         self.nodes: dict[str, NodeResult] = {}
         self.live: SortedList | None = None
         self.planless: set[str] = set()
-        self.keys: dict[str, SortKey] = {}
+        self.keys: dict[str, int] = {}
+        """Each node's place in node order (the first part of its sort key; the second is its
+        name). Ints, not the key tuples: a dict of ints stays out of the cyclic collector's young
+        generations as it changes, where one of fresh tuples would be tracked again, and walked
+        by every young collection, each time a node is put back."""
         self.listed: set[str] = set()
         self.idle: set[str] = set()
         """Nodes where no plan can exist until touched: no work of a priority below the key's
@@ -150,17 +154,17 @@ class NodePlans:
         node = state.nodes.get(name)
         key = sort_key(name) if node is not None and node.pool == self.pool else None
         listed = self.listed
-        if old is not None and old == key:  # same place: back in the list if settle took it out
-            self.keys[name] = key
+        if old is not None and key is not None and old == key[0]:  # same place: back in if settle took it out
+            self.keys[name] = old
             if name not in listed:
                 live.add(key)
                 listed.add(name)
             return
         if old is not None and name in listed:
-            live.remove(old)
+            live.remove((old, name))
             listed.discard(name)
         if key is not None:
-            self.keys[name] = key
+            self.keys[name] = key[0]
             live.add(key)
             listed.add(name)
 
@@ -168,7 +172,7 @@ class NodePlans:
         """Build ``live`` from every node of the pool (``ordered``: their sort keys in node order,
         ``NodeIndex.sort_keys``), less the kept results that play no part: what :meth:`settle` of
         every kept node would leave, built at once (one list, no sort, no removal one by one)."""
-        self.keys = {key[1]: key for key in ordered}
+        self.keys = {key[1]: key[0] for key in ordered}
         self.planless = set()
         out = {name for name in [*self.nodes, *self.idle] if self._plays_no_part(name)}
         kept = [key for key in ordered if key[1] not in out] if out else ordered
@@ -182,7 +186,7 @@ class NodePlans:
         live, listed, keys = self.live, self.listed, self.keys
         for name in names:
             if self._plays_no_part(name) and name in listed:
-                live.remove(keys[name])
+                live.remove((keys[name], name))
                 listed.discard(name)
 
     def _plays_no_part(self, name: str) -> bool:
