@@ -31,7 +31,7 @@ class HeapKeeper:
 
     CPython's full collection walks every tracked object outside the permanent generation: on the
     4x openb state with 500 requests waiting, ~300,000 objects and ~110 ms, once per ~1,000
-    decisions while the pool churns (benchmarks/bench_decide.py ``--heap``), a pause of the writer's
+    decisions while the pool churns (benchmarks/bench_decide.py ``--keep-heap``), a pause of the writer's
     loop and of every intent waiting on it. :meth:`settle` at start-up collects, then moves every
     survivor to the permanent generation (``gc.freeze``); :meth:`tend`, between batches, does the
     same after each full collection the collector ran on its own (its survivors are live: the
