@@ -324,29 +324,36 @@ def _still_none(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler,
         return None
     mark, searched = memo.previous[0], memo.previous[2]
     changes = state.changes
-    need: Need | None = None
     left: list[str] = []
     added: list[str] = []
     for name in touched:
         ranked = scheduler.ranked(state, name)
         has = bool(ranked) and ranked[0][0] < priority
         if name in searched:
-            if changes.grew_since(name, priority, mark):
-                need = need or scheduler.prepare(spec)[0]
-                if changes.protected_since(name, mark) or not _lacks_cpu(state, need, scheduler, name, priority):
-                    return None
+            if changes.grew_since(name, priority, mark) and not _still_short(state, spec, scheduler, name, priority,
+                                                                             mark):
+                return None
             if not has:
                 left.append(name)  # its candidates are gone: not counted any more
         elif has:
             node = state.nodes.get(name)
             if node is None or node.pool != spec.pool:
                 continue
-            need = need or scheduler.prepare(spec)[0]
-            if changes.protected_since(name, mark) or not _lacks_cpu(state, need, scheduler, name, priority):
+            if not _still_short(state, spec, scheduler, name, priority, mark):
                 return None
             added.append(name)  # candidates now, but no plan: counted, as the walk counts it
     found = searched.difference(left) if left else searched  # (the same set, usually: no copy)
     return found.union(added) if added else found
+
+
+def _still_short(state: ClusterState, spec: AllocationSpec, scheduler: Scheduler, name: str, priority: int,
+                 mark: int) -> bool:
+    """Whether node ``name`` surely has no plan for ``spec``: no protected work granted there
+    since ``mark``, and it lacks the request's CPU even with every allocation below ``priority``
+    gone (:func:`_lacks_cpu`)."""
+    if state.changes.protected_since(name, mark):
+        return False
+    return _lacks_cpu(state, scheduler.prepare(spec)[0], scheduler, name, priority)
 
 
 def _lacks_cpu(state: ClusterState, need: Need, scheduler: Scheduler, name: str, priority: int) -> bool:
